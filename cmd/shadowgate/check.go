@@ -1,0 +1,80 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/interlink-hq/shadowgate/validate"
+	"github.com/interlink-hq/shadowgate/validate/policy"
+)
+
+type checkOptions struct {
+	policyFile string
+	files      []string
+	output     string
+	namespace  string
+}
+
+func newCheckCommand() *cobra.Command {
+	var o checkOptions
+	cmd := &cobra.Command{
+		Use:   "check --policy FILE -f FILE|- [-f ...]",
+		Short: "Judge objects exactly as the webhook would, without a cluster",
+		Long: `Judge Pods, pod templates of workloads (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job,
+CronJob), node ConfigMaps and the policy ConfigMap exactly as the admission webhook would.
+Exit 0: all admitted. Exit 1: at least one refused. Exit 2: unreadable input or invalid policy.`,
+		Example: `  shadowgate check --policy manifests/examples/policy.yaml -f manifests/examples/trainer.yaml
+  kubectl get pod trainer -o yaml | shadowgate check --policy policy.yaml -f - -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	cmd.Flags().StringVar(&o.policyFile, "policy", "", "policy document, or a ConfigMap manifest holding it under data[policy.yaml]")
+	cmd.Flags().StringArrayVarP(&o.files, "filename", "f", nil, "objects to judge: multi-document YAML or JSON; - reads standard input")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVar(&o.namespace, "namespace", "default", "namespace for objects that name none")
+	_ = cmd.MarkFlagRequired("policy")
+	_ = cmd.MarkFlagRequired("filename")
+	return cmd
+}
+
+func (o *checkOptions) run(cmd *cobra.Command) error {
+	if o.output != "text" && o.output != "json" {
+		return usageError("--output must be text or json, not %q", o.output)
+	}
+	pol, err := loadPolicy(o.policyFile, cmd.InOrStdin())
+	if err != nil {
+		return err
+	}
+	objs, err := readObjects(o.files, o.namespace, cmd.InOrStdin())
+	if err != nil {
+		return err
+	}
+	ref := validate.PolicyRef{Name: policy.ConfigMapName}
+	results := make([]result, 0, len(objs))
+	denied := false
+	for _, in := range objs {
+		r := result{Kind: in.kind, Namespace: in.ns, Name: in.name, Warnings: []string{}}
+		var d validate.Decision
+		judged := false
+		if in.obj != nil {
+			d, judged = validate.Object(in.obj, pol, ref)
+		}
+		if !judged {
+			d.Warnings = append(d.Warnings, "shadowgate does not judge "+in.kind+" objects")
+		}
+		r.Allowed, r.errs, r.Errors = d.Allowed(), d.Errors, toFieldErrors(d.Errors)
+		r.Warnings = append(r.Warnings, d.Warnings...)
+		denied = denied || !r.Allowed
+		results = append(results, r)
+	}
+	if o.output == "json" {
+		if err := writeJSON(cmd.OutOrStdout(), map[string]any{"results": results}); err != nil {
+			return err
+		}
+	} else {
+		writeText(cmd.OutOrStdout(), results)
+	}
+	if denied {
+		return &exitError{code: exitDenied}
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+// Command shadowgate is the admission webhook and offline checker for interLink's SSH shadow.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes of the CLI contract.
+const (
+	exitDenied = 1 // at least one object refused, or the policy is invalid (policy check)
+	exitUsage  = 2 // unreadable input, unknown flag, invalid policy given to check or render
+)
+
+// exitError ends the process with a code; its message, if any, has not been printed yet.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func usageError(format string, args ...any) error {
+	return &exitError{code: exitUsage, msg: fmt.Sprintf(format, args...)}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run executes the CLI and returns the exit code, so tests drive it like the binary.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRootCommand(stdin, stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	var exit *exitError
+	if errors.As(err, &exit) {
+		if exit.msg != "" {
+			fmt.Fprintln(stderr, "error:", exit.msg)
+		}
+		return exit.code
+	}
+	// Anything else is cobra refusing the command line: unknown flag, missing argument.
+	fmt.Fprintln(stderr, "error:", err)
+	return exitUsage
+}
+
+func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "shadowgate",
+		Short: "Admission webhook and sidecar injector for interLink's SSH shadow",
+		Long: `shadowgate judges offloaded pods at admission time: the interlink.eu/reverse-* annotations,
+pod-vpn conflicts and the site's SOCKS policy, so a mistake is a kubectl apply denial with a
+field path rather than a virtual kubelet log line. The same decisions run offline in
+"shadowgate check".`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newCheckCommand(), newPolicyCommand(), newVersionCommand())
+	return root
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the system tools the tests run for real (OpenSSH, socat, netcat, shellcheck, python3)
+# when they are missing. Needs root and Debian's package archive; fails naming what it could not get.
+set -euo pipefail
+
+# command -> Debian package
+declare -A need=(
+  [sshd]=openssh-server
+  [ssh]=openssh-client
+  [ssh-keygen]=openssh-client
+  [socat]=socat
+  [nc]=netcat-openbsd
+  [shellcheck]=shellcheck
+  [python3]=python3
+)
+
+have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }
+
+missing=()
+for cmd in "${!need[@]}"; do
+  have "$cmd" || missing+=("${need[$cmd]}")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+mapfile -t pkgs < <(printf '%s\n' "${missing[@]}" | sort -u)
+if [ "$(id -u)" -ne 0 ]; then
+  echo "test-deps: missing ${pkgs[*]}; run as root or install them: apt-get install ${pkgs[*]}" >&2
+  exit 1
+fi
+echo "test-deps: installing ${pkgs[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
+for cmd in "${!need[@]}"; do
+  have "$cmd" || { echo "test-deps: $cmd is still missing after installing ${need[$cmd]}" >&2; exit 1; }
+done

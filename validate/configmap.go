@@ -1,0 +1,48 @@
+package validate
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/interlink-hq/shadowgate/validate/policy"
+	"github.com/interlink-hq/shadowgate/validate/syntax"
+)
+
+// Node ConfigMap keys and labels (DESIGN.md "Shadow objects").
+const (
+	ComputeNodeKey  = "compute-node"
+	LabelShadowRole = "interlink.eu/shadow-role"
+	ShadowRoleNode  = "node"
+)
+
+// IsNodeConfigMap reports whether cm tells a shadow its compute node: it carries the node
+// role label, or a compute-node key that a shadow could mount.
+func IsNodeConfigMap(cm *corev1.ConfigMap) bool {
+	_, hasKey := cm.Data[ComputeNodeKey]
+	return hasKey || cm.Labels[LabelShadowRole] == ShadowRoleNode
+}
+
+// NodeConfigMap judges a node ConfigMap: compute-node must be empty (the job is not placed
+// yet), an RFC 1123 hostname or an IP literal. The shadow passes it to ssh, so anything else is
+// refused rather than escaped.
+func NodeConfigMap(cm *corev1.ConfigMap) Decision {
+	var d Decision
+	node := cm.Data[ComputeNodeKey]
+	if node == "" {
+		return d
+	}
+	if ok, why := syntax.Host(node); !ok {
+		d.Errors = append(d.Errors, field.Invalid(field.NewPath("data").Key(ComputeNodeKey), node, fmt.Sprintf(
+			"refusing compute node %q: %s. The shadow passes this to ssh, so it is refused rather than escaped; the plugin should report what the node calls itself (hostname -f)",
+			node, why)))
+	}
+	return d
+}
+
+// PolicyConfigMap judges a policy ConfigMap: the document must parse and validate.
+func PolicyConfigMap(cm *corev1.ConfigMap) Decision {
+	_, errs := policy.FromConfigMap(cm)
+	return Decision{Errors: errs}
+}

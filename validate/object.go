@@ -1,0 +1,52 @@
+package validate
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/interlink-hq/shadowgate/validate/policy"
+)
+
+// PolicyRef names the policy ConfigMap. An empty Namespace matches any namespace, as the
+// offline CLI does not know where the webhook runs.
+type PolicyRef struct {
+	Namespace, Name string
+}
+
+// Is reports whether cm is the policy ConfigMap.
+func (r PolicyRef) Is(cm *corev1.ConfigMap) bool {
+	return cm.Name == r.Name && (r.Namespace == "" || cm.Namespace == r.Namespace)
+}
+
+// Object judges any object shadowgate admits: Pods, pod templates of workloads, node
+// ConfigMaps and the policy ConfigMap. judged is false for anything else. The webhook's
+// handlers and `shadowgate check` both decide through here.
+func Object(obj runtime.Object, pol *policy.Policy, ref PolicyRef) (d Decision, judged bool) {
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		_, d = Pod(o, pol)
+		return d, true
+	case *corev1.ConfigMap:
+		return ConfigMap(o, ref), true
+	}
+	return Workload(obj, objectNamespace(obj), pol)
+}
+
+// ConfigMap judges a ConfigMap: the policy ConfigMap's document, a node ConfigMap's compute
+// node; any other ConfigMap is admitted.
+func ConfigMap(cm *corev1.ConfigMap, ref PolicyRef) Decision {
+	if ref.Is(cm) {
+		return PolicyConfigMap(cm)
+	}
+	if IsNodeConfigMap(cm) {
+		return NodeConfigMap(cm)
+	}
+	return Decision{}
+}
+
+func objectNamespace(obj runtime.Object) string {
+	if o, ok := obj.(interface{ GetNamespace() string }); ok {
+		return o.GetNamespace()
+	}
+	return ""
+}

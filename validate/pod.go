@@ -1,0 +1,178 @@
+package validate
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/interlink-hq/shadowgate/validate/policy"
+)
+
+// Decision is the verdict on one object: refused when Errors is not empty. Warnings are shown
+// to the user either way.
+type Decision struct {
+	Errors   field.ErrorList
+	Warnings []string
+}
+
+// Allowed reports whether the object is admitted.
+func (d *Decision) Allowed() bool { return len(d.Errors) == 0 }
+
+func (d *Decision) warn(format string, args ...any) {
+	d.Warnings = append(d.Warnings, fmt.Sprintf(format, args...))
+}
+
+// Offload is what a pod placed on a listed virtual node asks of it, parsed from its annotations.
+type Offload struct {
+	NodeName      string
+	Node          policy.VirtualNode
+	Forwards      []Forward
+	SocksPort     int
+	Bind          netip.Addr // zero when the annotation is absent
+	SameNamespace bool
+	ExtraPorts    []ExtraPort
+	PodVPN        bool
+}
+
+// WantsReverse reports whether the pod asks for the reverse tunnel.
+func (o *Offload) WantsReverse() bool { return len(o.Forwards) > 0 || o.SocksPort > 0 }
+
+// Paths locate a pod's metadata and spec in the object being judged: a Pod's own, or a
+// workload's template.
+type Paths struct {
+	Meta, Spec *field.Path
+}
+
+// PodPaths are the paths of a Pod.
+var PodPaths = Paths{Meta: field.NewPath("metadata"), Spec: field.NewPath("spec")}
+
+// Pod judges a Pod. The Offload is nil when the pod belongs to no listed virtual node.
+func Pod(pod *corev1.Pod, pol *policy.Policy) (*Offload, Decision) {
+	return PodSpec(&pod.ObjectMeta, &pod.Spec, pod.Namespace, pol, PodPaths)
+}
+
+// PodSpec judges a pod's metadata and spec, reporting errors at the given paths, and returns
+// what the pod asks of its virtual node.
+func PodSpec(meta *metav1.ObjectMeta, spec *corev1.PodSpec, namespace string, pol *policy.Policy, at Paths) (*Offload, Decision) {
+	var d Decision
+	annPath := at.Meta.Child("annotations")
+	nodeName, placed := VirtualNodeFor(spec, pol)
+	if !placed {
+		for _, key := range slices.Sorted(maps.Keys(meta.Annotations)) {
+			if strings.HasPrefix(key, reversePrefix) {
+				d.warn("%s is ignored: the pod is not placed on a virtual node listed in shadowgate's policy (%s)",
+					annPath.Key(key), strings.Join(pol.NodeNames(), ", "))
+			}
+		}
+		return nil, d
+	}
+	o := &Offload{NodeName: nodeName, Node: pol.VirtualNodes[nodeName]}
+	ann := meta.Annotations
+	for _, key := range slices.Sorted(maps.Keys(ann)) {
+		if why, removed := removedAnnotations[key]; removed {
+			d.warn("%s is ignored: %s; remove the annotation", annPath.Key(key), why)
+		} else if strings.HasPrefix(key, reversePrefix) && !slices.Contains(reverseRequest, key) {
+			d.Errors = append(d.Errors, field.NotSupported(annPath.Key(key), key, knownReverseAnnotations))
+		}
+	}
+	o.parseAnnotations(ann, namespace, annPath, &d)
+	o.judgeReverse(ann, annPath, &d)
+	if o.Node.Network.SSHShadow() && o.Node.Network.EnableTunnel && !o.PodVPN {
+		warnSkippedPorts(spec, o.ExtraPorts, at.Spec, annPath, &d)
+	}
+	return o, d
+}
+
+func (o *Offload) parseAnnotations(ann map[string]string, namespace string, annPath *field.Path, d *Decision) {
+	var errs field.ErrorList
+	if v, ok := ann[AnnotationReverseForwards]; ok {
+		o.Forwards, errs = ParseForwards(v, namespace, annPath.Key(AnnotationReverseForwards))
+		d.Errors = append(d.Errors, errs...)
+	}
+	if v, ok := ann[AnnotationReverseSocksPort]; ok {
+		o.SocksPort, errs = ParseSocksPort(v, annPath.Key(AnnotationReverseSocksPort))
+		d.Errors = append(d.Errors, errs...)
+		for _, f := range o.Forwards {
+			if f.ListenPort == o.SocksPort {
+				d.Errors = append(d.Errors, field.Invalid(annPath.Key(AnnotationReverseSocksPort), v, fmt.Sprintf(
+					"port %d is also a listen port of %s; give the SOCKS proxy a port of its own", o.SocksPort, AnnotationReverseForwards)))
+			}
+		}
+	}
+	if v, ok := ann[AnnotationReverseBind]; ok {
+		o.Bind, errs = ParseBind(v, annPath.Key(AnnotationReverseBind))
+		d.Errors = append(d.Errors, errs...)
+	}
+	if v, ok := ann[AnnotationShadowSameNS]; ok {
+		if v != "true" && v != "false" {
+			d.Errors = append(d.Errors, field.NotSupported(annPath.Key(AnnotationShadowSameNS), v, []string{"true", "false"}))
+		}
+		o.SameNamespace = v == "true"
+	}
+	if v, ok := ann[AnnotationExtraPorts]; ok {
+		o.ExtraPorts, errs = ParseExtraPorts(v, annPath.Key(AnnotationExtraPorts))
+		d.Errors = append(d.Errors, errs...)
+	}
+	if v, ok := ann[AnnotationPodVPN]; ok && v != "false" {
+		o.PodVPN = true
+	}
+}
+
+// judgeReverse refuses a reverse tunnel the pod would run without: a pod never starts
+// without the tunnel it asked for.
+func (o *Offload) judgeReverse(ann map[string]string, annPath *field.Path, d *Decision) {
+	network := &o.Node.Network
+	for _, key := range reverseRequest {
+		if _, ok := ann[key]; !ok {
+			continue
+		}
+		switch {
+		case o.PodVPN:
+			d.Errors = append(d.Errors, field.Forbidden(annPath.Key(key), fmt.Sprintf(
+				"cannot be combined with %s, which disables the shadow that carries the reverse tunnel; remove one of the two", AnnotationPodVPN)))
+		case !network.ReverseEnabled():
+			d.Errors = append(d.Errors, field.Forbidden(annPath.Key(key), fmt.Sprintf(
+				"virtual node %s does not offer the reverse tunnel (%s); ask the cluster admin to set Network.ShadowMode: ssh and Network.SSH.Reverse.Enabled: true for it, or remove the annotation",
+				o.NodeName, reverseOffWhy(network))))
+		case key == AnnotationReverseSocksPort && !network.SSH.Reverse.AllowSocks:
+			d.Errors = append(d.Errors, field.Forbidden(annPath.Key(key), fmt.Sprintf(
+				"virtual node %s does not allow SOCKS proxies (Reverse.AllowSocks is false): the proxy would be open to every user of the compute node; list the endpoints you need in %s instead",
+				o.NodeName, AnnotationReverseForwards)))
+		case key == AnnotationReverseSocksPort:
+			d.warn("%s: the SOCKS5 proxy on port %s listens on the compute node's loopback and every user of that node can use it; declare what you can in %s and keep SOCKS for the rest",
+				annPath.Key(key), ann[key], AnnotationReverseForwards)
+		case key == AnnotationReverseBind && !o.WantsReverse():
+			d.warn("%s is ignored: the pod asks for no reverse forward or SOCKS proxy", annPath.Key(key))
+		}
+	}
+}
+
+func reverseOffWhy(n *policy.Network) string {
+	if !n.SSHShadow() {
+		return "its ShadowMode is " + n.ShadowMode + ", not ssh"
+	}
+	return "Reverse.Enabled is false"
+}
+
+// warnSkippedPorts names the ports the SSH shadow cannot carry.
+func warnSkippedPorts(spec *corev1.PodSpec, extra []ExtraPort, specPath, annPath *field.Path, d *Decision) {
+	for i, c := range spec.Containers {
+		for j, port := range c.Ports {
+			if port.Protocol != "" && port.Protocol != corev1.ProtocolTCP {
+				d.warn("%s: container %q port %d/%s is skipped: the SSH shadow carries TCP only",
+					specPath.Child("containers").Index(i).Child("ports").Index(j), c.Name, port.ContainerPort, port.Protocol)
+			}
+		}
+	}
+	for _, port := range extra {
+		if port.Protocol != corev1.ProtocolTCP {
+			d.warn("%s: port %d/%s is skipped: the SSH shadow carries TCP only", annPath.Key(AnnotationExtraPorts), port.Port, port.Protocol)
+		}
+	}
+}

@@ -1,0 +1,239 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
+)
+
+// The policy ConfigMap: its default name, and the key holding the document.
+const (
+	ConfigMapName = "shadowgate-policy"
+	DataKey       = "policy.yaml"
+)
+
+// Parse reads a policy document, or a ConfigMap manifest whose data[DataKey] holds one, applies
+// the defaults and validates it. Error paths start at the document (virtualNodes[...]), so the
+// same input gives the same paths whichever form it comes in.
+func Parse(data []byte) (*Policy, field.ErrorList) {
+	var head struct {
+		Kind string            `json:"kind"`
+		Data map[string]string `json:"data"`
+	}
+	if err := yaml.Unmarshal(data, &head); err == nil && head.Kind == "ConfigMap" {
+		doc, ok := head.Data[DataKey]
+		if !ok {
+			return nil, field.ErrorList{field.Required(field.NewPath("data").Key(DataKey),
+				"the ConfigMap holds no policy document; put it under data."+DataKey)}
+		}
+		data = []byte(doc)
+	}
+	return ParseDocument(data, nil)
+}
+
+// FromConfigMap parses and validates the policy held by a policy ConfigMap, with error paths
+// under data[policy.yaml] as kubectl shows them for the ConfigMap.
+func FromConfigMap(cm *corev1.ConfigMap) (*Policy, field.ErrorList) {
+	docPath := field.NewPath("data").Key(DataKey)
+	doc, ok := cm.Data[DataKey]
+	if !ok {
+		return nil, field.ErrorList{field.Required(docPath, "the policy ConfigMap must hold the policy document under this key")}
+	}
+	return ParseDocument([]byte(doc), docPath)
+}
+
+// ParseDocument decodes a policy document strictly (unknown keys and wrong types are errors
+// with their path, so a misspelt key never falls back to a default), applies the defaults and
+// validates it. docPath prefixes every error path; nil means the document is the root.
+func ParseDocument(doc []byte, docPath *field.Path) (*Policy, field.ErrorList) {
+	raw, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		return nil, field.ErrorList{field.Invalid(documentPath(docPath), "", "not valid YAML: "+err.Error())}
+	}
+	var generic any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&generic); err != nil {
+		return nil, field.ErrorList{field.Invalid(documentPath(docPath), "", "not valid YAML: "+err.Error())}
+	}
+	top, ok := generic.(map[string]any)
+	if !ok {
+		return nil, field.ErrorList{field.Invalid(documentPath(docPath), describe(generic),
+			"the policy must be a mapping with a virtualNodes key")}
+	}
+	if errs := checkShape(top, reflect.TypeFor[Policy](), docPath); len(errs) > 0 {
+		return nil, errs
+	}
+	nodesPath := child(docPath, "virtualNodes")
+	nodes, ok := top["virtualNodes"].(map[string]any)
+	if _, present := top["virtualNodes"]; !present {
+		return nil, field.ErrorList{field.Required(nodesPath, "list the virtual nodes this policy applies to, by node name")}
+	}
+	p := &Policy{VirtualNodes: make(map[string]VirtualNode, len(nodes))}
+	if !ok {
+		return p, p.Validate(docPath) // virtualNodes: null, an empty policy
+	}
+	for name, settings := range nodes {
+		vn := Defaults()
+		if settings != nil {
+			b, _ := json.Marshal(settings) // re-encoding a decoded value cannot fail
+			if err := json.Unmarshal(b, &vn); err != nil {
+				return nil, field.ErrorList{field.Invalid(nodesPath.Key(name), "", err.Error())}
+			}
+		}
+		p.VirtualNodes[name] = vn
+	}
+	return p, p.Validate(docPath)
+}
+
+func documentPath(docPath *field.Path) *field.Path {
+	if docPath == nil {
+		return field.NewPath(DataKey)
+	}
+	return docPath
+}
+
+func child(parent *field.Path, name string) *field.Path {
+	if parent == nil {
+		return field.NewPath(name)
+	}
+	return parent.Child(name)
+}
+
+// checkShape walks a decoded document against the Go type it will be decoded into and
+// reports every key the type does not know and every value of the wrong kind.
+func checkShape(v any, t reflect.Type, p *field.Path) field.ErrorList {
+	if v == nil {
+		return nil // an empty value leaves the default in place
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return field.ErrorList{field.Invalid(p, describe(v), "must be a mapping")}
+		}
+		known := map[string]reflect.Type{}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			known[strings.Split(f.Tag.Get("json"), ",")[0]] = f.Type
+		}
+		var errs field.ErrorList
+		for _, k := range sortedKeys(m) {
+			ft, ok := known[k]
+			if !ok {
+				errs = append(errs, unknownKey(child(p, k), k, known))
+				continue
+			}
+			errs = append(errs, checkShape(m[k], ft, child(p, k))...)
+		}
+		return errs
+	case reflect.Map:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return field.ErrorList{field.Invalid(p, describe(v), "must be a mapping")}
+		}
+		var errs field.ErrorList
+		for _, k := range sortedKeys(m) {
+			errs = append(errs, checkShape(m[k], t.Elem(), p.Key(k))...)
+		}
+		return errs
+	case reflect.Slice:
+		l, ok := v.([]any)
+		if !ok {
+			return field.ErrorList{field.Invalid(p, describe(v), "must be a list")}
+		}
+		var errs field.ErrorList
+		for i, e := range l {
+			errs = append(errs, checkShape(e, t.Elem(), p.Index(i))...)
+		}
+		return errs
+	case reflect.String:
+		if _, ok := v.(string); !ok {
+			return field.ErrorList{field.Invalid(p, describe(v), "must be a string; quote it")}
+		}
+	case reflect.Bool:
+		if _, ok := v.(bool); !ok {
+			return field.ErrorList{field.Invalid(p, describe(v), "must be true or false")}
+		}
+	case reflect.Int:
+		n, ok := v.(json.Number)
+		if _, err := n.Int64(); !ok || err != nil {
+			return field.ErrorList{field.Invalid(p, describe(v), "must be a whole number")}
+		}
+	}
+	return nil
+}
+
+func unknownKey(p *field.Path, key string, known map[string]reflect.Type) *field.Error {
+	names := make([]string, 0, len(known))
+	for k := range known {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	detail := "unknown key, so it would be ignored and its option left at the default"
+	if guess := closest(key, names); guess != "" {
+		detail += fmt.Sprintf("; did you mean %s?", guess)
+	}
+	return field.Invalid(p, key, detail+" Known keys here: "+strings.Join(names, ", "))
+}
+
+// closest returns the known key nearest to a misspelt one, if any is near enough to be a typo.
+func closest(key string, names []string) string {
+	best, bestDist := "", 3
+	for _, n := range names {
+		if d := editDistance(strings.ToLower(key), strings.ToLower(n)); d < bestDist {
+			best, bestDist = n, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// describe renders a decoded value for an error message.
+func describe(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	default:
+		return fmt.Sprint(x)
+	}
+}

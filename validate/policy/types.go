@@ -1,0 +1,117 @@
+// Package policy is the cluster admin's per-virtual-node configuration: the same Network block
+// a site already has in the virtual kubelet's VirtualKubeletConfig.yaml, keyed by virtual node.
+// It lives below validate so that validate and inject can both use it without a cycle.
+package policy
+
+import "time"
+
+// Policy is the parsed, defaulted document held in the policy ConfigMap under DataKey.
+type Policy struct {
+	VirtualNodes map[string]VirtualNode `json:"virtualNodes"`
+}
+
+// VirtualNode is one virtual node's settings.
+type VirtualNode struct {
+	Network Network `json:"Network"`
+}
+
+// Network mirrors the virtual kubelet's Network block; option names are the user guide's.
+type Network struct {
+	EnableTunnel bool   `json:"EnableTunnel"`
+	ShadowMode   string `json:"ShadowMode"`
+	FullMesh     bool   `json:"FullMesh"`
+	SSH          SSH    `json:"SSH"`
+}
+
+// SSH configures the SSH shadow.
+type SSH struct {
+	LoginHost            string   `json:"LoginHost"`
+	User                 string   `json:"User"`
+	Port                 int      `json:"Port"`
+	Image                string   `json:"Image"`
+	Auth                 string   `json:"Auth"`
+	ForwardMode          string   `json:"ForwardMode"`
+	ExecConnectCommand   string   `json:"ExecConnectCommand"`
+	KeySecret            string   `json:"KeySecret"`
+	KeySecretKey         string   `json:"KeySecretKey"`
+	KeytabSecret         string   `json:"KeytabSecret"`
+	KeytabSecretKey      string   `json:"KeytabSecretKey"`
+	Principal            string   `json:"Principal"`
+	Krb5ConfigMap        string   `json:"Krb5ConfigMap"`
+	KnownHostsConfigMap  string   `json:"KnownHostsConfigMap"`
+	ReplicateCredentials bool     `json:"ReplicateCredentials"`
+	NodeWaitTimeout      string   `json:"NodeWaitTimeout"`
+	ExtraOptions         []string `json:"ExtraOptions"`
+	Reverse              Reverse  `json:"Reverse"`
+}
+
+// Reverse configures the pod-to-cluster tunnel.
+type Reverse struct {
+	Enabled    bool   `json:"Enabled"`
+	AllowSocks bool   `json:"AllowSocks"`
+	NodeExec   string `json:"NodeExec"`
+	Sshd       string `json:"Sshd"`
+	SshdPath   string `json:"SshdPath"`
+	PythonPath string `json:"PythonPath"`
+}
+
+// Option values.
+const (
+	ShadowModeWstunnel = "wstunnel"
+	ShadowModeSSH      = "ssh"
+
+	AuthPublicKey = "publickey"
+	AuthKerberos  = "kerberos"
+
+	ForwardModePortForward = "portforward"
+	ForwardModeExec        = "exec"
+
+	NodeExecSSH  = "ssh"
+	NodeExecSrun = "srun"
+
+	SshdNode      = "node"
+	SshdUserspace = "userspace"
+)
+
+// DefaultImage is the shadow image when the policy names none.
+const DefaultImage = "ghcr.io/interlink-hq/interlink/ssh-tunnel:0.6.0"
+
+// Defaults returns a virtual node with every option at the user guide's default.
+func Defaults() VirtualNode {
+	return VirtualNode{Network: Network{
+		ShadowMode: ShadowModeWstunnel,
+		SSH: SSH{
+			Port:                 22,
+			Image:                DefaultImage,
+			Auth:                 AuthPublicKey,
+			ForwardMode:          ForwardModePortForward,
+			ExecConnectCommand:   "nc",
+			KeySecretKey:         "id_ed25519",
+			KeytabSecretKey:      "user.keytab",
+			ReplicateCredentials: true,
+			NodeWaitTimeout:      "2h",
+			ExtraOptions:         []string{},
+			Reverse: Reverse{
+				NodeExec:   NodeExecSSH,
+				Sshd:       SshdNode,
+				SshdPath:   "/usr/sbin/sshd",
+				PythonPath: "python3",
+			},
+		},
+	}}
+}
+
+// SSHShadow reports whether this node renders the SSH shadow.
+func (n *Network) SSHShadow() bool { return n.ShadowMode == ShadowModeSSH }
+
+// ReverseEnabled reports whether pods on this node may ask for the reverse tunnel.
+func (n *Network) ReverseEnabled() bool { return n.SSHShadow() && n.SSH.Reverse.Enabled }
+
+// NodeWait is NodeWaitTimeout as a duration. Validate has refused a policy where it does not parse.
+func (s *SSH) NodeWait() time.Duration {
+	d, err := time.ParseDuration(s.NodeWaitTimeout)
+	if err != nil {
+		return 0
+	}
+	return d
+}

@@ -1,0 +1,75 @@
+// Package syntax holds the checks for values that end up as words on a shell or ssh command
+// line. Each accepts only characters that no shell and no ssh option parser treats specially:
+// a value that fails is refused, never escaped.
+package syntax
+
+import (
+	"net/netip"
+	"regexp"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Host reports whether s is an RFC 1123 hostname (any case) or an IP literal without a zone.
+// It returns a reason when it is not.
+func Host(s string) (ok bool, reason string) {
+	if s == "" {
+		return false, "empty"
+	}
+	if addr, err := netip.ParseAddr(s); err == nil {
+		if addr.Zone() != "" {
+			return false, "an IPv6 zone is not allowed"
+		}
+		return true, ""
+	}
+	if strings.HasPrefix(s, "-") {
+		return false, "starts with '-', which ssh would read as an option"
+	}
+	if errs := validation.IsDNS1123Subdomain(strings.ToLower(s)); len(errs) > 0 {
+		return false, "not an RFC 1123 hostname or an IP address"
+	}
+	return true, ""
+}
+
+var (
+	userName   = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
+	principal  = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_.-]+)?@[A-Za-z0-9][A-Za-z0-9.-]*$`)
+	commandArg = regexp.MustCompile(`^[A-Za-z0-9_./:=+-]+$`)
+	absPath    = regexp.MustCompile(`^/[A-Za-z0-9_./+-]*$`)
+	sshOption  = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*=[^\s'"\\$` + "`" + `;&|<>(){}*?!#~]+$`)
+	imageRef   = regexp.MustCompile(`^[a-z0-9][A-Za-z0-9._/:@-]*$`)
+)
+
+// UserName reports whether s is a login name: letters, digits, '_', '.', '-', not starting with '-' or '.'.
+func UserName(s string) bool { return userName.MatchString(s) }
+
+// Principal reports whether s is a Kerberos principal such as alice@EXAMPLE.ORG or svc/host@REALM.
+func Principal(s string) bool { return principal.MatchString(s) }
+
+// CommandWords reports whether s is a short command line of plain words separated by single
+// spaces, the first not an option ("nc", "nc -q 1", "/usr/bin/ncat").
+func CommandWords(s string) bool {
+	words := strings.Split(s, " ")
+	for _, w := range words {
+		if !commandArg.MatchString(w) {
+			return false
+		}
+	}
+	return !strings.HasPrefix(words[0], "-")
+}
+
+// Program reports whether s is a command name or an absolute path to one ("python3", "/usr/sbin/sshd").
+func Program(s string) bool {
+	if strings.HasPrefix(s, "/") {
+		return absPath.MatchString(s) && !strings.Contains(s, "..")
+	}
+	return commandArg.MatchString(s) && !strings.ContainsAny(s, "/=:") && !strings.HasPrefix(s, "-")
+}
+
+// SSHOption reports whether s is a single Key=Value ssh option with no whitespace or shell
+// metacharacter, so it can never become a second option or a command.
+func SSHOption(s string) bool { return sshOption.MatchString(s) }
+
+// Image reports whether s looks like a container image reference with nothing a shell would split.
+func Image(s string) bool { return imageRef.MatchString(s) }
