@@ -144,7 +144,7 @@ func (o *Offload) judgeReverse(ann map[string]string, annPath *field.Path, d *De
 			d.Errors = append(d.Errors, field.Forbidden(annPath.Key(key), fmt.Sprintf(
 				"virtual node %s does not allow SOCKS proxies (Reverse.AllowSocks is false): the proxy would be open to every user of the compute node; list the endpoints you need in %s instead",
 				o.NodeName, AnnotationReverseForwards)))
-		case key == AnnotationReverseSocksPort:
+		case key == AnnotationReverseSocksPort && o.SocksPort > 0:
 			d.warn("%s: the SOCKS5 proxy on port %s listens on the compute node's loopback and every user of that node can use it; declare what you can in %s and keep SOCKS for the rest",
 				annPath.Key(key), ann[key], AnnotationReverseForwards)
 		case key == AnnotationReverseBind && !o.WantsReverse():

@@ -1,0 +1,235 @@
+package inject
+
+import (
+	"path"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	"github.com/interlink-hq/shadowgate/validate"
+	"github.com/interlink-hq/shadowgate/validate/policy"
+)
+
+// Container names (DESIGN.md "Shadow objects").
+const (
+	ContainerWaitForNode = "wait-for-node"
+	ContainerKinit       = "kinit"
+	ContainerForward     = "ssh-forward"
+	ContainerKrbRefresh  = "krb-refresh"
+)
+
+// Volumes of the shadow pod and where they are mounted. Scripts learn every path from their
+// environment, so a test can mount them anywhere.
+const (
+	volumeNode       = "node"
+	volumeState      = "state"
+	volumeKey        = "ssh-key"
+	volumeKeytab     = "keytab"
+	volumeKrb5Conf   = "krb5-conf"
+	volumeKnownHosts = "known-hosts"
+
+	nodeDir       = "/etc/shadow/node"
+	stateDir      = "/run/shadow" // writable: learned host keys, control socket, ticket cache
+	keyDir        = "/etc/shadow/ssh"
+	keytabDir     = "/etc/shadow/kerberos"
+	knownHostsDir = "/etc/shadow/known-hosts"
+	krb5ConfPath  = "/etc/krb5.conf"
+
+	keyFile        = "id"
+	keytabFile     = "keytab"
+	knownHostsKey  = "known_hosts" // the key ssh-keyscan output is stored under, as the guide does
+	krb5ConfKey    = "krb5.conf"
+	krbRefreshSecs = 3600 // well inside the usual 10-hour ticket lifetime
+)
+
+// Environment the scripts read.
+const (
+	EnvLoginHost      = "SHADOW_LOGIN_HOST"
+	EnvSSHOptions     = "SHADOW_SSH_OPTIONS" // one ssh -o option a line
+	EnvNodeFile       = "SHADOW_NODE_FILE"
+	EnvStateDir       = "SHADOW_STATE_DIR"
+	EnvKrb5CCName     = "KRB5CCNAME"
+	EnvForwardMode    = "SHADOW_FORWARD_MODE"
+	EnvPorts          = "SHADOW_PORTS"
+	EnvExecConnect    = "SHADOW_EXEC_CONNECT_COMMAND"
+	EnvExecRelay      = "SHADOW_EXEC_RELAY"
+	EnvNodeConfigMap  = "SHADOW_NODE_CONFIGMAP"
+	EnvNodeWait       = "SHADOW_NODE_WAIT_TIMEOUT"
+	EnvNodeWaitSecs   = "SHADOW_NODE_WAIT_SECONDS"
+	EnvKrbPrincipal   = "SHADOW_KRB_PRINCIPAL"
+	EnvKrbKeytab      = "SHADOW_KRB_KEYTAB"
+	EnvKrbRefreshSecs = "SHADOW_KRB_REFRESH_SECONDS"
+)
+
+// waitForNodeContainer holds the pod in Init:0/N until the virtual kubelet publishes the
+// compute node, which is the normal state while the job is queued.
+func (b *builder) waitForNodeContainer() corev1.Container {
+	c := b.container(ContainerWaitForNode, scriptWaitForNode,
+		env(EnvNodeFile, path.Join(nodeDir, validate.ComputeNodeKey)),
+		env(EnvNodeConfigMap, b.namespaceName+"/"+NodeConfigMapName(b.name)),
+		env(EnvNodeWait, b.ssh.NodeWaitTimeout),
+		env(EnvNodeWaitSecs, strconv.Itoa(int(b.ssh.NodeWait().Seconds()))),
+	)
+	c.VolumeMounts = []corev1.VolumeMount{b.nodeMount()}
+	return c
+}
+
+// forwardContainer carries the cluster-to-pod traffic: ssh -L per port, or socat listeners
+// relaying through ExecConnectCommand on the login node.
+func (b *builder) forwardContainer() corev1.Container {
+	ports := make([]string, 0, len(b.ports))
+	containerPorts := make([]corev1.ContainerPort, 0, len(b.ports))
+	for _, p := range b.ports {
+		ports = append(ports, strconv.Itoa(int(p.Port)))
+		containerPorts = append(containerPorts, corev1.ContainerPort{Name: p.Name, ContainerPort: p.Port, Protocol: corev1.ProtocolTCP})
+	}
+	extra := []corev1.EnvVar{env(EnvForwardMode, b.ssh.ForwardMode), env(EnvPorts, strings.Join(ports, " "))}
+	if b.ssh.ForwardMode == policy.ForwardModeExec {
+		extra = append(extra, env(EnvExecConnect, b.ssh.ExecConnectCommand), env(EnvExecRelay, scriptExecRelay.text))
+	}
+	c := b.sshContainer(ContainerForward, scriptForward, extra...)
+	c.Ports = containerPorts
+	return c
+}
+
+// kinitContainer gets the first ticket, so ssh-forward starts with one.
+func (b *builder) kinitContainer() corev1.Container {
+	return b.kerberosContainer(ContainerKinit)
+}
+
+// krbRefreshContainer renews the ticket for the life of the tunnel.
+func (b *builder) krbRefreshContainer() corev1.Container {
+	return b.kerberosContainer(ContainerKrbRefresh, env(EnvKrbRefreshSecs, strconv.Itoa(krbRefreshSecs)))
+}
+
+func (b *builder) kerberosContainer(name string, extra ...corev1.EnvVar) corev1.Container {
+	c := b.container(name, scriptKerberos, append([]corev1.EnvVar{
+		env(EnvKrbPrincipal, b.ssh.Principal),
+		env(EnvKrbKeytab, path.Join(keytabDir, keytabFile)),
+		env(EnvKrb5CCName, "FILE:"+path.Join(stateDir, "krb5cc")),
+	}, extra...)...)
+	c.VolumeMounts = append([]corev1.VolumeMount{b.stateMount()}, b.kerberosMounts()...)
+	return c
+}
+
+// sshContainer is a container running an embedded script that logs in to the login node,
+// with what every such container shares: the login host, the ssh options (one a line in
+// SHADOW_SSH_OPTIONS), the node file, a writable state directory, the Kerberos ticket cache,
+// and the mounts these need. extra is appended to that environment.
+func (b *builder) sshContainer(name string, s script, extra ...corev1.EnvVar) corev1.Container {
+	envs := []corev1.EnvVar{
+		env(EnvLoginHost, b.ssh.LoginHost),
+		env(EnvSSHOptions, strings.Join(b.sshOptions(), "\n")),
+		env(EnvNodeFile, path.Join(nodeDir, validate.ComputeNodeKey)),
+		env(EnvStateDir, stateDir),
+	}
+	mounts := []corev1.VolumeMount{b.nodeMount(), b.stateMount()}
+	if b.ssh.Auth == policy.AuthKerberos {
+		envs = append(envs, env(EnvKrb5CCName, "FILE:"+path.Join(stateDir, "krb5cc")))
+		mounts = append(mounts, b.krb5ConfMounts()...)
+	} else {
+		b.addVolume(secretVolume(volumeKey, b.ssh.KeySecret, b.ssh.KeySecretKey, keyFile))
+		mounts = append(mounts, corev1.VolumeMount{Name: volumeKey, MountPath: keyDir, ReadOnly: true})
+	}
+	if b.ssh.KnownHostsConfigMap != "" {
+		b.addVolume(configMapVolume(volumeKnownHosts, b.ssh.KnownHostsConfigMap, knownHostsKey))
+		mounts = append(mounts, corev1.VolumeMount{Name: volumeKnownHosts, MountPath: knownHostsDir, ReadOnly: true})
+	}
+	c := b.container(name, s, append(envs, extra...)...)
+	c.VolumeMounts = mounts
+	return c
+}
+
+// sshOptions are the -o options of every ssh the shadow runs. ssh keeps the first value it is
+// given for an option, so what the policy states in its own fields (user, port, credentials,
+// host key checking) comes before ExtraOptions and cannot be overridden there, while the
+// keepalive and timeout defaults come after and can.
+func (b *builder) sshOptions() []string {
+	opts := []string{
+		"User=" + b.ssh.User,
+		"Port=" + strconv.Itoa(b.ssh.Port),
+		"BatchMode=yes",
+		"GlobalKnownHostsFile=/dev/null",
+	}
+	if b.ssh.KnownHostsConfigMap != "" {
+		opts = append(opts, "StrictHostKeyChecking=yes", "UserKnownHostsFile="+path.Join(knownHostsDir, knownHostsKey))
+	} else {
+		opts = append(opts, "StrictHostKeyChecking=accept-new", "UserKnownHostsFile="+path.Join(stateDir, "known_hosts"))
+	}
+	if b.ssh.Auth == policy.AuthKerberos {
+		opts = append(opts, "GSSAPIAuthentication=yes", "GSSAPIDelegateCredentials=no", "PreferredAuthentications=gssapi-with-mic")
+	} else {
+		opts = append(opts, "IdentityFile="+path.Join(keyDir, keyFile), "IdentitiesOnly=yes", "PreferredAuthentications=publickey")
+	}
+	opts = append(opts, "ExitOnForwardFailure=yes")
+	opts = append(opts, b.ssh.ExtraOptions...)
+	return append(opts, "ServerAliveInterval=30", "ServerAliveCountMax=3", "ConnectTimeout=30")
+}
+
+// container is the part every shadow container shares: the image, the embedded script run
+// by its shell, the restricted security context and resource requests.
+func (b *builder) container(name string, s script, envs ...corev1.EnvVar) corev1.Container {
+	return corev1.Container{
+		Name:                     name,
+		Image:                    b.ssh.Image,
+		Command:                  []string{s.shell, "-c", s.text, name},
+		Env:                      envs,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
+		},
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			RunAsNonRoot:             ptr.To(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	}
+}
+
+func (b *builder) nodeMount() corev1.VolumeMount {
+	return corev1.VolumeMount{Name: volumeNode, MountPath: nodeDir, ReadOnly: true}
+}
+
+func (b *builder) stateMount() corev1.VolumeMount {
+	return corev1.VolumeMount{Name: volumeState, MountPath: stateDir}
+}
+
+// kerberosMounts are the keytab and krb5.conf, for the containers that run kinit.
+func (b *builder) kerberosMounts() []corev1.VolumeMount {
+	b.addVolume(secretVolume(volumeKeytab, b.ssh.KeytabSecret, b.ssh.KeytabSecretKey, keytabFile))
+	return append([]corev1.VolumeMount{{Name: volumeKeytab, MountPath: keytabDir, ReadOnly: true}}, b.krb5ConfMounts()...)
+}
+
+// krb5ConfMounts replace the image's /etc/krb5.conf when the policy names a Krb5ConfigMap.
+func (b *builder) krb5ConfMounts() []corev1.VolumeMount {
+	if b.ssh.Krb5ConfigMap == "" {
+		return nil
+	}
+	b.addVolume(configMapVolume(volumeKrb5Conf, b.ssh.Krb5ConfigMap, krb5ConfKey))
+	return []corev1.VolumeMount{{Name: volumeKrb5Conf, MountPath: krb5ConfPath, SubPath: krb5ConfKey, ReadOnly: true}}
+}
+
+// secretVolume projects one key of a Secret, readable by its owner (and, through fsGroup, the
+// shadow's group) only: ssh refuses a private key others can read.
+func secretVolume(name, secret, key, file string) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+		SecretName:  secret,
+		Items:       []corev1.KeyToPath{{Key: key, Path: file}},
+		DefaultMode: ptr.To[int32](0o400),
+	}}}
+}
+
+func configMapVolume(name, configMap, key string) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: configMap},
+		Items:                []corev1.KeyToPath{{Key: key, Path: key}},
+	}}}
+}
+
+func env(name, value string) corev1.EnvVar { return corev1.EnvVar{Name: name, Value: value} }

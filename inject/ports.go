@@ -1,0 +1,62 @@
+package inject
+
+import (
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/interlink-hq/shadowgate/validate"
+)
+
+// shadowPort is one TCP port the shadow forwards: the same number on the Service, in the
+// shadow pod and on the compute node.
+type shadowPort struct {
+	Name string
+	Port int32
+}
+
+// forwardedPorts are the pod's TCP container ports, then those of
+// interlink.eu/wstunnel-extra-ports, each once; none without EnableTunnel. UDP ports are left
+// out (validate.Pod has warned about them).
+func forwardedPorts(pod *corev1.Pod, o *validate.Offload) ([]shadowPort, []string) {
+	if !o.Node.Network.EnableTunnel {
+		return nil, nil
+	}
+	var (
+		ports    []shadowPort
+		warnings []string
+		seen     = map[int32]string{}
+		names    = map[string]bool{}
+	)
+	add := func(name string, port int32, from string) {
+		if first, dup := seen[port]; dup {
+			warnings = append(warnings, fmt.Sprintf("%s: port %d is already forwarded for %s; the shadow forwards it once", from, port, first))
+			return
+		}
+		seen[port] = from
+		// A Service needs unique port names; an unnamed or repeated name gets one from the number.
+		for i := 1; name == "" || names[name] || len(validation.IsValidPortName(name)) > 0; i++ {
+			name = "tcp-" + strconv.Itoa(int(port))
+			if i > 1 {
+				name += "-" + strconv.Itoa(i)
+			}
+		}
+		names[name] = true
+		ports = append(ports, shadowPort{Name: name, Port: port})
+	}
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.Protocol == "" || p.Protocol == corev1.ProtocolTCP {
+				add(p.Name, p.ContainerPort, fmt.Sprintf("container %q", c.Name))
+			}
+		}
+	}
+	for _, p := range o.ExtraPorts {
+		if p.Protocol == corev1.ProtocolTCP {
+			add(p.Name, int32(p.Port), validate.AnnotationExtraPorts)
+		}
+	}
+	return ports, warnings
+}

@@ -1,0 +1,85 @@
+package inject
+
+import (
+	_ "embed"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/interlink-hq/shadowgate/validate"
+)
+
+// The marker lines around the snippet in slurm-job.vk.io/pre-exec: MutatePod finds its own
+// block by them, so it is prepended exactly once however often the webhook is invoked.
+const (
+	markerBegin = "# >>> shadowgate: reverse tunnel (added by the admission webhook; do not edit) >>>"
+	markerEnd   = "# <<< shadowgate: reverse tunnel <<<"
+)
+
+// relayHeredoc ends the relay's here-document inside the snippet.
+const relayHeredoc = "SHADOWGATE_RELAY_PY"
+
+var (
+	//go:embed scripts/reverse-preexec.sh
+	preExecFunctions string
+	//go:embed relay/relay.py
+	relayPy string
+)
+
+// preExecBody is the constant part of the snippet: the functions, with the relay's source in
+// a quoted here-document so the shell expands nothing in it.
+var preExecBody = strings.Replace(preExecFunctions, "@RELAY@\n", relayPy, 1)
+
+// shellWord matches values that can stand between single quotes as they are. Everything the
+// snippet is called with has been validated to this already; a value that is not is refused,
+// never escaped.
+var shellWord = regexp.MustCompile(`^[A-Za-z0-9._/+:,-]*$`)
+
+// PreExec renders the snippet for a pod whose relay listens on bind: the constant functions,
+// then one call whose arguments are the validated values, each single-quoted.
+func PreExec(o *validate.Offload, bind netip.Addr) (string, error) {
+	ports := make([]string, 0, len(o.Forwards))
+	var names []string
+	for _, f := range o.Forwards {
+		ports = append(ports, strconv.Itoa(f.ListenPort))
+		if hostsName(f.Host) && !contains(names, f.Host) {
+			names = append(names, f.Host)
+		}
+	}
+	socks := ""
+	if o.SocksPort > 0 {
+		socks = strconv.Itoa(o.SocksPort)
+	}
+	args := []string{bind.String(), o.Node.Network.SSH.Reverse.PythonPath,
+		strings.Join(ports, ","), socks, strings.Join(names, ",")}
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		if !shellWord.MatchString(a) {
+			return "", fmt.Errorf("%q cannot be passed to the job's shell", a)
+		}
+		quoted[i] = "'" + a + "'"
+	}
+	return markerBegin + "\n" + preExecBody +
+		"shadowgate_reverse_tunnel " + strings.Join(quoted, " ") + " || exit 1\n" +
+		markerEnd + "\n", nil
+}
+
+// hostsName reports whether /etc/hosts can send a forward's host to the relay: an IP literal
+// is not a name, and mapping localhost would take the job's own loopback services away.
+func hostsName(host string) bool {
+	if _, err := netip.ParseAddr(host); err == nil {
+		return false
+	}
+	return !strings.EqualFold(host, "localhost")
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
+}

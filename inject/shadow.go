@@ -1,0 +1,144 @@
+// Package inject turns an admitted pod and its virtual node's policy into what shadowgate
+// writes: the mutated pod and the shadow objects, as typed Kubernetes objects. Pure functions:
+// the webhook and `shadowgate render` call the same code, and nothing here touches the network.
+package inject
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/interlink-hq/shadowgate/validate"
+	"github.com/interlink-hq/shadowgate/validate/policy"
+)
+
+// Shadow is everything applied for one offloaded pod, each object with its TypeMeta set so it
+// serializes as is for server-side apply.
+type Shadow struct {
+	Namespace     *corev1.Namespace // nil with interlink.eu/shadow-same-ns
+	NodeConfigMap *corev1.ConfigMap
+	Service       *corev1.Service // nil when no TCP port is forwarded
+	Deployment    *appsv1.Deployment
+
+	credentials []Credential
+}
+
+// Credential is a Secret or ConfigMap the shadow mounts, to be copied under the same name
+// from the webhook's namespace into the shadow's (Namespace) before the Deployment is applied.
+type Credential struct {
+	Kind      string // "Secret" or "ConfigMap"
+	Name      string
+	Namespace string // the shadow's namespace, where the copy goes
+}
+
+// BuildShadow returns the shadow of an admitted pod (validate.Pod returned o and allowed the
+// pod), or nil when the pod needs none: it is on no SSH-shadow node, asks for pod-vpn, or has
+// neither a TCP port to forward (with EnableTunnel) nor a reverse forward. The warnings are the
+// builder's own; validate.Pod's (UDP ports skipped) are not repeated.
+func BuildShadow(pod *corev1.Pod, o *validate.Offload) (*Shadow, []string) {
+	if o == nil || !o.Node.Network.SSHShadow() || o.PodVPN {
+		return nil, nil
+	}
+	ports, warnings := forwardedPorts(pod, o)
+	if len(ports) == 0 && !o.WantsReverse() {
+		return nil, warnings
+	}
+	b := newBuilder(pod, o, ports)
+	s := &Shadow{
+		NodeConfigMap: b.nodeConfigMap(),
+		Service:       b.service(),
+		Deployment:    b.deployment(),
+		credentials:   b.credentials(),
+	}
+	if !o.SameNamespace {
+		s.Namespace = b.namespace()
+	}
+	return s, warnings
+}
+
+// Objects returns the shadow's objects in apply order: Namespace, node ConfigMap, Service,
+// Deployment, leaving out the ones it does not have. Credentials go between the node ConfigMap
+// and the Deployment; they are not among these because copying them needs the source objects.
+func (s *Shadow) Objects() []client.Object {
+	var objs []client.Object
+	if s.Namespace != nil {
+		objs = append(objs, s.Namespace)
+	}
+	objs = append(objs, s.NodeConfigMap)
+	if s.Service != nil {
+		objs = append(objs, s.Service)
+	}
+	return append(objs, s.Deployment)
+}
+
+// Credentials returns what to copy into the shadow's namespace: the key or keytab Secret, and
+// the Krb5ConfigMap and KnownHostsConfigMap the shadow mounts. Empty when the policy sets
+// ReplicateCredentials: false, where the site provisions them itself.
+func (s *Shadow) Credentials() []Credential { return s.credentials }
+
+func (b *builder) credentials() []Credential {
+	sshPolicy := &b.o.Node.Network.SSH
+	if !sshPolicy.ReplicateCredentials {
+		return nil
+	}
+	var creds []Credential
+	add := func(kind, name string) {
+		if name != "" {
+			creds = append(creds, Credential{Kind: kind, Name: name, Namespace: b.namespaceName})
+		}
+	}
+	if sshPolicy.Auth == policy.AuthKerberos {
+		add("Secret", sshPolicy.KeytabSecret)
+		add("ConfigMap", sshPolicy.Krb5ConfigMap)
+	} else {
+		add("Secret", sshPolicy.KeySecret)
+	}
+	add("ConfigMap", sshPolicy.KnownHostsConfigMap)
+	return creds
+}
+
+// meta is the metadata every shadow object carries.
+func (b *builder) meta(name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:        name,
+		Namespace:   b.namespaceName,
+		Labels:      b.labels(),
+		Annotations: map[string]string{AnnotationShadowFor: b.pod.Namespace + "/" + b.pod.Name},
+	}
+}
+
+func (b *builder) labels() map[string]string {
+	return map[string]string{
+		LabelManagedBy: ManagedBy,
+		LabelPodUID:    string(b.pod.UID),
+	}
+}
+
+// namespace is the shared <ns>-shadow namespace. It carries no pod UID and no shadow-for:
+// every shadow of the pod's namespace lives there, so it belongs to none of them. It enforces
+// the restricted Pod Security Standard, which every shadow pod meets.
+func (b *builder) namespace() *corev1.Namespace {
+	return &corev1.Namespace{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: b.namespaceName,
+			Labels: map[string]string{
+				LabelManagedBy:                       ManagedBy,
+				"pod-security.kubernetes.io/enforce": "restricted",
+			},
+		},
+	}
+}
+
+// nodeConfigMap is created with an empty compute-node: the job is not placed yet, and a
+// recreated shadow must not inherit the node of a job that has gone.
+func (b *builder) nodeConfigMap() *corev1.ConfigMap {
+	m := b.meta(NodeConfigMapName(b.name))
+	m.Labels[validate.LabelShadowRole] = validate.ShadowRoleNode
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: m,
+		Data:       map[string]string{validate.ComputeNodeKey: ""},
+	}
+}

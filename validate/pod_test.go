@@ -1,0 +1,199 @@
+package validate_test
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/interlink-hq/shadowgate/validate"
+	"github.com/interlink-hq/shadowgate/validate/policy"
+	vt "github.com/interlink-hq/shadowgate/validate/validatetest"
+)
+
+// testPolicy has a node for every case the rules distinguish.
+const testPolicy = `virtualNodes:
+  hpc-vk:
+    Network:
+      EnableTunnel: true
+      ShadowMode: ssh
+      SSH: {LoginHost: login.hpc.example.org, User: alice, KeySecret: hpc-ssh-key, Reverse: {Enabled: true}}
+  socks-vk:
+    Network:
+      EnableTunnel: true
+      ShadowMode: ssh
+      SSH: {LoginHost: login.hpc.example.org, User: alice, KeySecret: hpc-ssh-key, Reverse: {Enabled: true, AllowSocks: true}}
+  noreverse-vk:
+    Network:
+      EnableTunnel: true
+      ShadowMode: ssh
+      SSH: {LoginHost: login.hpc.example.org, User: alice, KeySecret: hpc-ssh-key}
+  wstunnel-vk:
+    Network:
+      EnableTunnel: true
+`
+
+func mustPolicy(t testing.TB, doc string) *policy.Policy {
+	t.Helper()
+	p, errs := policy.Parse([]byte(doc))
+	if len(errs) > 0 {
+		t.Fatalf("test policy refused: %v", errs)
+	}
+	return p
+}
+
+func podOn(node string, annotations map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "trainer", Namespace: "user", Annotations: annotations},
+		Spec: corev1.PodSpec{
+			NodeName:   node,
+			Containers: []corev1.Container{{Name: "train", Image: "python", Ports: []corev1.ContainerPort{{ContainerPort: 8888}}}},
+		},
+	}
+}
+
+func ann(kv ...string) map[string]string {
+	m := map[string]string{}
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+func annPath(key string) string { return field.NewPath("metadata", "annotations").Key(key).String() }
+
+var (
+	fwd   = validate.AnnotationReverseForwards
+	socks = validate.AnnotationReverseSocksPort
+	bind  = validate.AnnotationReverseBind
+	vpn   = validate.AnnotationPodVPN
+)
+
+func TestPodAnnotations(t *testing.T) {
+	pol := mustPolicy(t, testPolicy)
+	cases := map[string]struct {
+		node         string
+		annotations  map[string]string
+		want         []vt.Err
+		wantWarnings []string // substrings, one per expected warning
+	}{
+		"the guide's trainer forwards are admitted": {node: "hpc-vk",
+			annotations: ann(fwd, "minio.user.svc.cluster.local:9000 6443:kubernetes.default.svc.cluster.local:443")},
+		"a bare Service name is admitted":         {node: "hpc-vk", annotations: ann(fwd, "minio:9000")},
+		"an IPv6 literal in brackets is admitted": {node: "hpc-vk", annotations: ann(fwd, "8080:[fd00::1]:80")},
+		"a forward whose port is not a number is refused": {node: "hpc-vk", annotations: ann(fwd, "minio:http"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(fwd), Value: "minio:http"}}},
+		"a forward with a port out of range is refused": {node: "hpc-vk", annotations: ann(fwd, "minio:99999"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(fwd), Value: "minio:99999"}}},
+		"a forward with port 0 is refused": {node: "hpc-vk", annotations: ann(fwd, "minio:0"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(fwd), Value: "minio:0"}}},
+		"a forward whose host carries a shell character is refused": {node: "hpc-vk", annotations: ann(fwd, "$(id):9000"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(fwd), Value: "$(id):9000"}}},
+		"a forward with too many colons is refused": {node: "hpc-vk", annotations: ann(fwd, "1:2:minio:9000"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(fwd), Value: "1:2:minio:9000"}}},
+		"a Service port below 1024 without a listen port is refused": {node: "hpc-vk", annotations: ann(fwd, "kubernetes.default.svc:443"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(fwd), Value: "kubernetes.default.svc:443"}}},
+		"a listen port below 1024 is refused": {node: "hpc-vk", annotations: ann(fwd, "80:web.user.svc:8080"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(fwd), Value: "80:web.user.svc:8080"}}},
+		"a duplicate listen port is refused": {node: "hpc-vk", annotations: ann(fwd, "minio:9000 9000:other.ns.svc:80"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(fwd), Value: "9000:other.ns.svc:80"}}},
+		"an empty forwards annotation is refused": {node: "hpc-vk", annotations: ann(fwd, " "),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(fwd), Value: " "}}},
+		"every bad entry is reported": {node: "hpc-vk", annotations: ann(fwd, "a:1 b:x"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(fwd), Value: "a:1"}, {Type: field.ErrorTypeInvalid, Field: annPath(fwd), Value: "b:x"}}},
+		"a loopback bind address is admitted": {node: "hpc-vk", annotations: ann(fwd, "minio:9000", bind, "127.0.10.1")},
+		"bind 127.0.0.1 is refused": {node: "hpc-vk", annotations: ann(fwd, "minio:9000", bind, "127.0.0.1"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(bind), Value: "127.0.0.1"}}},
+		"bind ::ffff:127.0.0.1 is refused after parsing": {node: "hpc-vk", annotations: ann(fwd, "minio:9000", bind, "::ffff:127.0.0.1"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(bind), Value: "::ffff:127.0.0.1"}}},
+		"a non-loopback bind is refused": {node: "hpc-vk", annotations: ann(fwd, "minio:9000", bind, "10.0.0.5"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(bind), Value: "10.0.0.5"}}},
+		"a bind that is not an address is refused": {node: "hpc-vk", annotations: ann(fwd, "minio:9000", bind, "localhost"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(bind), Value: "localhost"}}},
+		"a bind without forwards is admitted with a warning": {node: "hpc-vk", annotations: ann(bind, "127.0.10.1"),
+			wantWarnings: []string{"is ignored"}},
+		"pod-vpn alone is admitted": {node: "hpc-vk", annotations: ann(vpn, "true")},
+		"pod-vpn with reverse forwards is refused": {node: "hpc-vk", annotations: ann(vpn, "true", fwd, "minio:9000"),
+			want: []vt.Err{{Type: field.ErrorTypeForbidden, Field: annPath(fwd), Value: ""}}},
+		"SOCKS where the policy does not allow it is refused": {node: "hpc-vk", annotations: ann(socks, "1080"),
+			want: []vt.Err{{Type: field.ErrorTypeForbidden, Field: annPath(socks), Value: ""}}},
+		"SOCKS where the policy allows it is admitted with a warning": {node: "socks-vk", annotations: ann(socks, "1080"),
+			wantWarnings: []string{"every user of that node"}},
+		"a SOCKS port that is not a number is refused": {node: "socks-vk", annotations: ann(socks, "socks"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(socks), Value: "socks"}}},
+		"a SOCKS port on a forward's listen port is refused": {node: "socks-vk", annotations: ann(socks, "9000", fwd, "minio:9000"),
+			want:         []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(socks), Value: "9000"}},
+			wantWarnings: []string{"every user of that node"}},
+		"reverse forwards where the node's policy has Reverse disabled are refused": {node: "noreverse-vk", annotations: ann(fwd, "minio:9000"),
+			want: []vt.Err{{Type: field.ErrorTypeForbidden, Field: annPath(fwd), Value: ""}}},
+		"reverse forwards on a wstunnel node are refused": {node: "wstunnel-vk", annotations: ann(fwd, "minio:9000"),
+			want: []vt.Err{{Type: field.ErrorTypeForbidden, Field: annPath(fwd), Value: ""}}},
+		"removed annotations are admitted with a warning": {node: "hpc-vk",
+			annotations:  ann(validate.AnnotationReverseOwnerOnly, "false", validate.AnnotationReverseNodeExec, "srun"),
+			wantWarnings: []string{"reverse-node-exec] is ignored", "reverse-owner-only] is ignored"}},
+		"a misspelt reverse annotation is refused": {node: "hpc-vk", annotations: ann("interlink.eu/reverse-forward", "minio:9000"),
+			want: []vt.Err{{Type: field.ErrorTypeNotSupported, Field: annPath("interlink.eu/reverse-forward"), Value: "interlink.eu/reverse-forward"}}},
+		"shadow-same-ns true is admitted": {node: "hpc-vk", annotations: ann(validate.AnnotationShadowSameNS, "true")},
+		"shadow-same-ns yes is refused": {node: "hpc-vk", annotations: ann(validate.AnnotationShadowSameNS, "yes"),
+			want: []vt.Err{{Type: field.ErrorTypeNotSupported, Field: annPath(validate.AnnotationShadowSameNS), Value: "yes"}}},
+		"extra ports are admitted": {node: "hpc-vk", annotations: ann(validate.AnnotationExtraPorts, "8080:http:TCP,9090")},
+		"a UDP extra port is admitted with a warning": {node: "hpc-vk", annotations: ann(validate.AnnotationExtraPorts, "5353:mdns:UDP"),
+			wantWarnings: []string{"5353/UDP is skipped"}},
+		"an extra port that is not a number is refused": {node: "hpc-vk", annotations: ann(validate.AnnotationExtraPorts, "web"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(validate.AnnotationExtraPorts), Value: "web"}}},
+		"an extra port with an unknown protocol is refused": {node: "hpc-vk", annotations: ann(validate.AnnotationExtraPorts, "8080:web:QUIC"),
+			want: []vt.Err{{Type: field.ErrorTypeNotSupported, Field: annPath(validate.AnnotationExtraPorts), Value: "QUIC"}}},
+		"reverse annotations on a pod for no listed node are admitted with a warning": {node: "worker-1", annotations: ann(fwd, "garbage"),
+			wantWarnings: []string{"not placed on a virtual node"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, d := validate.Pod(podOn(tc.node, tc.annotations), pol)
+			vt.Expect(t, d.Errors, tc.want)
+			expectWarnings(t, d.Warnings, tc.wantWarnings)
+		})
+	}
+}
+
+func expectWarnings(t *testing.T, got, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("warnings = %q, want %d matching %q", got, len(want), want)
+	}
+	for i, w := range want {
+		if !strings.Contains(got[i], w) {
+			t.Errorf("warning %d = %q, want it to say %q", i, got[i], w)
+		}
+	}
+}
+
+func TestUDPContainerPortWarns(t *testing.T) {
+	pol := mustPolicy(t, testPolicy)
+	pod := podOn("hpc-vk", nil)
+	pod.Spec.Containers[0].Ports = append(pod.Spec.Containers[0].Ports, corev1.ContainerPort{ContainerPort: 53, Protocol: corev1.ProtocolUDP})
+	_, d := validate.Pod(pod, pol)
+	expectWarnings(t, d.Warnings, []string{`spec.containers[0].ports[1]: container "train" port 53/UDP is skipped`})
+	if !d.Allowed() {
+		t.Fatal(d.Errors)
+	}
+}
+
+func TestOffloadParsesWhatInjectNeeds(t *testing.T) {
+	pol := mustPolicy(t, testPolicy)
+	o, d := validate.Pod(podOn("hpc-vk", ann(fwd, "minio:9000 6443:kubernetes.default.svc.cluster.local:443", bind, "127.0.10.1")), pol)
+	if !d.Allowed() {
+		t.Fatal(d.Errors)
+	}
+	want := []validate.Forward{
+		{ListenPort: 9000, Host: "minio", Port: 9000, DialHost: "minio.user"},
+		{ListenPort: 6443, Host: "kubernetes.default.svc.cluster.local", Port: 443, DialHost: "kubernetes.default.svc.cluster.local"},
+	}
+	if len(o.Forwards) != 2 || o.Forwards[0] != want[0] || o.Forwards[1] != want[1] {
+		t.Errorf("forwards = %+v, want %+v", o.Forwards, want)
+	}
+	if o.Bind.String() != "127.0.10.1" || o.NodeName != "hpc-vk" || !o.WantsReverse() {
+		t.Errorf("offload = %+v", o)
+	}
+}

@@ -1,0 +1,161 @@
+package policy_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/interlink-hq/shadowgate/validate/policy"
+	vt "github.com/interlink-hq/shadowgate/validate/validatetest"
+)
+
+// node renders a one-node policy whose SSH block is a valid publickey site plus extra lines.
+func node(network string) string {
+	return "virtualNodes:\n  cern-vk:\n    Network:\n" + indent(network, 6)
+}
+
+func sshNode(sshExtra string) string {
+	return node("EnableTunnel: true\nShadowMode: ssh\nSSH:\n  LoginHost: login.hpc.example.org\n  User: alice\n  KeySecret: hpc-ssh-key\n" + indent(sshExtra, 2))
+}
+
+func indent(s string, n int) string {
+	pad := strings.Repeat(" ", n)
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = pad + l
+		}
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+var ssh = field.NewPath("virtualNodes").Key("cern-vk").Child("Network", "SSH")
+
+func TestParse(t *testing.T) {
+	cases := map[string]struct {
+		doc  string
+		want []vt.Err
+	}{
+		"a publickey site with only the required options is valid": {doc: sshNode("")},
+		"a Kerberos site with keytab and principal is valid": {doc: node(
+			"ShadowMode: ssh\nSSH:\n  LoginHost: lxplus.cern.ch\n  User: alice\n  Auth: kerberos\n  KeytabSecret: cern-keytab\n  Principal: alice@CERN.CH\n")},
+		"a wstunnel node needs no SSH block":    {doc: node("EnableTunnel: true\n")},
+		"an empty policy lists no virtual node": {doc: "virtualNodes: {}\n"},
+		"a policy without virtualNodes is refused": {doc: "{}\n",
+			want: []vt.Err{{Type: field.ErrorTypeRequired, Field: "virtualNodes", Value: ""}}},
+		"a ShadowMode other than wstunnel or ssh is refused": {doc: node("ShadowMode: wireguard\n"),
+			want: []vt.Err{{Type: field.ErrorTypeNotSupported, Field: "virtualNodes[cern-vk].Network.ShadowMode", Value: "wireguard"}}},
+		"ssh together with FullMesh is refused": {doc: node("ShadowMode: ssh\nFullMesh: true\nSSH:\n  LoginHost: l.example.org\n  User: alice\n  KeySecret: k\n"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: "virtualNodes[cern-vk].Network.FullMesh", Value: true}}},
+		"FullMesh with wstunnel is not shadowgate's concern": {doc: node("FullMesh: true\n")},
+		"a missing LoginHost and User are both reported": {doc: node("ShadowMode: ssh\nSSH:\n  KeySecret: k\n"),
+			want: []vt.Err{
+				{Type: field.ErrorTypeRequired, Field: ssh.Child("LoginHost").String(), Value: ""},
+				{Type: field.ErrorTypeRequired, Field: ssh.Child("User").String(), Value: ""},
+			}},
+		"a LoginHost that is an IP literal is valid": {doc: node("ShadowMode: ssh\nSSH:\n  LoginHost: \"fd00::22\"\n  User: alice\n  KeySecret: k\n")},
+		"a LoginHost carrying an ssh option is refused": {doc: node("ShadowMode: ssh\nSSH:\n  LoginHost: \"login -oProxyCommand=x\"\n  User: alice\n  KeySecret: k\n"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: ssh.Child("LoginHost").String(), Value: "login -oProxyCommand=x"}}},
+		"a User with a shell character is refused": {doc: node("ShadowMode: ssh\nSSH:\n  LoginHost: l.example.org\n  User: \"alice;id\"\n  KeySecret: k\n"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: ssh.Child("User").String(), Value: "alice;id"}}},
+		"an Auth other than publickey or kerberos is refused": {doc: sshNode("Auth: password\n"),
+			want: []vt.Err{{Type: field.ErrorTypeNotSupported, Field: ssh.Child("Auth").String(), Value: "password"}}},
+		"publickey without KeySecret is refused": {doc: node("ShadowMode: ssh\nSSH:\n  LoginHost: l.example.org\n  User: alice\n"),
+			want: []vt.Err{{Type: field.ErrorTypeRequired, Field: ssh.Child("KeySecret").String(), Value: ""}}},
+		"kerberos without KeytabSecret or Principal is refused": {doc: node("ShadowMode: ssh\nSSH:\n  LoginHost: l.example.org\n  User: alice\n  Auth: kerberos\n"),
+			want: []vt.Err{
+				{Type: field.ErrorTypeRequired, Field: ssh.Child("KeytabSecret").String(), Value: ""},
+				{Type: field.ErrorTypeRequired, Field: ssh.Child("Principal").String(), Value: ""},
+			}},
+		"a Principal with a space is refused": {doc: node("ShadowMode: ssh\nSSH:\n  LoginHost: l.example.org\n  User: alice\n  Auth: kerberos\n  KeytabSecret: kt\n  Principal: \"alice @X\"\n"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: ssh.Child("Principal").String(), Value: "alice @X"}}},
+		"a ForwardMode other than portforward or exec is refused": {doc: sshNode("ForwardMode: socks\n"),
+			want: []vt.Err{{Type: field.ErrorTypeNotSupported, Field: ssh.Child("ForwardMode").String(), Value: "socks"}}},
+		"exec mode with a plain ExecConnectCommand is valid": {doc: sshNode("ForwardMode: exec\nExecConnectCommand: nc -q 1\n")},
+		"an ExecConnectCommand with a shell character is refused": {doc: sshNode("ForwardMode: exec\nExecConnectCommand: \"nc $(id)\"\n"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: ssh.Child("ExecConnectCommand").String(), Value: "nc $(id)"}}},
+		"Port 0 is refused": {doc: sshNode("Port: 0\n"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: ssh.Child("Port").String(), Value: 0}}},
+		"Port 65536 is refused": {doc: sshNode("Port: 65536\n"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: ssh.Child("Port").String(), Value: 65536}}},
+		"Port 2222 is valid": {doc: sshNode("Port: 2222\n")},
+		"a NodeWaitTimeout that is not a Go duration is refused": {doc: sshNode("NodeWaitTimeout: two hours\n"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: ssh.Child("NodeWaitTimeout").String(), Value: "two hours"}}},
+		"a NodeWaitTimeout that is not positive is refused": {doc: sshNode("NodeWaitTimeout: 0s\n"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: ssh.Child("NodeWaitTimeout").String(), Value: "0s"}}},
+		"a Reverse.NodeExec other than ssh or srun is refused": {doc: sshNode("Reverse:\n  NodeExec: pdsh\n"),
+			want: []vt.Err{{Type: field.ErrorTypeNotSupported, Field: ssh.Child("Reverse", "NodeExec").String(), Value: "pdsh"}}},
+		"a Reverse.Sshd other than node or userspace is refused": {doc: sshNode("Reverse:\n  Sshd: dropbear\n"),
+			want: []vt.Err{{Type: field.ErrorTypeNotSupported, Field: ssh.Child("Reverse", "Sshd").String(), Value: "dropbear"}}},
+		"srun and userspace are valid": {doc: sshNode("Reverse:\n  Enabled: true\n  NodeExec: srun\n  Sshd: userspace\n")},
+		"a relative SshdPath is refused": {doc: sshNode("Reverse:\n  SshdPath: sshd\n"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: ssh.Child("Reverse", "SshdPath").String(), Value: "sshd"}}},
+		"ExtraOptions written Key=Value are valid": {doc: sshNode("ExtraOptions:\n- ServerAliveCountMax=3\n- ProxyJump=bastion.example.org\n")},
+		"an ExtraOption smuggling a second option is refused": {doc: sshNode("ExtraOptions:\n- \"Compression=yes -oProxyCommand=x\"\n"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: ssh.Child("ExtraOptions").Index(0).String(), Value: "Compression=yes -oProxyCommand=x"}}},
+		"an ExtraOption with a newline is refused": {doc: sshNode("ExtraOptions:\n- \"Compression=yes\\nProxyCommand=x\"\n"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: ssh.Child("ExtraOptions").Index(0).String(), Value: "Compression=yes\nProxyCommand=x"}}},
+		"an ExtraOption that runs a command is refused": {doc: sshNode("ExtraOptions:\n- ProxyCommand=nc\n"),
+			want: []vt.Err{{Type: field.ErrorTypeForbidden, Field: ssh.Child("ExtraOptions").Index(0).String(), Value: ""}}},
+		"a misspelt key is an error at its path, not a default": {doc: node("ShadowMode: ssh\nSSH:\n  LoginHst: l.example.org\n  User: alice\n  KeySecret: k\n"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: ssh.Child("LoginHst").String(), Value: "LoginHst"}}},
+		"a value of the wrong type is an error at its path": {doc: sshNode("ReplicateCredentials: \"no\"\n"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: ssh.Child("ReplicateCredentials").String(), Value: "no"}}},
+		"a virtual node name that is not a node name is refused": {doc: "virtualNodes:\n  HPC_VK: {}\n",
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: "virtualNodes[HPC_VK]", Value: "HPC_VK"}}},
+		"a document that is not YAML is refused": {doc: "virtualNodes: [\n",
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: "policy.yaml", Value: ""}}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, errs := policy.Parse([]byte(tc.doc))
+			vt.Expect(t, errs, tc.want)
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	p, errs := policy.Parse([]byte(sshNode("")))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	s := p.VirtualNodes["cern-vk"].Network.SSH
+	if s.Port != 22 || s.Auth != "publickey" || s.ForwardMode != "portforward" || s.ExecConnectCommand != "nc" ||
+		s.KeySecretKey != "id_ed25519" || s.KeytabSecretKey != "user.keytab" || !s.ReplicateCredentials ||
+		s.NodeWait() != 2*time.Hour || s.Reverse.NodeExec != "ssh" || s.Reverse.Sshd != "node" ||
+		s.Reverse.SshdPath != "/usr/sbin/sshd" || s.Reverse.PythonPath != "python3" || s.Reverse.Enabled || s.Reverse.AllowSocks {
+		t.Errorf("defaults differ from the user guide's table: %+v", s)
+	}
+	if p.VirtualNodes["cern-vk"].Network.ShadowMode != "ssh" {
+		t.Error("ShadowMode was not read")
+	}
+	w, _ := policy.Parse([]byte(node("EnableTunnel: true\n")))
+	if got := w.VirtualNodes["cern-vk"].Network.ShadowMode; got != "wstunnel" {
+		t.Errorf("ShadowMode defaults to %q, want wstunnel", got)
+	}
+	off, _ := policy.Parse([]byte(sshNode("ReplicateCredentials: false\n")))
+	if off.VirtualNodes["cern-vk"].Network.SSH.ReplicateCredentials {
+		t.Error("an explicit ReplicateCredentials: false was overridden by the default")
+	}
+}
+
+func TestParseConfigMap(t *testing.T) {
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shadowgate-policy\ndata:\n  policy.yaml: |\n" + indent(node("ShadowMode: ssh\nSSH:\n  User: alice\n  KeySecret: k\n"), 4)
+	_, errs := policy.Parse([]byte(cm))
+	vt.Expect(t, errs, []vt.Err{{Type: field.ErrorTypeRequired, Field: ssh.Child("LoginHost").String(), Value: ""}})
+
+	_, errs = policy.Parse([]byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  other: x\n"))
+	vt.Expect(t, errs, []vt.Err{{Type: field.ErrorTypeRequired, Field: "data[policy.yaml]", Value: ""}})
+}
+
+func TestExamplePolicyIsValid(t *testing.T) {
+	p, errs := policy.Parse(mustRead(t, "../../manifests/examples/policy.yaml"))
+	if len(errs) > 0 {
+		t.Fatalf("the example policy is refused: %v", errs)
+	}
+	if got := strings.Join(p.NodeNames(), ","); got != "cern-vk,hpc-vk" {
+		t.Errorf("example nodes = %s", got)
+	}
+}

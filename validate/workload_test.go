@@ -1,0 +1,59 @@
+package validate_test
+
+import (
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/interlink-hq/shadowgate/validate"
+	vt "github.com/interlink-hq/shadowgate/validate/validatetest"
+)
+
+func TestWorkloadTemplates(t *testing.T) {
+	pol := mustPolicy(t, testPolicy)
+	bad := podOn("hpc-vk", ann(validate.AnnotationReverseBind, "127.0.0.1", fwd, "minio:9000"))
+	tmpl := corev1.PodTemplateSpec{ObjectMeta: bad.ObjectMeta, Spec: bad.Spec}
+	meta := metav1.ObjectMeta{Name: "w", Namespace: "user"}
+	at := func(p *field.Path) string {
+		return p.Child("metadata", "annotations").Key(validate.AnnotationReverseBind).String()
+	}
+	spec := field.NewPath("spec", "template")
+	cases := map[string]struct {
+		obj  runtime.Object
+		path string
+	}{
+		"a Deployment reports under spec.template": {obj: &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Template: tmpl}}, path: at(spec)},
+		"a StatefulSet reports under spec.template": {obj: &appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Template: tmpl}}, path: at(spec)},
+		"a DaemonSet reports under spec.template":   {obj: &appsv1.DaemonSet{ObjectMeta: meta, Spec: appsv1.DaemonSetSpec{Template: tmpl}}, path: at(spec)},
+		"a ReplicaSet reports under spec.template":  {obj: &appsv1.ReplicaSet{ObjectMeta: meta, Spec: appsv1.ReplicaSetSpec{Template: tmpl}}, path: at(spec)},
+		"a Job reports under spec.template":         {obj: &batchv1.Job{ObjectMeta: meta, Spec: batchv1.JobSpec{Template: tmpl}}, path: at(spec)},
+		"a CronJob reports under spec.jobTemplate.spec.template": {obj: &batchv1.CronJob{ObjectMeta: meta,
+			Spec: batchv1.CronJobSpec{JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: tmpl}}}},
+			path: at(field.NewPath("spec", "jobTemplate", "spec", "template"))},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			d, judged := validate.Object(tc.obj, pol, validate.PolicyRef{Name: "shadowgate-policy"})
+			if !judged {
+				t.Fatal("not judged")
+			}
+			vt.Expect(t, d.Errors, []vt.Err{{Type: field.ErrorTypeInvalid, Field: tc.path, Value: "127.0.0.1"}})
+		})
+	}
+	t.Run("a good template is admitted", func(t *testing.T) {
+		good := podOn("hpc-vk", ann(fwd, "minio:9000"))
+		d, _ := validate.Object(&appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{
+			Template: corev1.PodTemplateSpec{ObjectMeta: good.ObjectMeta, Spec: good.Spec}}}, pol, validate.PolicyRef{})
+		vt.Expect(t, d.Errors, nil)
+	})
+	t.Run("other kinds are not judged", func(t *testing.T) {
+		if _, judged := validate.Object(&corev1.Service{}, pol, validate.PolicyRef{}); judged {
+			t.Error("a Service was judged")
+		}
+	})
+}

@@ -1,0 +1,49 @@
+package webhook
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are shadowgate's own, served beside controller-runtime's on the metrics endpoint.
+type Metrics struct {
+	decisions     *prometheus.CounterVec
+	applySeconds  *prometheus.HistogramVec
+	policyReloads *prometheus.CounterVec
+}
+
+// Label values.
+const (
+	resultAllowed = "allowed"
+	resultDenied  = "denied"
+	resultError   = "error"
+
+	reloadValid   = "valid"
+	reloadInvalid = "invalid"
+	reloadDeleted = "deleted"
+)
+
+// NewMetrics creates the metrics and registers them with reg (controller-runtime's
+// metrics.Registry when serving).
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shadowgate_admission_decisions_total",
+			Help: "Admission decisions by endpoint and result (allowed, denied, error).",
+		}, []string{"endpoint", "result"}),
+		applySeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "shadowgate_shadow_apply_duration_seconds",
+			Help:    "Time to server-side apply one pod's shadow, by result (ok, error) and whether the request was a dry run.",
+			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+		}, []string{"result", "dry_run"}),
+		policyReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shadowgate_policy_reloads_total",
+			Help: "Policy ConfigMap changes seen by result: valid (now served), invalid (last valid kept), deleted (last valid kept).",
+		}, []string{"result"}),
+	}
+	for _, c := range []prometheus.Collector{m.decisions, m.applySeconds, m.policyReloads} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
