@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -44,7 +45,7 @@ func PreExec(o *validate.Offload, bind netip.Addr) (string, error) {
 	var names []string
 	for _, f := range o.Forwards {
 		ports = append(ports, strconv.Itoa(f.ListenPort))
-		if hostsName(f.Host) && !contains(names, f.Host) {
+		if hostsName(f.Host) && !slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, f.Host) }) {
 			names = append(names, f.Host)
 		}
 	}
@@ -73,13 +74,4 @@ func hostsName(host string) bool {
 		return false
 	}
 	return !strings.EqualFold(host, "localhost")
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if strings.EqualFold(x, s) {
-			return true
-		}
-	}
-	return false
 }

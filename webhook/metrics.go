@@ -47,3 +47,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	return m, nil
 }
+
+func (m *Metrics) decided(endpoint, result string) {
+	m.decisions.WithLabelValues(endpoint, result).Inc()
+}

@@ -5,6 +5,9 @@
 package webhook
 
 import (
+	"errors"
+	"net/http"
+
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,9 +36,9 @@ func respond(gk schema.GroupKind, name string, d validate.Decision) admission.Re
 // code, reason and message: they say what stood in the way (a quota, a missing permission, a
 // foreign Secret). The causes are dropped as they name the shadow's fields, not the pod's.
 func refuseForShadow(err error, warnings []string) admission.Response {
-	status := apierrors.APIStatus(nil)
-	code, reason := int32(500), metav1.StatusReasonInternalError
-	if apierrors.As(err, &status) {
+	var status apierrors.APIStatus
+	code, reason := int32(http.StatusInternalServerError), metav1.StatusReasonInternalError
+	if errors.As(err, &status) {
 		code, reason = status.Status().Code, status.Status().Reason
 	}
 	if reason == metav1.StatusReasonInvalid {

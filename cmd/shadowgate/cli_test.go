@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const (
+	examplePolicy = "../../manifests/examples/policy.yaml"
+	notebook      = "../../manifests/examples/notebook.yaml"
+	trainer       = "../../manifests/examples/trainer.yaml"
+	refused       = "testdata/refused-trainer.yaml"
+)
+
+// runCLI runs the CLI as the binary would and returns its exit code and output.
+func runCLI(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(args, strings.NewReader(stdin), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+type jsonError struct {
+	Field, Type string
+	Value       any
+	Detail      string
+}
+
+type jsonResult struct {
+	Kind, Namespace, Name string
+	Allowed               bool
+	Errors                []jsonError
+	Warnings              []string
+}
+
+func TestCheckExamplesAreAdmitted(t *testing.T) {
+	code, out, errOut := runCLI(t, "", "check", "--policy", examplePolicy, "-f", notebook, "-f", trainer, "-f", examplePolicy)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	want := "Pod user/notebook: admitted\nPod user/trainer: admitted\nConfigMap shadowgate-system/shadowgate-policy: admitted\n"
+	if out != want {
+		t.Errorf("output:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+func TestCheckRefusalText(t *testing.T) {
+	code, out, _ := runCLI(t, "", "check", "--policy", examplePolicy, "-f", refused)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	wantPrefixes := []string{
+		`Pod user/trainer: metadata.annotations[interlink.eu/reverse-forwards]: Invalid value: "kubernetes.default.svc.cluster.local:443": port 443 is below 1024`,
+		`Pod user/trainer: metadata.annotations[interlink.eu/reverse-bind]: Invalid value: "127.0.0.1": 127.0.0.1 is shared`,
+	}
+	if len(lines) != len(wantPrefixes) {
+		t.Fatalf("output has %d lines, want %d:\n%s", len(lines), len(wantPrefixes), out)
+	}
+	for i, p := range wantPrefixes {
+		if !strings.HasPrefix(lines[i], p) {
+			t.Errorf("line %d:\n%s\nwant prefix:\n%s", i, lines[i], p)
+		}
+	}
+}
+
+func TestCheckJSONContract(t *testing.T) {
+	code, out, _ := runCLI(t, "", "check", "--policy", examplePolicy, "-f", notebook, "-f", refused, "-o", "json")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	var got struct{ Results []jsonResult }
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&got); err != nil {
+		t.Fatalf("output is not the contract's shape: %v\n%s", err, out)
+	}
+	for i := range got.Results {
+		for j := range got.Results[i].Errors {
+			got.Results[i].Errors[j].Detail = "" // the wording is not the contract
+		}
+	}
+	want := []jsonResult{
+		{Kind: "Pod", Namespace: "user", Name: "notebook", Allowed: true, Errors: []jsonError{}, Warnings: []string{}},
+		{Kind: "Pod", Namespace: "user", Name: "trainer", Allowed: false, Warnings: []string{}, Errors: []jsonError{
+			{Field: "metadata.annotations[interlink.eu/reverse-forwards]", Type: "Invalid value", Value: "kubernetes.default.svc.cluster.local:443"},
+			{Field: "metadata.annotations[interlink.eu/reverse-bind]", Type: "Invalid value", Value: "127.0.0.1"},
+		}},
+	}
+	if diff := cmp.Diff(want, got.Results); diff != "" {
+		t.Errorf("results differ (-want +got):\n%s", diff)
+	}
+}
+
+func TestCheckWorkloadsAndListsFromStdin(t *testing.T) {
+	stdin, _ := readFile("testdata/workloads.yaml", nil)
+	code, out, _ := runCLI(t, string(stdin), "check", "--policy", examplePolicy, "-f", "-", "--namespace", "batch", "-o", "json")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", code, out)
+	}
+	var got struct{ Results []jsonResult }
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Results) != 2 {
+		t.Fatalf("want 2 results, got %+v", got.Results)
+	}
+	cron, svc := got.Results[0], got.Results[1]
+	if cron.Kind != "CronJob" || cron.Namespace != "batch" || cron.Allowed || len(cron.Errors) != 1 ||
+		cron.Errors[0].Field != "spec.jobTemplate.spec.template.metadata.annotations[interlink.eu/reverse-socks-port]" || cron.Errors[0].Type != "Forbidden" {
+		t.Errorf("CronJob result = %+v", cron)
+	}
+	if svc.Kind != "Service" || !svc.Allowed || len(svc.Warnings) != 1 {
+		t.Errorf("Service result = %+v", svc)
+	}
+}
+
+func TestPolicyCheckJSONContract(t *testing.T) {
+	doc := "virtualNodes:\n  cern-vk:\n    Network:\n      ShadowMode: ssh\n      SSH: {User: alice, Auth: kerberos, KeytabSecret: kt}\n"
+	code, out, _ := runCLI(t, doc, "policy", "check", "--policy", "-", "-o", "json")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	var got struct {
+		Valid  bool
+		Errors []jsonError
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	fields := []string{}
+	for _, e := range got.Errors {
+		fields = append(fields, e.Type+" "+e.Field)
+	}
+	want := []string{"Required value virtualNodes[cern-vk].Network.SSH.LoginHost", "Required value virtualNodes[cern-vk].Network.SSH.Principal"}
+	if got.Valid || !cmp.Equal(fields, want) {
+		t.Errorf("got valid=%v %q, want %q", got.Valid, fields, want)
+	}
+
+	code, out, _ = runCLI(t, "", "policy", "check", "--policy", examplePolicy, "-o", "json")
+	if code != 0 || strings.TrimSpace(out) != "{\n  \"errors\": [],\n  \"valid\": true\n}" {
+		t.Errorf("example policy: exit %d\n%s", code, out)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	cases := map[string]struct {
+		args []string
+		want int
+	}{
+		"an unknown flag is a usage error":             {args: []string{"check", "--bogus"}, want: 2},
+		"a missing --policy is a usage error":          {args: []string{"check", "-f", notebook}, want: 2},
+		"an unreadable input file is a usage error":    {args: []string{"check", "--policy", examplePolicy, "-f", "/nonexistent.yaml"}, want: 2},
+		"input that is not YAML is a usage error":      {args: []string{"check", "--policy", examplePolicy, "-f", "main.go"}, want: 2},
+		"an invalid policy given to check exits 2":     {args: []string{"check", "--policy", notebook, "-f", notebook}, want: 2},
+		"an unknown output format is a usage error":    {args: []string{"check", "--policy", examplePolicy, "-f", notebook, "-o", "yaml"}, want: 2},
+		"an unreadable policy in policy check exits 2": {args: []string{"policy", "check", "--policy", "/nonexistent.yaml"}, want: 2},
+		"version exits 0":                              {args: []string{"version"}, want: 0},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, "", tc.args...)
+			if code != tc.want {
+				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tc.want, out, errOut)
+			}
+			if tc.want == 2 && !strings.HasPrefix(errOut, "error: ") {
+				t.Errorf("a usage error says nothing on stderr: %q", errOut)
+			}
+		})
+	}
+}

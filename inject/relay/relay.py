@@ -1,0 +1,284 @@
+"""shadowgate's owner-only relay for the reverse tunnel, run by the job with python3 -I.
+
+A port on a loopback address is open to every user of the compute node. The shadow's ssh
+session therefore ends each forward in a unix socket, DIR/rev-<port>.sock, that only the
+job's user can open, and this relay holds the TCP port in front of it: it passes a
+connection on only when the connecting socket belongs to the user running the relay.
+
+serve DIR BIND SHELL_PID PORTS HOSTS_FILE
+    Binds every port of PORTS (comma-separated) on BIND first, failing if one is taken, then
+    creates DIR/rev-relay.ready. Runs until the job's shell (SHELL_PID) or DIR goes, then
+    removes DIR and HOSTS_FILE. The job holds its address for its whole life, so while the
+    tunnel is down connections are refused rather than left for another user to take.
+wait DIR PORTS SOCKS TIMEOUT
+    Waits up to TIMEOUT seconds until every DIR/rev-<port>.sock answers and, when SOCKS is
+    a port, until the listener on 127.0.0.1:SOCKS belongs to this user. Exit 2 when that
+    listener is on a wildcard address.
+"""
+
+import ipaddress
+import os
+import selectors
+import shutil
+import signal
+import socket
+import sys
+import threading
+import time
+
+PREFIX = "interLink reverse tunnel:"
+LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's st column
+POLL = 1.0
+
+
+def say(msg):
+    try:
+        print(PREFIX, msg, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass  # the job's output may be gone by the time the relay stops
+
+
+class Log:
+    """Logs each kind of failure once, then every 1000th time: the log is the job's output,
+    which any user of the node could otherwise grow by connecting in a loop."""
+
+    def __init__(self):
+        self.counts = {}
+        self.lock = threading.Lock()
+
+    def failure(self, kind, msg):
+        with self.lock:
+            n = self.counts.get(kind, 0) + 1
+            self.counts[kind] = n
+        if n == 1:
+            say(msg)
+        elif n % 1000 == 0:
+            say("%s (%d times so far)" % (msg, n))
+
+
+def decode(field):
+    """Decodes an address of /proc/net/tcp{,6}: hex words in host byte order, then the port.
+    A v4-mapped IPv6 address becomes the IPv4 address it carries."""
+    hexip, hexport = field.split(":")
+    raw = bytes.fromhex(hexip)
+    if sys.byteorder == "little":
+        raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    ip = ipaddress.ip_address(raw)
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip, int(hexport, 16)
+
+
+def entries(tables):
+    """Yields (local, remote, state, uid) for every socket of the given table texts."""
+    for text in tables:
+        for line in text.splitlines()[1:]:
+            f = line.split()
+            if len(f) < 8:
+                continue
+            yield decode(f[1]), decode(f[2]), f[3], int(f[7])
+
+
+def read_tables():
+    tables = []
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(path) as f:
+                tables.append(f.read())
+        except FileNotFoundError:
+            pass  # a kernel without IPv6 has no tcp6
+    return tables
+
+
+def endpoint(addr):
+    ip = ipaddress.ip_address(addr[0])
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip, addr[1]
+
+
+def owner(tables, client, server):
+    """The uid owning the client end of a connection from client to server, or None. The
+    client may have an IPv6 socket (a JVM's default) that reached the IPv4 listener through
+    a v4-mapped address, so tcp6 is searched too."""
+    for local, remote, _, uid in entries(tables):
+        if local == client and remote == server:
+            return uid
+    return None
+
+
+def socks_listener(tables, port, uid):
+    """'ok' when this uid listens on 127.0.0.1:port, 'wildcard' when it listens there on
+    0.0.0.0 or ::, else 'waiting'."""
+    state = "waiting"
+    for local, _, st, owner_uid in entries(tables):
+        if st != LISTEN or local[1] != port or owner_uid != uid:
+            continue
+        if local[0].is_unspecified:
+            return "wildcard"
+        if local[0] == ipaddress.ip_address("127.0.0.1"):
+            state = "ok"
+    return state
+
+
+def pump(src, dst):
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    try:
+        dst.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+
+def relay(conn, port, directory, log):
+    try:
+        client, server = endpoint(conn.getpeername()), endpoint(conn.getsockname())
+        uid = owner(read_tables(), client, server)
+        if uid != os.getuid():
+            log.failure("foreign", "refused a connection to port %d from uid %s: only uid %d may use the tunnel" % (port, uid, os.getuid()))
+            return
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            up.connect(os.path.join(directory, "rev-%d.sock" % port))
+        except OSError as e:
+            up.close()
+            log.failure("down", "port %d: the tunnel is not up (%s); the shadow's ssh-reverse container reconnects on its own" % (port, e.strerror))
+            return
+        back = threading.Thread(target=pump, args=(up, conn), daemon=True)
+        back.start()
+        pump(conn, up)
+        back.join()
+        up.close()
+    except Exception as e:  # a listener outlives any one connection's failure
+        log.failure("connection", "a connection to port %d failed: %s" % (port, e))
+    finally:
+        conn.close()
+
+
+def serve(directory, bind, shell_pid, ports, hosts_file):
+    log = Log()
+    listeners = []
+    for port in ports:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((bind, port))
+        except OSError as e:
+            say("cannot listen on %s:%d: %s. Another process on this node holds it; the job stops here rather than run without its tunnel" % (bind, port, e.strerror))
+            return 1
+        s.listen(128)
+        s.setblocking(False)
+        listeners.append((s, port))
+    inode = os.stat(directory).st_ino
+    ready = os.path.join(directory, "rev-relay.ready")
+    with open(ready + ".tmp", "w") as f:
+        f.write("%d\n" % os.getpid())
+    os.rename(ready + ".tmp", ready)
+
+    sel = selectors.DefaultSelector()
+    for s, port in listeners:
+        sel.register(s, selectors.EVENT_READ, port)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    owns_directory = True
+    try:
+        while True:
+            try:
+                os.kill(shell_pid, 0)
+            except ProcessLookupError:
+                say("the job's shell is gone; stopping the relay")
+                return 0
+            try:
+                if os.stat(directory).st_ino != inode:
+                    raise FileNotFoundError
+            except FileNotFoundError:
+                say("%s is gone; stopping the relay, which ends the tunnel" % directory)
+                owns_directory = False
+                return 0
+            for key, _ in sel.select(POLL):
+                try:
+                    conn, _ = key.fileobj.accept()
+                except OSError as e:
+                    log.failure("accept", "accepting on port %d failed: %s" % (key.data, e.strerror))
+                    continue
+                conn.setblocking(True)
+                try:
+                    threading.Thread(target=relay, args=(conn, key.data, directory, log), daemon=True).start()
+                except RuntimeError as e:
+                    conn.close()
+                    log.failure("thread", "no thread for a connection to port %d: %s" % (key.data, e))
+    finally:
+        for s, _ in listeners:
+            s.close()
+        if owns_directory:
+            shutil.rmtree(directory, ignore_errors=True)
+        if hosts_file:
+            try:
+                os.unlink(hosts_file)
+            except OSError:
+                pass
+
+
+def answers(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def wait(directory, ports, socks, timeout):
+    deadline = time.monotonic() + timeout
+    uid = os.getuid()
+    while True:
+        missing = [p for p in ports if not answers(os.path.join(directory, "rev-%d.sock" % p))]
+        state = socks_listener(read_tables(), socks, uid) if socks else "ok"
+        if state == "wildcard":
+            say("the SOCKS proxy on port %d listens on a wildcard address, open to other machines: "
+                "the node's sshd sets GatewayPorts yes. The job stops here; ask the site for GatewayPorts no, "
+                "or use Reverse.Sshd: userspace" % socks)
+            return 2
+        if not missing and state == "ok":
+            return 0
+        if not os.path.isdir(directory):
+            say("%s is gone: the relay has stopped" % directory)
+            return 1
+        if time.monotonic() >= deadline:
+            waiting = ["rev-%d.sock" % p for p in missing]
+            if state != "ok":
+                waiting.append("a SOCKS listener of uid %d on 127.0.0.1:%d" % (uid, socks))
+            say("still waiting for " + ", ".join(waiting))
+            return 1
+        time.sleep(POLL)
+
+
+def port_list(arg):
+    ports = [int(p) for p in arg.split(",") if p]
+    if any(p < 1 or p > 65535 for p in ports):
+        raise ValueError("port out of range in %r" % arg)
+    return ports
+
+
+def main(argv):
+    if len(argv) == 6 and argv[0] == "serve":
+        directory, bind, shell, ports, hosts_file = argv[1:]
+        ipaddress.IPv4Address(bind)
+        return serve(directory, bind, int(shell), port_list(ports), hosts_file)
+    if len(argv) == 5 and argv[0] == "wait":
+        directory, ports, socks, timeout = argv[1:]
+        return wait(directory, port_list(ports), int(socks) if socks else 0, int(timeout))
+    say("usage: relay.py serve DIR BIND SHELL_PID PORTS HOSTS_FILE | wait DIR PORTS SOCKS TIMEOUT")
+    return 64
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

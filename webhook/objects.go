@@ -1,0 +1,73 @@
+package webhook
+
+import (
+	"context"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/interlink-hq/shadowgate/validate"
+)
+
+// WorkloadValidator serves /validate-workloads: the pod template of a Deployment,
+// StatefulSet, DaemonSet, ReplicaSet, Job or CronJob is judged as its pods will be, so a bad
+// template is refused at apply rather than in every pod the controller tries to create.
+type WorkloadValidator struct {
+	decoder  admission.Decoder
+	scheme   *runtime.Scheme
+	policies Policies
+	ref      validate.PolicyRef
+	metrics  *Metrics
+}
+
+var _ admission.Handler = (*WorkloadValidator)(nil)
+
+// Handle implements admission.Handler.
+func (v *WorkloadValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	gvk := schema.GroupVersionKind(req.Kind)
+	obj, err := v.scheme.New(gvk)
+	if err != nil {
+		v.metrics.decided(PathValidateWorkloads, resultError)
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if err := v.decoder.DecodeRaw(req.Object, obj); err != nil {
+		v.metrics.decided(PathValidateWorkloads, resultError)
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	d, judged := validate.Object(obj, v.policies.Current(), v.ref)
+	if !judged {
+		// The webhook configuration sends only the kinds validate judges; anything else is a
+		// configuration mistake worth a log line, not a refusal of the user's object.
+		log.FromContext(ctx).Info("admitted a kind shadowgate does not judge; check the rules of the ValidatingWebhookConfiguration", "kind", gvk.String())
+	}
+	v.metrics.decided(PathValidateWorkloads, result(d))
+	return respond(gvk.GroupKind(), req.Name, d)
+}
+
+// ConfigMapValidator serves /validate-configmaps: the policy ConfigMap must hold a valid
+// policy, and a node ConfigMap's compute-node must be a hostname or IP literal, since the
+// shadow passes it to ssh.
+type ConfigMapValidator struct {
+	decoder  admission.Decoder
+	policies Policies
+	ref      validate.PolicyRef
+	metrics  *Metrics
+}
+
+var _ admission.Handler = (*ConfigMapValidator)(nil)
+
+// Handle implements admission.Handler.
+func (v *ConfigMapValidator) Handle(_ context.Context, req admission.Request) admission.Response {
+	cm := &corev1.ConfigMap{}
+	if err := v.decoder.Decode(req, cm); err != nil {
+		v.metrics.decided(PathValidateConfigMaps, resultError)
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	d, _ := validate.Object(cm, v.policies.Current(), v.ref)
+	v.metrics.decided(PathValidateConfigMaps, result(d))
+	return respond(schema.GroupKind{Kind: "ConfigMap"}, objectName(cm), d)
+}

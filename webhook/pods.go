@@ -1,0 +1,114 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/validate"
+	"github.com/interlink-hq/shadowgate/validate/policy"
+)
+
+// Policies gives the policy in force; the PolicyStore in a server, a fixed one in tests.
+type Policies interface {
+	Current() *policy.Policy
+}
+
+var podKind = schema.GroupKind{Kind: "Pod"}
+
+// PodMutator serves /mutate-pods: it records the reverse-bind address and prepends the
+// pre-exec snippet (inject.MutatePod). A pod validate.Pod refuses is passed through untouched:
+// /validate-pods refuses it with every error, and warnings are said there, once.
+type PodMutator struct {
+	decoder  admission.Decoder
+	policies Policies
+	metrics  *Metrics
+}
+
+var _ admission.Handler = (*PodMutator)(nil)
+
+// Handle implements admission.Handler.
+func (m *PodMutator) Handle(_ context.Context, req admission.Request) admission.Response {
+	pod := &corev1.Pod{}
+	if err := m.decoder.Decode(req, pod); err != nil {
+		m.metrics.decided(PathMutatePods, resultError)
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	o, d := validate.Pod(pod, m.policies.Current())
+	if o == nil || !d.Allowed() {
+		m.metrics.decided(PathMutatePods, resultAllowed)
+		return admission.Allowed("")
+	}
+	before := pod.DeepCopy()
+	warnings := inject.MutatePod(pod, o)
+	m.metrics.decided(PathMutatePods, resultAllowed)
+	if equality.Semantic.DeepEqual(before, pod) {
+		// Nothing to patch, which is also what a reinvocation sees: no patch means the API
+		// server does not run the mutating webhooks yet again on our account.
+		return admission.Allowed("").WithWarnings(warnings...)
+	}
+	mutated, err := json.Marshal(pod)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	// The patch is computed against the raw object the API server sent, not a re-encoding of
+	// it, so fields this version of the Pod type does not know are left alone.
+	return admission.PatchResponseFromRaw(req.Object.Raw, mutated).WithWarnings(warnings...)
+}
+
+// PodValidator serves /validate-pods: validate.Pod decides; on CREATE an admitted pod that
+// needs a shadow gets it applied before the pod is stored, and a pod whose shadow cannot be
+// applied is refused.
+type PodValidator struct {
+	decoder  admission.Decoder
+	policies Policies
+	shadows  *Applier
+	events   *PodEvents
+	metrics  *Metrics
+}
+
+var _ admission.Handler = (*PodValidator)(nil)
+
+// Handle implements admission.Handler.
+func (v *PodValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	pod := &corev1.Pod{}
+	if err := v.decoder.Decode(req, pod); err != nil {
+		v.metrics.decided(PathValidatePods, resultError)
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	o, d := validate.Pod(pod, v.policies.Current())
+	if !d.Allowed() || o == nil || req.Operation != admissionv1.Create {
+		v.metrics.decided(PathValidatePods, result(d))
+		return respond(podKind, objectName(pod), d)
+	}
+	shadow, warnings := inject.BuildShadow(pod, o)
+	d.Warnings = append(d.Warnings, warnings...)
+	dryRun := req.DryRun != nil && *req.DryRun
+	if shadow != nil {
+		applyWarnings, err := v.shadows.Apply(ctx, shadow, dryRun)
+		d.Warnings = append(d.Warnings, applyWarnings...)
+		if err != nil {
+			v.metrics.decided(PathValidatePods, resultDenied)
+			return refuseForShadow(err, d.Warnings)
+		}
+	}
+	if o.SocksPort > 0 && !dryRun {
+		v.events.socksProxyOnceStored(pod, o.SocksPort)
+	}
+	v.metrics.decided(PathValidatePods, resultAllowed)
+	return respond(podKind, objectName(pod), d)
+}
+
+func result(d validate.Decision) string {
+	if d.Allowed() {
+		return resultAllowed
+	}
+	return resultDenied
+}
