@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 20s
 
-.PHONY: all build test unit vet lint fmt fuzz deps clean
+.PHONY: all build test vet lint fmt fuzz deps clean image
 
 all: build
 
@@ -38,3 +38,9 @@ fuzz:
 
 clean:
 	rm -rf $(BIN)
+
+IMAGE ?= ghcr.io/interlink-hq/shadowgate:$(VERSION)
+
+## image: build the container image (needs a container engine; none runs on the dev machines)
+image:
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
