@@ -111,9 +111,9 @@ func (b *builder) podSpec() corev1.PodSpec {
 	if b.ssh.Auth == policy.AuthKerberos {
 		spec.Containers = append(spec.Containers, b.krbRefreshContainer())
 	}
-	// The reverse tunnel (issue 4) plugs in here: when b.o.WantsReverse(), append the
-	// ssh-reverse container, built with b.sshContainer so it shares the login, options and
-	// credential mounts, and registering any volume of its own with b.addVolume.
+	if b.o.WantsReverse() {
+		spec.Containers = append(spec.Containers, b.reverseContainer())
+	}
 	spec.Volumes = b.volumes
 	return spec
 }

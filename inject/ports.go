@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/interlink-hq/shadowgate/validate"
 )
@@ -27,15 +28,15 @@ func forwardedPorts(pod *corev1.Pod, o *validate.Offload) ([]shadowPort, []strin
 	var (
 		ports    []shadowPort
 		warnings []string
-		seen     = map[int32]string{}
+		seen     = map[int32]*field.Path{}
 		names    = map[string]bool{}
 	)
-	add := func(name string, port int32, from string) {
+	add := func(name string, port int32, at *field.Path) {
 		if first, dup := seen[port]; dup {
-			warnings = append(warnings, fmt.Sprintf("%s: port %d is already forwarded for %s; the shadow forwards it once", from, port, first))
+			warnings = append(warnings, fmt.Sprintf("%s: port %d is also %s; the shadow forwards it once", at, port, first))
 			return
 		}
-		seen[port] = from
+		seen[port] = at
 		// A Service needs unique port names; an unnamed or repeated name gets one from the number.
 		for i := 1; name == "" || names[name] || len(validation.IsValidPortName(name)) > 0; i++ {
 			name = "tcp-" + strconv.Itoa(int(port))
@@ -46,16 +47,18 @@ func forwardedPorts(pod *corev1.Pod, o *validate.Offload) ([]shadowPort, []strin
 		names[name] = true
 		ports = append(ports, shadowPort{Name: name, Port: port})
 	}
-	for _, c := range pod.Spec.Containers {
-		for _, p := range c.Ports {
+	containers := validate.PodPaths.Spec.Child("containers")
+	for i, c := range pod.Spec.Containers {
+		for j, p := range c.Ports {
 			if p.Protocol == "" || p.Protocol == corev1.ProtocolTCP {
-				add(p.Name, p.ContainerPort, fmt.Sprintf("container %q", c.Name))
+				add(p.Name, p.ContainerPort, containers.Index(i).Child("ports").Index(j))
 			}
 		}
 	}
+	extra := validate.PodPaths.Meta.Child("annotations").Key(validate.AnnotationExtraPorts)
 	for _, p := range o.ExtraPorts {
 		if p.Protocol == corev1.ProtocolTCP {
-			add(p.Name, int32(p.Port), validate.AnnotationExtraPorts)
+			add(p.Name, int32(p.Port), extra)
 		}
 	}
 	return ports, warnings

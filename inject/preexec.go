@@ -31,7 +31,7 @@ var (
 
 // preExecBody is the constant part of the snippet: the functions, with the relay's source in
 // a quoted here-document so the shell expands nothing in it.
-var preExecBody = strings.Replace(preExecFunctions, "@RELAY@\n", relayPy, 1)
+var preExecBody = strings.Replace(strings.TrimPrefix(preExecFunctions, "# shellcheck shell=sh\n"), "@RELAY@\n", relayPy, 1)
 
 // shellWord matches values that can stand between single quotes as they are. Everything the
 // snippet is called with has been validated to this already; a value that is not is refused,

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -45,7 +46,11 @@ func (v *WorkloadValidator) Handle(ctx context.Context, req admission.Request) a
 		log.FromContext(ctx).Info("admitted a kind shadowgate does not judge; check the rules of the ValidatingWebhookConfiguration", "kind", gvk.String())
 	}
 	v.metrics.decided(PathValidateWorkloads, result(d))
-	return respond(gvk.GroupKind(), req.Name, d)
+	name := req.Name
+	if m, err := apimeta.Accessor(obj); err == nil {
+		name = objectName(m)
+	}
+	return respond(gvk.GroupKind(), name, d)
 }
 
 // ConfigMapValidator serves /validate-configmaps: the policy ConfigMap must hold a valid

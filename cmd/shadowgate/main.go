@@ -66,6 +66,6 @@ field path rather than a virtual kubelet log line. The same decisions run offlin
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newCheckCommand(), newPolicyCommand(), newVersionCommand())
+	root.AddCommand(newCheckCommand(), newRenderCommand(), newPolicyCommand(), newServeCommand(), newVersionCommand())
 	return root
 }

@@ -7,4 +7,4 @@
 # Environment: SHADOW_CONTROL_PATH, SHADOW_LOGIN_HOST, SHADOW_RELAY_COMMAND.
 set -eu
 exec ssh -o "ControlPath=${SHADOW_CONTROL_PATH:?}" -o ControlMaster=no -o BatchMode=yes -T \
-	-- "${SHADOW_LOGIN_HOST:?}" "${SHADOW_RELAY_COMMAND:?}"
+  -- "${SHADOW_LOGIN_HOST:?}" "${SHADOW_RELAY_COMMAND:?}"

@@ -14,22 +14,22 @@ keytab=${SHADOW_KRB_KEYTAB:?}
 log() { printf '%s %s: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$0" "$*" >&2; }
 
 get_ticket() {
-	if kinit -k -t "$keytab" "$principal"; then
-		log "got a ticket for ${principal}"
-		return 0
-	fi
-	log "kinit failed for ${principal}: check that KeytabSecret holds a keytab for this principal under KeytabSecretKey, and that /etc/krb5.conf (Krb5ConfigMap) knows its realm"
-	return 1
+  if kinit -k -t "$keytab" "$principal"; then
+    log "got a ticket for ${principal}"
+    return 0
+  fi
+  log "kinit failed for ${principal}: check that KeytabSecret holds a keytab for this principal under KeytabSecretKey, and that /etc/krb5.conf (Krb5ConfigMap) knows its realm"
+  return 1
 }
 
 if [ -z "${SHADOW_KRB_REFRESH_SECONDS:-}" ]; then
-	get_ticket
-	exit
+  get_ticket
+  exit
 fi
 while :; do
-	sleep "$SHADOW_KRB_REFRESH_SECONDS"
-	# A failed renewal is retried sooner; the ticket in the cache usually outlives a few tries.
-	until get_ticket; do
-		sleep 60
-	done
+  sleep "$SHADOW_KRB_REFRESH_SECONDS"
+  # A failed renewal is retried sooner; the ticket in the cache usually outlives a few tries.
+  until get_ticket; do
+    sleep 60
+  done
 done

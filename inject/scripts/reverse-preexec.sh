@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # The reverse tunnel's side in the job. It runs in the batch shell before the workload, so it
 # is POSIX sh (the plugin's script may be sh or bash), prefixes every name it sets, and fails
 # the job rather than let the workload start without the tunnel it asked for.
@@ -59,20 +60,12 @@ SHADOWGATE_RELAY_PY
 			return 1
 			;;
 		esac
-		{ cat /etc/hosts && printf '%s %s\n' "$sg_rev_bind" "$(printf '%s' "$sg_rev_names" | tr ',' ' ')"; } >"$sg_rev_hosts" &&
-			chmod 644 "$sg_rev_hosts" || {
+		if ! { cat /etc/hosts && printf '%s %s\n' "$sg_rev_bind" "$(printf '%s' "$sg_rev_names" | tr ',' ' ')"; } >"$sg_rev_hosts" ||
+			! chmod 644 "$sg_rev_hosts"; then
 			echo "interLink: cannot write $sg_rev_hosts; the reverse tunnel cannot start." >&2
 			return 1
-		}
-		sg_rev_mount=$sg_rev_hosts:/etc/hosts
-		# Apptainer reads SINGULARITY_BIND only while APPTAINER_BIND is unset: starting from it
-		# keeps the job's own binds when only the legacy variable was set.
-		if [ -z "${APPTAINER_BIND:-}" ] && [ -n "${SINGULARITY_BIND:-}" ]; then
-			APPTAINER_BIND=$SINGULARITY_BIND
 		fi
-		SINGULARITY_BIND=${SINGULARITY_BIND:+$SINGULARITY_BIND,}$sg_rev_mount
-		APPTAINER_BIND=${APPTAINER_BIND:+$APPTAINER_BIND,}$sg_rev_mount
-		export SINGULARITY_BIND APPTAINER_BIND
+		shadowgate_reverse_bind_hosts "$sg_rev_hosts"
 	fi
 
 	"$sg_rev_py" -I "$sg_rev_dir/rev-relay.py" serve "$sg_rev_dir" "$sg_rev_bind" "$$" "$sg_rev_ports" "$sg_rev_hosts" &
@@ -97,5 +90,18 @@ SHADOWGATE_RELAY_PY
 	esac
 	echo "interLink: reverse tunnel ready on $sg_rev_bind${sg_rev_names:+ for $sg_rev_names}${sg_rev_socks:+, SOCKS5 proxy on 127.0.0.1:$sg_rev_socks (every user of this node can use it)}"
 	unset sg_rev_bind sg_rev_py sg_rev_ports sg_rev_socks sg_rev_names sg_rev_wait sg_rev_root \
-		sg_rev_dir sg_rev_hosts sg_rev_mount sg_rev_relay sg_rev_rc
+		sg_rev_dir sg_rev_hosts sg_rev_relay sg_rev_rc
+}
+
+# shadowgate_reverse_bind_hosts FILE binds FILE over the container's /etc/hosts, after the
+# job's own binds.
+shadowgate_reverse_bind_hosts() {
+	# Apptainer reads SINGULARITY_BIND only while APPTAINER_BIND is unset: starting from it
+	# keeps the job's own binds when only the legacy variable was set.
+	if [ -z "${APPTAINER_BIND:-}" ] && [ -n "${SINGULARITY_BIND:-}" ]; then
+		APPTAINER_BIND=$SINGULARITY_BIND
+	fi
+	SINGULARITY_BIND=${SINGULARITY_BIND:+$SINGULARITY_BIND,}$1:/etc/hosts
+	APPTAINER_BIND=${APPTAINER_BIND:+$APPTAINER_BIND,}$1:/etc/hosts
+	export SINGULARITY_BIND APPTAINER_BIND
 }

@@ -28,8 +28,8 @@ mapfile -t ssh_options <<<"${SHADOW_SSH_OPTIONS:?}"
 
 log() { printf '%s %s: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$0" "$*" >&2; }
 die() {
-	log "$*"
-	exit 1
+  log "$*"
+  exit 1
 }
 
 # The webhook refuses anything else before it reaches the ConfigMap; checking again here keeps
@@ -38,87 +38,91 @@ valid_host() { [[ -n $1 && $1 != -* && $1 != *[!A-Za-z0-9.:-]* ]]; }
 current_node() { cat -- "$node_file" 2>/dev/null || true; }
 
 for port in "${ports[@]}"; do
-	[[ $port =~ ^[1-9][0-9]{0,4}$ ]] || die "SHADOW_PORTS holds '${port}', not a port number"
+  [[ $port =~ ^[1-9][0-9]{0,4}$ ]] || die "SHADOW_PORTS holds '${port}', not a port number"
 done
 [[ $listen =~ ^[0-9.]+$ ]] || die "SHADOW_LISTEN_ADDRESS holds '${listen}', not an IPv4 address"
+if [[ $mode == exec ]]; then
+  [[ ${SHADOW_EXEC_CONNECT_COMMAND:?} =~ ^[A-Za-z0-9_./:=+-]+( [A-Za-z0-9_./:=+-]+)*$ ]] ||
+    die "SHADOW_EXEC_CONNECT_COMMAND holds '${SHADOW_EXEC_CONNECT_COMMAND}', not plain words"
+fi
 
 ssh_args=()
 for opt in "${ssh_options[@]}"; do
-	[[ -n $opt ]] && ssh_args+=(-o "$opt")
+  [[ -n $opt ]] && ssh_args+=(-o "$opt")
 done
 
 control="${state}/control"
 pids=()
 
 start_portforward() {
-	local node=$1 target=$1 port forwards=()
-	[[ $node == *:* ]] && target="[${node}]"
-	for port in "${ports[@]}"; do
-		forwards+=(-L "${listen}:${port}:${target}:${port}")
-	done
-	log "forwarding ports ${ports[*]} to ${node} through ${login_host}"
-	ssh -N "${ssh_args[@]}" "${forwards[@]}" -- "$login_host" &
-	pids=("$!")
+  local node=$1 target=$1 port forwards=()
+  [[ $node == *:* ]] && target="[${node}]"
+  for port in "${ports[@]}"; do
+    forwards+=(-L "${listen}:${port}:${target}:${port}")
+  done
+  log "forwarding ports ${ports[*]} to ${node} through ${login_host}"
+  ssh -N "${ssh_args[@]}" "${forwards[@]}" -- "$login_host" &
+  pids=("$!")
 }
 
 start_exec() {
-	local node=$1 port master
-	ssh -N -o ControlMaster=yes -o "ControlPath=${control}" "${ssh_args[@]}" -- "$login_host" &
-	master=$!
-	pids=("$master")
-	# The listeners open only once the master is up, so no connection pays its own handshake.
-	until ssh -o "ControlPath=${control}" -O check -- "$login_host" 2>/dev/null; do
-		kill -0 "$master" 2>/dev/null || return 0 # the supervisor reports its exit
-		sleep 0.2
-	done
-	for port in "${ports[@]}"; do
-		# socat starts ./exec-relay per connection with this environment; SOCAT_* tell it nothing
-		# it needs. Node and port are checked above, and quoted for the login node's shell.
-		SHADOW_CONTROL_PATH=$control SHADOW_RELAY_COMMAND="${SHADOW_EXEC_CONNECT_COMMAND:?} '${node}' '${port}'" \
-			socat "TCP4-LISTEN:${port},bind=${listen},fork,reuseaddr" EXEC:"sh ./exec-relay" &
-		pids+=("$!")
-	done
-	log "relaying ports ${ports[*]} to ${node} with '${SHADOW_EXEC_CONNECT_COMMAND}' on ${login_host}"
+  local node=$1 port master
+  ssh -N -o ControlMaster=yes -o "ControlPath=${control}" "${ssh_args[@]}" -- "$login_host" &
+  master=$!
+  pids=("$master")
+  # The listeners open only once the master is up, so no connection pays its own handshake.
+  until ssh -o "ControlPath=${control}" -O check -- "$login_host" 2>/dev/null; do
+    kill -0 "$master" 2>/dev/null || return 0 # the supervisor reports its exit
+    sleep 0.2
+  done
+  for port in "${ports[@]}"; do
+    # socat starts ./exec-relay per connection with this environment; SOCAT_* tell it nothing
+    # it needs. Node and port are checked above, and quoted for the login node's shell.
+    SHADOW_CONTROL_PATH=$control SHADOW_RELAY_COMMAND="${SHADOW_EXEC_CONNECT_COMMAND} '${node}' '${port}'" \
+      socat "TCP4-LISTEN:${port},bind=${listen},fork,reuseaddr" EXEC:"sh ./exec-relay" &
+    pids+=("$!")
+  done
+  log "relaying ports ${ports[*]} to ${node} with '${SHADOW_EXEC_CONNECT_COMMAND}' on ${login_host}"
 }
 
 start_tunnel() {
-	case $mode in
-	portforward) start_portforward "$1" ;;
-	exec) start_exec "$1" ;;
-	*) die "SHADOW_FORWARD_MODE is '${mode}', not portforward or exec" ;;
-	esac
+  case $mode in
+  portforward) start_portforward "$1" ;;
+  exec) start_exec "$1" ;;
+  *) die "SHADOW_FORWARD_MODE is '${mode}', not portforward or exec" ;;
+  esac
 }
 
 stop_tunnel() {
-	local pid
-	for pid in "${pids[@]}"; do
-		kill "$pid" 2>/dev/null || true
-	done
-	for pid in "${pids[@]}"; do
-		wait "$pid" 2>/dev/null || true
-	done
-	pids=()
-	rm -f -- "$control"
+  local pid
+  for pid in "${pids[@]}"; do
+    kill "$pid" 2>/dev/null || true
+  done
+  for pid in "${pids[@]}"; do
+    wait "$pid" 2>/dev/null || true
+  done
+  pids=()
+  rm -f -- "$control"
 }
 
 # watch_node returns once the node file holds something other than $1.
 watch_node() {
-	while sleep "$poll"; do
-		[[ $(current_node) == "$1" ]] || return 0
-	done
+  while sleep "$poll"; do
+    [[ $(current_node) == "$1" ]] || return 0
+  done
 }
 
 watcher=
 shutdown() {
-	[[ -n $watcher ]] && kill "$watcher" 2>/dev/null
-	stop_tunnel
-	exit 0
+  [[ -n $watcher ]] && kill "$watcher" 2>/dev/null
+  stop_tunnel
+  exit 0
 }
 trap shutdown TERM INT
 
 if [[ $mode == exec ]]; then
-	cd -- "$state"
-	printf '%s\n' "${SHADOW_EXEC_RELAY:?}" >exec-relay
+  cd -- "$state"
+  printf '%s\n' "${SHADOW_EXEC_RELAY:?}" >exec-relay
 fi
 
 node=$(current_node)
@@ -126,26 +130,28 @@ valid_host "$node" || die "no valid compute node in ${node_file} ('${node}'); wa
 start_tunnel "$node"
 seen=$node
 while :; do
-	watch_node "$seen" &
-	watcher=$!
-	done_pid=
-	status=0
-	wait -n -p done_pid "${pids[@]}" "$watcher" || status=$?
-	if [[ $done_pid == "$watcher" ]]; then
-		watcher=
-		seen=$(current_node)
-		if ! valid_host "$seen"; then
-			log "ignoring compute node '${seen}': not a hostname or IP address; the tunnel stays on ${node}"
-		elif [[ $seen != "$node" ]]; then
-			log "compute node changed from ${node} to ${seen}, rebuilding the tunnel"
-			stop_tunnel
-			node=$seen
-			start_tunnel "$node"
-		fi
-		continue
-	fi
-	kill "$watcher" 2>/dev/null || true
-	watcher=
-	stop_tunnel
-	die "ssh exited with status ${status} while the compute node is still ${node}; exiting so Kubernetes restarts the tunnel"
+  watch_node "$seen" &
+  watcher=$!
+  done_pid=
+  status=0
+  wait -n -p done_pid "${pids[@]}" "$watcher" || status=$?
+  if [[ $done_pid == "$watcher" ]]; then
+    watcher=
+    seen=$(current_node)
+    if ! valid_host "$seen"; then
+      log "ignoring compute node '${seen}': not a hostname or IP address; the tunnel stays on ${node}"
+    elif [[ $seen != "$node" ]]; then
+      log "compute node changed from ${node} to ${seen}, rebuilding the tunnel"
+      stop_tunnel
+      node=$seen
+      start_tunnel "$node"
+    fi
+    continue
+  fi
+  what=ssh
+  [[ $done_pid != "${pids[0]}" ]] && what="the socat listener"
+  kill "$watcher" 2>/dev/null || true
+  watcher=
+  stop_tunnel
+  die "${what} exited with status ${status} while the compute node is still ${node}; exiting so Kubernetes restarts the tunnel"
 done

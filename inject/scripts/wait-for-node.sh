@@ -17,28 +17,28 @@ log() { printf '%s %s: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$0" "$*" >&2; }
 
 # valid_host accepts what the webhook lets into the ConfigMap: a hostname or an IP literal.
 valid_host() {
-	case $1 in
-	'' | -* | *[!A-Za-z0-9.:-]*) return 1 ;;
-	esac
+  case $1 in
+  '' | -* | *[!A-Za-z0-9.:-]*) return 1 ;;
+  esac
 }
 
 deadline=$(($(date +%s) + wait_secs))
 refused=
 log "waiting for the compute node in ${configmap} (the job may still be queued)"
 while :; do
-	node=$(cat -- "$node_file" 2>/dev/null || true)
-	if valid_host "$node"; then
-		log "compute node is ${node}"
-		exit 0
-	fi
-	if [ -n "$node" ] && [ "$node" != "$refused" ]; then
-		refused=$node
-		log "ignoring compute node '${node}': not a hostname or IP address, so it is not passed to ssh"
-	fi
-	if [ "$(date +%s)" -ge "$deadline" ]; then
-		ns=${configmap%%/*}
-		name=${configmap#*/}
-		cat >&2 <<MSG
+  node=$(cat -- "$node_file" 2>/dev/null || true)
+  if valid_host "$node"; then
+    log "compute node is ${node}"
+    exit 0
+  fi
+  if [ -n "$node" ] && [ "$node" != "$refused" ]; then
+    refused=$node
+    log "ignoring compute node '${node}': not a hostname or IP address, so it is not passed to ssh"
+  fi
+  if [ "$(date +%s)" -ge "$deadline" ]; then
+    ns=${configmap%%/*}
+    name=${configmap#*/}
+    cat >&2 <<MSG
 no compute node after ${SHADOW_NODE_WAIT_TIMEOUT:-${wait_secs}s} (NodeWaitTimeout): ${configmap} still holds no valid compute-node.
 Likely causes:
   - the job is still queued in the batch system (check it with squeue on the login node);
@@ -47,7 +47,7 @@ Likely causes:
   - the virtual kubelet is not running, or may not write ConfigMaps in this namespace.
 Check: kubectl get configmap ${name} -n ${ns} -o jsonpath='{.data.compute-node}'
 MSG
-		exit 1
-	fi
-	sleep "$poll"
+    exit 1
+  fi
+  sleep "$poll"
 done

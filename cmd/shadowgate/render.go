@@ -1,0 +1,110 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/validate"
+)
+
+type renderOptions struct {
+	policyFile string
+	files      []string
+	output     string
+	namespace  string
+}
+
+func newRenderCommand() *cobra.Command {
+	var o renderOptions
+	cmd := &cobra.Command{
+		Use:   "render --policy FILE -f FILE|-",
+		Short: "Print what the webhook would do to one Pod: the mutated Pod and its shadow",
+		Long: `Print what the webhook would do to one Pod: the mutated Pod first, then the shadow objects in
+apply order (Namespace when one would be created, node ConfigMap, Service, Deployment).
+Replicated credentials are left out: copying them needs the source objects. A pod that gets no
+shadow prints only the Pod. Pods are rendered offline, so the pod UID label is empty.
+Exit 0: rendered. Exit 1: the pod is refused, with check's messages on standard error.
+Exit 2: unreadable input, not exactly one Pod, or an invalid policy.`,
+		Example: `  shadowgate render --policy manifests/examples/policy.yaml -f manifests/examples/notebook.yaml
+  kubectl get pod notebook -o yaml | shadowgate render --policy policy.yaml -f - -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	cmd.Flags().StringVar(&o.policyFile, "policy", "", "policy document, or a ConfigMap manifest holding it under data[policy.yaml]")
+	cmd.Flags().StringArrayVarP(&o.files, "filename", "f", nil, "the Pod to render, YAML or JSON; - reads standard input")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "yaml", "output format: yaml or json")
+	cmd.Flags().StringVar(&o.namespace, "namespace", "default", "namespace for a Pod that names none")
+	_ = cmd.MarkFlagRequired("policy")
+	_ = cmd.MarkFlagRequired("filename")
+	return cmd
+}
+
+func (o *renderOptions) run(cmd *cobra.Command) error {
+	if o.output != "yaml" && o.output != "json" {
+		return usageError("--output must be yaml or json, not %q", o.output)
+	}
+	pol, err := loadPolicy(o.policyFile, cmd.InOrStdin())
+	if err != nil {
+		return err
+	}
+	objs, err := readObjects(o.files, o.namespace, cmd.InOrStdin())
+	if err != nil {
+		return err
+	}
+	if len(objs) != 1 {
+		return usageError("render takes exactly one Pod; got %d objects", len(objs))
+	}
+	pod, ok := objs[0].obj.(*corev1.Pod)
+	if !ok {
+		return usageError("render takes a Pod, not a %s; use check to judge other objects", objs[0].kind)
+	}
+	if pod.Name == "" {
+		return usageError("the Pod has no metadata.name; the shadow is named after it (a generateName is resolved only when the API server creates the pod)")
+	}
+	off, d := validate.Pod(pod, pol)
+	r := result{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, Allowed: d.Allowed(), errs: d.Errors, Warnings: d.Warnings}
+	if !r.Allowed {
+		writeText(cmd.ErrOrStderr(), []result{r})
+		return &exitError{code: exitDenied}
+	}
+	warnings := append(d.Warnings, inject.MutatePod(pod, off)...)
+	out := []runtime.Object{pod}
+	shadow, more := inject.BuildShadow(pod, off)
+	warnings = append(warnings, more...)
+	if shadow != nil {
+		for _, obj := range shadow.Objects() {
+			out = append(out, obj)
+		}
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(cmd.ErrOrStderr(), "Warning: %s\n", w)
+	}
+	pod.APIVersion, pod.Kind = "v1", "Pod"
+	return writeObjects(cmd.OutOrStdout(), o.output, out)
+}
+
+// writeObjects prints objects as a v1 List (json) or as YAML documents.
+func writeObjects(w io.Writer, format string, objs []runtime.Object) error {
+	if format == "json" {
+		return writeJSON(w, map[string]any{"apiVersion": "v1", "kind": "List", "items": objs})
+	}
+	for i, obj := range objs {
+		data, err := yaml.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			fmt.Fprintln(w, "---")
+		}
+		if _, err := w.Write(data); err != nil {
+			return err
+		}
+	}
+	return nil
+}

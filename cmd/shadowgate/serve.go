@@ -1,0 +1,209 @@
+package main
+
+import (
+	"crypto/tls"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap/zapcore"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/validate"
+	"github.com/interlink-hq/shadowgate/validate/policy"
+	"github.com/interlink-hq/shadowgate/webhook"
+)
+
+// exitServeFailed is serve's exit code when it cannot start or stops on an error.
+const exitServeFailed = 1
+
+// Where a pod finds its own namespace, and the namespace assumed outside a cluster.
+const (
+	serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+	defaultNamespace            = "shadowgate-system"
+)
+
+type serveOptions struct {
+	kubeconfig      string
+	certDir         string
+	host            string
+	port            int
+	metricsAddr     string
+	probeAddr       string
+	namespace       string
+	policyConfigMap string
+	grace           time.Duration
+	leaderElect     bool
+	logFormat       string
+	logLevel        string
+	shutdownTimeout time.Duration
+}
+
+func newServeCommand() *cobra.Command {
+	var o serveOptions
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the admission webhook and the shadow reconciler",
+		Long: `Serve the admission endpoints /mutate-pods, /validate-pods, /validate-workloads and
+/validate-configmaps over TLS, apply each admitted pod's shadow with server-side apply, and
+reconcile shadows with their pods. Ready (/readyz) once the policy is loaded and the webhook
+server is serving; SIGTERM or Ctrl-C finishes the admissions in flight, then exits.`,
+		Example: `  shadowgate serve --kubeconfig ~/.kube/config --cert-dir ./certs --log-format console`,
+		Args:    cobra.NoArgs,
+		RunE:    func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; default $KUBECONFIG, the in-cluster service account, then ~/.kube/config")
+	f.StringVar(&o.certDir, "cert-dir", "/etc/shadowgate/tls", "directory holding tls.crt and tls.key; files replaced there are served without a restart")
+	f.StringVar(&o.host, "bind-address", "", "address the webhook server listens on; empty for all")
+	f.IntVar(&o.port, "port", 9443, "port of the webhook server")
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (/metrics); 0 disables it")
+	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	f.StringVar(&o.namespace, "namespace", "", "namespace of the policy ConfigMap, the credentials to copy and the leader lease; default the namespace shadowgate runs in, "+defaultNamespace+" outside a cluster")
+	f.StringVar(&o.policyConfigMap, "policy-configmap", policy.ConfigMapName, "name of the policy ConfigMap")
+	f.DurationVar(&o.grace, "shadow-grace-period", 2*time.Minute, "how long a shadow whose pod was never stored waits before it is deleted")
+	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect one replica to run the reconciler, so replicas do not fight over shadows")
+	f.StringVar(&o.logFormat, "log-format", "json", "log format: json or console")
+	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for admissions in flight and the reconciler")
+	return cmd
+}
+
+func (o *serveOptions) run(cmd *cobra.Command) error {
+	logger, err := o.logger(cmd)
+	if err != nil {
+		return err
+	}
+	// controller-runtime and client-go log through process-wide loggers of their own.
+	ctrl.SetLogger(logger)
+	klog.SetLogger(logger)
+	cfg, err := o.restConfig()
+	if err != nil {
+		return &exitError{code: exitServeFailed, msg: "reading the kubeconfig: " + err.Error()}
+	}
+	namespace := o.namespace
+	if namespace == "" {
+		namespace = ownNamespace()
+	}
+	mgr, err := ctrl.NewManager(cfg, o.managerOptions(namespace, logger))
+	if err != nil {
+		return &exitError{code: exitServeFailed, msg: err.Error()}
+	}
+	metrics, err := webhook.NewMetrics(ctrlmetrics.Registry)
+	if err != nil {
+		return &exitError{code: exitServeFailed, msg: err.Error()}
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	opts := webhook.Options{
+		Policy:            validate.PolicyRef{Namespace: namespace, Name: o.policyConfigMap},
+		ShadowGracePeriod: o.grace,
+	}
+	if err := webhook.Setup(ctx, mgr, opts, metrics); err != nil {
+		return &exitError{code: exitServeFailed, msg: err.Error()}
+	}
+	if err := mgr.Start(ctx); err != nil {
+		return &exitError{code: exitServeFailed, msg: err.Error()}
+	}
+	return nil
+}
+
+func (o *serveOptions) logger(cmd *cobra.Command) (logr.Logger, error) {
+	level, err := zapcore.ParseLevel(o.logLevel)
+	if err != nil {
+		return logr.Logger{}, usageError("--log-level must be debug, info, warn or error, not %q", o.logLevel)
+	}
+	encoder := crzap.JSONEncoder()
+	switch o.logFormat {
+	case "json":
+	case "console":
+		encoder = crzap.ConsoleEncoder()
+	default:
+		return logr.Logger{}, usageError("--log-format must be json or console, not %q", o.logFormat)
+	}
+	return crzap.New(crzap.WriteTo(cmd.ErrOrStderr()), encoder, crzap.Level(level), crzap.StacktraceLevel(zapcore.PanicLevel)), nil
+}
+
+func (o *serveOptions) restConfig() (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if o.kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	} else {
+		cfg, err = config.GetConfig()
+	}
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = "shadowgate/" + version
+	// One admission makes several calls (existence checks, applies, credentials); client-go's
+	// default of 5 per second would queue them behind each other under load.
+	cfg.QPS, cfg.Burst = 50, 100
+	return cfg, nil
+}
+
+func (o *serveOptions) managerOptions(namespace string, logger logr.Logger) manager.Options {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme) // registering built-in types into a new scheme cannot fail
+	shadows := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{inject.LabelManagedBy: inject.ManagedBy})}
+	return manager.Options{
+		Scheme: scheme,
+		Logger: logger,
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			// Only shadow objects: the reconciler needs no other Deployment, Service or ConfigMap.
+			&appsv1.Deployment{}: shadows,
+			&corev1.Service{}:    shadows,
+			&corev1.ConfigMap{}:  shadows,
+		}},
+		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:        o.probeAddr,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              "shadowgate.interlink.eu",
+		LeaderElectionNamespace:       namespace,
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &o.shutdownTimeout,
+		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
+			Host:    o.host,
+			Port:    o.port,
+			CertDir: o.certDir,
+			TLSOpts: []func(*tls.Config){func(c *tls.Config) {
+				c.MinVersion = tls.VersionTLS12
+				// HTTP/1.1 only: the API server needs nothing more, and HTTP/2 brings the
+				// stream-reset floods (CVE-2023-44487) into a component on every pod's path.
+				c.NextProtos = []string{"http/1.1"}
+			}},
+		}),
+	}
+}
+
+// ownNamespace is the namespace of the service account shadowgate runs as, or
+// shadowgate-system outside a cluster.
+func ownNamespace() string {
+	if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil {
+		if ns := strings.TrimSpace(string(b)); ns != "" {
+			return ns
+		}
+	}
+	return defaultNamespace
+}

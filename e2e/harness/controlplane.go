@@ -1,0 +1,217 @@
+package harness
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/interlink-hq/shadowgate/certs"
+)
+
+// The identities of the token file: a cluster admin, and shadowgate's ServiceAccount, so the
+// local webhook runs with exactly the RBAC manifests/ grants it in a cluster.
+const (
+	adminUser      = "admin"
+	shadowgateUser = "system:serviceaccount:shadowgate-system:shadowgate"
+	shadowgateGrps = "system:serviceaccounts,system:serviceaccounts:shadowgate-system"
+)
+
+// ControlPlane is etcd and kube-apiserver on loopback. There is no kubelet, scheduler or
+// controller manager: pods are stored and never run, which is all admission needs.
+type ControlPlane struct {
+	Dir    string
+	Server string // https://127.0.0.1:<port>
+	// AdminKubeconfig is for kubectl; ShadowgateKubeconfig for shadowgate serve.
+	AdminKubeconfig, ShadowgateKubeconfig string
+	// Admin is a client configuration with the admin's rights, for checks kubectl cannot make.
+	Admin *rest.Config
+
+	etcdURL         string
+	etcd, apiserver *process
+}
+
+// StartControlPlane starts etcd and kube-apiserver with their state, certificates and logs
+// under dir, and returns once the API server is ready.
+func StartControlPlane(tools Tools, dir string) (cp *ControlPlane, err error) {
+	cp = &ControlPlane{Dir: dir}
+	defer func() {
+		if err != nil {
+			_ = cp.Stop()
+		}
+	}()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := cp.startEtcd(tools.Etcd); err != nil {
+		return nil, err
+	}
+	return cp, cp.startAPIServer(tools.KubeAPIServer)
+}
+
+func (cp *ControlPlane) startEtcd(bin string) error {
+	client, err := freePort()
+	if err != nil {
+		return err
+	}
+	peer, err := freePort()
+	if err != nil {
+		return err
+	}
+	clientURL := "http://127.0.0.1:" + strconv.Itoa(client)
+	cp.etcdURL = clientURL
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(peer)
+	cp.etcd, err = startProcess("etcd", filepath.Join(cp.Dir, "etcd.log"), bin,
+		"--data-dir", filepath.Join(cp.Dir, "etcd"),
+		"--listen-client-urls", clientURL, "--advertise-client-urls", clientURL,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "default="+peerURL,
+		// A throwaway store: durability buys nothing and fsync costs seconds on a busy disk.
+		"--unsafe-no-fsync", "--log-level", "warn")
+	if err != nil {
+		return err
+	}
+	return poll(cp.etcd, 30*time.Second, func() error {
+		resp, err := http.Get(clientURL + "/health")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/health: %s", resp.Status)
+		}
+		return nil
+	})
+}
+
+func (cp *ControlPlane) startAPIServer(bin string) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	cp.Server = "https://127.0.0.1:" + strconv.Itoa(port)
+	serving, err := certs.SelfSigned([]string{"127.0.0.1", "localhost"}, time.Now(), 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	tlsDir := filepath.Join(cp.Dir, "apiserver-tls")
+	if err := serving.WriteDir(tlsDir); err != nil {
+		return err
+	}
+	saKey, saPub, err := writeServiceAccountKeys(cp.Dir)
+	if err != nil {
+		return err
+	}
+	adminToken, sgToken := token(), token()
+	tokens := filepath.Join(cp.Dir, "tokens.csv")
+	if err := os.WriteFile(tokens, []byte(fmt.Sprintf("%s,%s,admin,system:masters\n%s,%s,shadowgate,%q\n",
+		adminToken, adminUser, sgToken, shadowgateUser, shadowgateGrps)), 0o600); err != nil {
+		return err
+	}
+	cp.apiserver, err = startProcess("kube-apiserver", filepath.Join(cp.Dir, "kube-apiserver.log"), bin,
+		"--etcd-servers="+cp.etcdURL,
+		"--cert-dir="+filepath.Join(cp.Dir, "apiserver-certs"),
+		"--tls-cert-file="+filepath.Join(tlsDir, certs.CertFile),
+		"--tls-private-key-file="+filepath.Join(tlsDir, certs.KeyFile),
+		"--secure-port="+strconv.Itoa(port),
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--endpoint-reconciler-type=none",
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--authorization-mode=RBAC",
+		"--token-auth-file="+tokens,
+		"--service-account-issuer="+cp.Server,
+		"--service-account-key-file="+saPub,
+		"--service-account-signing-key-file="+saKey,
+		"--allow-privileged=true",
+		// No controller manager creates the default ServiceAccount a pod would be given.
+		"--disable-admission-plugins=ServiceAccount",
+		"--profiling=false")
+	if err != nil {
+		return err
+	}
+	cp.Admin = &rest.Config{Host: cp.Server, BearerToken: adminToken, TLSClientConfig: rest.TLSClientConfig{CAData: serving.CA}}
+	cp.AdminKubeconfig = filepath.Join(cp.Dir, "admin.kubeconfig")
+	cp.ShadowgateKubeconfig = filepath.Join(cp.Dir, "shadowgate.kubeconfig")
+	if err := writeKubeconfig(cp.AdminKubeconfig, cp.Server, serving.CA, adminUser, adminToken); err != nil {
+		return err
+	}
+	if err := writeKubeconfig(cp.ShadowgateKubeconfig, cp.Server, serving.CA, "shadowgate", sgToken); err != nil {
+		return err
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(serving.CA)
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	return poll(cp.apiserver, 60*time.Second, func() error {
+		req, _ := http.NewRequest(http.MethodGet, cp.Server+"/readyz", nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/readyz: %s", resp.Status)
+		}
+		return nil
+	})
+}
+
+// Stop stops kube-apiserver, then etcd.
+func (cp *ControlPlane) Stop() error {
+	var errs []error
+	for _, p := range []*process{cp.apiserver, cp.etcd} {
+		if p != nil {
+			errs = append(errs, p.stop(20*time.Second))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func writeServiceAccountKeys(dir string) (keyPath, pubPath string, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return "", "", err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return "", "", err
+	}
+	keyPath, pubPath = filepath.Join(dir, "sa.key"), filepath.Join(dir, "sa.pub")
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		return "", "", err
+	}
+	return keyPath, pubPath, os.WriteFile(pubPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o644)
+}
+
+func writeKubeconfig(path, server string, ca []byte, user, token string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["e2e"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: user, Namespace: "default"}
+	cfg.CurrentContext = "e2e"
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+func token() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand does not fail on Linux
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,120 @@
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// process is a child process whose output goes to a log file, stopped with SIGTERM.
+type process struct {
+	name string
+	log  string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error // set when done is closed
+}
+
+func startProcess(name, logPath, bin string, args ...string) (*process, error) {
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Children die with the test binary even when it is killed without a chance to stop them.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &process{name: name, log: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// exitedErr returns an error naming the process and the end of its log when it has exited.
+func (p *process) exitedErr() error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("%s exited (%v); the end of %s:\n%s", p.name, p.err, p.log, p.tail(40))
+	default:
+		return nil
+	}
+}
+
+// stop sends SIGTERM and waits up to timeout, then kills. It returns the exit error of a
+// process that did not stop cleanly.
+func (p *process) stop(timeout time.Duration) error {
+	select {
+	case <-p.done:
+		return p.exitErr()
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM) // it may have exited meanwhile; Wait says how
+	select {
+	case <-p.done:
+		return p.exitErr()
+	case <-time.After(timeout):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("%s did not stop within %s of SIGTERM and was killed", p.name, timeout)
+	}
+}
+
+func (p *process) exitErr() error {
+	var exit *exec.ExitError
+	if errors.As(p.err, &exit) && exit.Sys().(syscall.WaitStatus).Signaled() {
+		return nil // etcd and kube-apiserver may end on the signal itself
+	}
+	if p.err != nil {
+		return fmt.Errorf("%s: %w; the end of %s:\n%s", p.name, p.err, p.log, p.tail(20))
+	}
+	return nil
+}
+
+func (p *process) tail(n int) string {
+	b, err := os.ReadFile(p.log)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// freePort returns a loopback port nothing listens on right now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// poll calls ready every 100ms until it returns nil, p exits, or timeout passes.
+func poll(p *process, timeout time.Duration, ready func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := ready()
+		if err == nil {
+			return nil
+		}
+		if exited := p.exitedErr(); exited != nil {
+			return exited
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready after %s: %v; the end of %s:\n%s", p.name, timeout, err, p.log, p.tail(30))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

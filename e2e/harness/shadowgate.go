@@ -1,0 +1,262 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/interlink-hq/shadowgate/certs"
+)
+
+// DevOverlay is the kustomize overlay for shadowgate running on this machine.
+const DevOverlay = "manifests/overlays/dev"
+
+// ServeOptions configure the local `shadowgate serve`.
+type ServeOptions struct {
+	Bin         string        // the shadowgate binary
+	Dir         string        // its certificates and log
+	Port        int           // webhook port; 0 picks a free one
+	GracePeriod time.Duration // --shadow-grace-period
+}
+
+// Shadowgate is `shadowgate serve` on loopback, installed into a ControlPlane from the dev
+// overlay of manifests/.
+type Shadowgate struct {
+	Port, MetricsPort, ProbePort int
+	CertDir                      string
+	CA                           []byte // the CA of the certificate being served
+	Log                          string
+
+	kubectl  Kubectl
+	webhooks []*unstructured.Unstructured // the overlay's webhook configurations, as rendered
+	proc     *process
+}
+
+// Install renders the dev overlay with kubectl kustomize, applies all of it but the webhook
+// configurations (namespace, RBAC, policy, credentials), starts shadowgate serve as the
+// ServiceAccount the RBAC binds, waits until it is ready, and then registers the webhooks,
+// pointed at its port with its CA. The webhooks go last: registered before shadowgate serves,
+// they would refuse the policy ConfigMap they need it to read (failurePolicy: Fail).
+func Install(ctx context.Context, root string, k Kubectl, cp *ControlPlane, opts ServeOptions) (*Shadowgate, error) {
+	rendered, err := k.Must(ctx, "", "kustomize", filepath.Join(root, DevOverlay))
+	if err != nil {
+		return nil, err
+	}
+	objs, err := decodeAll(rendered)
+	if err != nil {
+		return nil, fmt.Errorf("reading kubectl kustomize %s: %w", DevOverlay, err)
+	}
+	s := &Shadowgate{kubectl: k, CertDir: filepath.Join(opts.Dir, "certs"), Log: filepath.Join(opts.Dir, "shadowgate.log")}
+	var rest []*unstructured.Unstructured
+	for _, o := range objs {
+		if strings.HasSuffix(o.GetKind(), "WebhookConfiguration") {
+			s.webhooks = append(s.webhooks, o)
+		} else {
+			rest = append(rest, o)
+		}
+	}
+	if len(s.webhooks) == 0 {
+		return nil, fmt.Errorf("%s renders no webhook configuration", DevOverlay)
+	}
+	if err := s.apply(ctx, rest); err != nil {
+		return nil, err
+	}
+	if err := s.start(cp, opts); err != nil {
+		return nil, err
+	}
+	if err := s.InstallWebhooks(ctx); err != nil {
+		_ = s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Shadowgate) start(cp *ControlPlane, opts ServeOptions) error {
+	var err error
+	if s.Port = opts.Port; s.Port == 0 {
+		if s.Port, err = freePort(); err != nil {
+			return err
+		}
+	}
+	if s.MetricsPort, err = freePort(); err != nil {
+		return err
+	}
+	if s.ProbePort, err = freePort(); err != nil {
+		return err
+	}
+	if _, err := s.RotateCerts(); err != nil {
+		return err
+	}
+	s.proc, err = startProcess("shadowgate serve", s.Log, opts.Bin, "serve",
+		"--kubeconfig", cp.ShadowgateKubeconfig,
+		"--cert-dir", s.CertDir,
+		"--bind-address", "127.0.0.1",
+		"--port", strconv.Itoa(s.Port),
+		"--metrics-bind-address", "127.0.0.1:"+strconv.Itoa(s.MetricsPort),
+		"--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(s.ProbePort),
+		"--namespace", "shadowgate-system",
+		"--shadow-grace-period", opts.GracePeriod.String(),
+		"--log-format", "console")
+	if err != nil {
+		return err
+	}
+	return poll(s.proc, 30*time.Second, func() error {
+		code, body, err := s.Probe("/readyz")
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("/readyz %d: %s", code, body)
+		}
+		return err
+	})
+}
+
+// RotateCerts writes a new CA and serving certificate into the cert directory, as a
+// certificate manager would, and returns the new CA.
+func (s *Shadowgate) RotateCerts() ([]byte, error) {
+	b, err := certs.SelfSigned([]string{"127.0.0.1"}, time.Now(), 24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.WriteDir(s.CertDir); err != nil {
+		return nil, err
+	}
+	s.CA = b.CA
+	return b.CA, nil
+}
+
+// InstallWebhooks applies the overlay's webhook configurations with the current CA as
+// caBundle and the serving port in each url, then waits until the API server calls them.
+func (s *Shadowgate) InstallWebhooks(ctx context.Context) error {
+	var objs []*unstructured.Unstructured
+	for _, o := range s.webhooks {
+		o = o.DeepCopy()
+		hooks, _, _ := unstructured.NestedSlice(o.Object, "webhooks")
+		for i, h := range hooks {
+			hook := h.(map[string]any)
+			raw, _, _ := unstructured.NestedString(hook, "clientConfig", "url")
+			u, err := url.Parse(raw)
+			if err != nil || raw == "" {
+				return fmt.Errorf("%s: webhook %d has no clientConfig.url in %s", o.GetName(), i, DevOverlay)
+			}
+			u.Host = "127.0.0.1:" + strconv.Itoa(s.Port)
+			hook["clientConfig"] = map[string]any{"url": u.String(), "caBundle": base64.StdEncoding.EncodeToString(s.CA)}
+		}
+		if err := unstructured.SetNestedSlice(o.Object, hooks, "webhooks"); err != nil {
+			return err
+		}
+		objs = append(objs, o)
+	}
+	if err := s.apply(ctx, objs); err != nil {
+		return err
+	}
+	return s.waitCalled(ctx)
+}
+
+// waitCalled returns once the API server sends pods to /validate-pods: a server-side dry run
+// of a pod with a reverse annotation, on no virtual node, comes back with shadowgate's warning.
+func (s *Shadowgate) waitCalled(ctx context.Context) error {
+	const probe = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"webhook-probe","namespace":"default",` +
+		`"annotations":{"interlink.eu/reverse-forwards":"probe:1"}},"spec":{"containers":[{"name":"c","image":"busybox"}]}}`
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := s.kubectl.Run(ctx, probe, "create", "--dry-run=server", "-f", "-")
+		if r.Err == nil && strings.Contains(r.Stderr, "Warning: metadata.annotations[interlink.eu/reverse-forwards] is ignored") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the API server does not call shadowgate 30s after its webhooks were registered; kubectl printed: %s", r.Output())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// RemoveWebhooks deletes the webhook configurations, leaving shadowgate running.
+func (s *Shadowgate) RemoveWebhooks(ctx context.Context) error {
+	for _, o := range s.webhooks {
+		if _, err := s.kubectl.Must(ctx, "", "delete", strings.ToLower(o.GetKind()), o.GetName(), "--ignore-not-found"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Probe GETs a path (/readyz, /healthz) of the health probe endpoint.
+func (s *Shadowgate) Probe(path string) (int, string, error) {
+	return get("http://127.0.0.1:" + strconv.Itoa(s.ProbePort) + path)
+}
+
+// Metrics returns the text of the metrics endpoint.
+func (s *Shadowgate) Metrics() (string, error) {
+	code, body, err := get("http://127.0.0.1:" + strconv.Itoa(s.MetricsPort) + "/metrics")
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("/metrics: %d", code)
+	}
+	return body, err
+}
+
+// Stop sends SIGTERM and waits for a clean exit: in-flight admissions finish first.
+func (s *Shadowgate) Stop() error {
+	if s.proc == nil {
+		return nil
+	}
+	return s.proc.stop(40 * time.Second)
+}
+
+// Done is closed when shadowgate serve has exited.
+func (s *Shadowgate) Done() <-chan struct{} { return s.proc.done }
+
+// Exited reports an error naming the end of the log if shadowgate is no longer running.
+func (s *Shadowgate) Exited() error { return s.proc.exitedErr() }
+
+func (s *Shadowgate) apply(ctx context.Context, objs []*unstructured.Unstructured) error {
+	items := make([]any, 0, len(objs))
+	for _, o := range objs {
+		items = append(items, o.Object)
+	}
+	list, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
+	if err != nil {
+		return err
+	}
+	_, err = s.kubectl.Must(ctx, string(list), "apply", "--server-side", "--field-manager=e2e-install", "-f", "-")
+	return err
+}
+
+func decodeAll(yamlDocs string) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(yamlDocs), 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		o := &unstructured.Unstructured{}
+		if err := dec.Decode(&o.Object); errors.Is(err, io.EOF) {
+			return objs, nil
+		} else if err != nil {
+			return nil, err
+		}
+		if len(o.Object) > 0 {
+			objs = append(objs, o)
+		}
+	}
+}
+
+func get(u string) (int, string, error) {
+	c := &http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get(u)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	var body bytes.Buffer
+	_, err = io.Copy(&body, io.LimitReader(resp.Body, 4<<20))
+	return resp.StatusCode, body.String(), err
+}

@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/interlink-hq/shadowgate/e2e/harness"
+	"github.com/interlink-hq/shadowgate/inject"
+)
+
+// kubectl runs the real kubectl as the cluster admin.
+func kubectl(t *testing.T, stdin string, args ...string) harness.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return cluster.kubectl.Run(ctx, stdin, args...)
+}
+
+// mustKubectl runs kubectl and fails the test, with what kubectl printed, when it fails.
+func mustKubectl(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
+	r := kubectl(t, stdin, args...)
+	if r.Err != nil {
+		t.Fatalf("%v\n%s", r.Err, r.Output())
+	}
+	return r.Stdout
+}
+
+// createNamespaces creates namespaces for one test; names are unique across the suite.
+func createNamespaces(t *testing.T, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		mustKubectl(t, "", "create", "namespace", n)
+	}
+}
+
+// offloaded describes a pod placed on a virtual node of the example policy.
+type offloaded struct {
+	name, namespace, node string
+	annotations           map[string]string
+	ports                 []int32
+}
+
+// json renders the pod as a user would write it: placed by node selector, tolerating the
+// virtual node's taint.
+func (p offloaded) json() string {
+	c := corev1.Container{Name: "main", Image: "busybox"}
+	for _, port := range p.ports {
+		c.Ports = append(c.Ports, corev1.ContainerPort{ContainerPort: port})
+	}
+	pod := corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.namespace, Annotations: p.annotations},
+		Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"kubernetes.io/hostname": p.node},
+			Tolerations:  []corev1.Toleration{{Key: "virtual-node.interlink/no-schedule", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+			Containers:   []corev1.Container{c},
+		},
+	}
+	b, _ := json.Marshal(pod) // a typed Pod always marshals
+	return string(b)
+}
+
+// shadowName is the name of the pod's shadow Deployment and Service.
+func (p offloaded) shadowName() string { return inject.ShadowName(p.name, p.namespace) }
+
+// shadowNamespace is where the pod's shadow lives (not shadow-same-ns).
+func (p offloaded) shadowNamespace() string { return inject.ShadowNamespace(p.namespace, false) }
+
+func expectContains(t *testing.T, out string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("kubectl output lacks %q; it printed:\n%s", w, out)
+		}
+	}
+}
+
+// eventually polls cond every 200ms until it holds or timeout passes, then fails naming what
+// was awaited and cond's last report.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s; last: %s", what, timeout, last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// exists reports whether kubectl finds the object, and what it printed.
+func exists(t *testing.T, args ...string) (bool, string) {
+	t.Helper()
+	r := kubectl(t, "", append([]string{"get", "-o", "name"}, args...)...)
+	if r.Err != nil {
+		if strings.Contains(r.Stderr, "NotFound") {
+			return false, r.Output()
+		}
+		t.Fatalf("%v\n%s", r.Err, r.Output())
+	}
+	return true, r.Output()
+}
+
+// exampleFile is a path under manifests/examples.
+func exampleFile(name string) string { return cluster.root + "/manifests/examples/" + name }

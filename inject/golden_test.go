@@ -1,0 +1,178 @@
+package inject
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/interlink-hq/shadowgate/validate"
+	"github.com/interlink-hq/shadowgate/validate/policy"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden.yaml from the current output")
+
+// goldenCase is testdata/<name>.yaml: a policy document, ---, and a Pod.
+type goldenCase struct {
+	name   string
+	policy *policy.Policy
+	pod    *corev1.Pod
+}
+
+func goldenCases(t *testing.T) []goldenCase {
+	t.Helper()
+	inputs, err := filepath.Glob("testdata/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []goldenCase
+	for _, in := range inputs {
+		if strings.HasSuffix(in, ".golden.yaml") {
+			continue
+		}
+		data, err := os.ReadFile(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		policyDoc, podDoc, ok := bytes.Cut(data, []byte("\n---\n"))
+		if !ok {
+			t.Fatalf("%s: want a policy document, ---, and a Pod", in)
+		}
+		pol, errs := policy.Parse(policyDoc)
+		if len(errs) > 0 {
+			t.Fatalf("%s: policy refused: %v", in, errs.ToAggregate())
+		}
+		pod := &corev1.Pod{}
+		if err := yaml.UnmarshalStrict(podDoc, pod); err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		cases = append(cases, goldenCase{name: strings.TrimSuffix(filepath.Base(in), ".yaml"), policy: pol, pod: pod})
+	}
+	if len(cases) == 0 {
+		t.Fatal("no golden cases in testdata")
+	}
+	return cases
+}
+
+// shadowOf renders a case the way the webhook does: judge the pod, then build its shadow.
+func (c goldenCase) shadowOf(t *testing.T) (*Shadow, []string) {
+	t.Helper()
+	o, d := validate.Pod(c.pod, c.policy)
+	if !d.Allowed() {
+		t.Fatalf("%s: pod refused: %v", c.name, d.Errors.ToAggregate())
+	}
+	s, warnings := BuildShadow(c.pod, o)
+	if s == nil {
+		t.Fatalf("%s: no shadow", c.name)
+	}
+	return s, append(d.Warnings, warnings...)
+}
+
+// TestGolden compares every shadow object of each case, whole, with
+// testdata/<case>.golden.yaml; `go test ./inject -run TestGolden -update` rewrites them. The
+// scripts in container commands are written there as <scripts/NAME>, after checking that the
+// command holds that embedded file byte for byte, so a golden file shows what a case changes
+// and the scripts are read once, in scripts/.
+func TestGolden(t *testing.T) {
+	for _, c := range goldenCases(t) {
+		t.Run(c.name, func(t *testing.T) {
+			s, warnings := c.shadowOf(t)
+			var out bytes.Buffer
+			for _, w := range warnings {
+				fmt.Fprintf(&out, "# warning: %s\n", w)
+			}
+			for i, obj := range s.Objects() {
+				if d, ok := obj.(*appsv1.Deployment); ok {
+					obj = withScriptNames(t, d)
+				}
+				data, err := yaml.Marshal(obj)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if i > 0 {
+					out.WriteString("---\n")
+				}
+				out.Write(data)
+			}
+			golden := filepath.Join("testdata", c.name+".golden.yaml")
+			if *update {
+				if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./inject -run TestGolden -update to create it)", err)
+			}
+			if got := out.String(); got != string(want) {
+				t.Errorf("%s differs from the rendered shadow (rerun with -update and review the diff):\n%s", golden, lineDiff(string(want), got))
+			}
+		})
+	}
+}
+
+// withScriptNames returns a copy of d with each embedded script replaced by its name, failing
+// the test if a command or environment value holds anything but an embedded script verbatim.
+func withScriptNames(t *testing.T, d *appsv1.Deployment) *appsv1.Deployment {
+	t.Helper()
+	d = d.DeepCopy()
+	spec := &d.Spec.Template.Spec
+	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range cs {
+			c := &cs[i]
+			if len(c.Command) != 4 || c.Command[1] != "-c" {
+				t.Fatalf("container %s: command %q is not [shell -c script name]", c.Name, c.Command)
+			}
+			c.Command[2] = scriptName(t, c.Command[2])
+			for j := range c.Env {
+				if c.Env[j].Name == EnvExecRelay {
+					c.Env[j].Value = scriptName(t, c.Env[j].Value)
+				}
+			}
+		}
+	}
+	return d
+}
+
+func scriptName(t *testing.T, text string) string {
+	t.Helper()
+	entries, err := scriptFiles.ReadDir("scripts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		data, _ := scriptFiles.ReadFile("scripts/" + e.Name())
+		if string(data) == text {
+			return "<scripts/" + e.Name() + ">"
+		}
+	}
+	t.Fatalf("a container runs a script that is not one of scripts/*.sh verbatim:\n%s", text)
+	return ""
+}
+
+// lineDiff lists the lines that differ, enough to see what changed without a diff tool.
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	var b strings.Builder
+	for i := range max(len(w), len(g)) {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			fmt.Fprintf(&b, "line %d:\n  golden: %s\n  got:    %s\n", i+1, wl, gl)
+		}
+	}
+	return b.String()
+}

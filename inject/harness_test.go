@@ -1,0 +1,185 @@
+package inject
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/interlink-hq/shadowgate/inject/internal/sshtest"
+	"github.com/interlink-hq/shadowgate/validate"
+	"github.com/interlink-hq/shadowgate/validate/policy"
+)
+
+// render builds the shadow of pod under a policy document, failing the test when the policy
+// or the pod is refused or no shadow comes out.
+func render(t *testing.T, policyDoc string, pod *corev1.Pod) (*Shadow, []string) {
+	t.Helper()
+	pol, errs := policy.ParseDocument([]byte(policyDoc), nil)
+	if len(errs) > 0 {
+		t.Fatalf("test policy refused: %v", errs.ToAggregate())
+	}
+	o, d := validate.Pod(pod, pol)
+	if !d.Allowed() {
+		t.Fatalf("test pod refused: %v", d.Errors.ToAggregate())
+	}
+	return BuildShadow(pod, o)
+}
+
+// offloadedPod is a pod on virtual node hpc-vk exposing ports.
+func offloadedPod(name, namespace string, ports ...corev1.ContainerPort) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, UID: "0b5e3c2a-5d1f-4c1e-9a47-6f0d3f1b2c3d"},
+		Spec: corev1.PodSpec{
+			NodeName:   "hpc-vk",
+			Containers: []corev1.Container{{Name: "main", Image: "busybox", Ports: ports}},
+		},
+	}
+}
+
+// container returns the named container of a Deployment, init or not.
+func container(t *testing.T, d *appsv1.Deployment, name string) corev1.Container {
+	t.Helper()
+	spec := d.Spec.Template.Spec
+	for _, c := range append(spec.InitContainers, spec.Containers...) {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("the Deployment has no container %s", name)
+	return corev1.Container{}
+}
+
+// process is a rendered container's script running on this machine.
+type process struct {
+	cmd    *exec.Cmd
+	out    *sshtest.Buffer
+	exited chan struct{}
+	err    error
+}
+
+// runContainer runs a container's script as it would run in the shadow pod: its command, its
+// environment, and each of its volume mounts emulated by a directory of mounts (mount path to
+// directory): every mount path in the environment is rewritten to that directory. extraEnv
+// (NAME=value) comes last, for the test-only knobs the scripts read.
+func runContainer(t *testing.T, c corev1.Container, mounts map[string]string, extraEnv ...string) *process {
+	t.Helper()
+	paths := make([]string, 0, len(c.VolumeMounts))
+	for _, m := range c.VolumeMounts {
+		if _, ok := mounts[m.MountPath]; !ok {
+			t.Fatalf("container %s mounts %s, which the test does not emulate", c.Name, m.MountPath)
+		}
+		paths = append(paths, m.MountPath)
+	}
+	// Longest first, so a mount inside another is rewritten as itself.
+	sort.Slice(paths, func(i, j int) bool { return len(paths[i]) > len(paths[j]) })
+	env := []string{"PATH=" + os.Getenv("PATH") + ":/usr/sbin", "LANG=C"}
+	for _, e := range c.Env {
+		v := e.Value
+		for _, p := range paths {
+			v = strings.ReplaceAll(v, p, mounts[p])
+		}
+		env = append(env, e.Name+"="+v)
+	}
+	p := &process{cmd: exec.Command(c.Command[0], c.Command[1:]...), out: &sshtest.Buffer{}, exited: make(chan struct{})}
+	p.cmd.Env = append(env, extraEnv...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", c.Name, err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		// The script stops its own children on TERM; whatever is left goes with the group.
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(3 * time.Second):
+		}
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.exited
+		if t.Failed() {
+			t.Logf("%s output:\n%s", c.Name, p.out)
+		}
+	})
+	return p
+}
+
+// wait returns the exit code once the process ends, failing the test after timeout.
+func (p *process) wait(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.exited:
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(timeout):
+		t.Fatalf("still running after %s; output:\n%s", timeout, p.out)
+		return -1
+	}
+}
+
+// running reports whether the process has not exited.
+func (p *process) running() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// children returns the pids of the process's direct children whose command is comm.
+func (p *process) children(t *testing.T, comm string) []int {
+	t.Helper()
+	var pids []int
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(p.cmd.Process.Pid) + "/task/*/children")
+	for _, f := range tasks {
+		data, _ := os.ReadFile(f)
+		for _, field := range strings.Fields(string(data)) {
+			pid, _ := strconv.Atoi(field)
+			name, _ := os.ReadFile("/proc/" + field + "/comm")
+			if strings.TrimSpace(string(name)) == comm {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// eventually retries check every 50ms until it returns nil, failing the test with its last
+// error after timeout.
+func eventually(t *testing.T, timeout time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %v", timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// writeAtomically replaces a file the way kubelet updates a mounted ConfigMap: readers see
+// the old content or the new, never a part.
+func writeAtomically(t *testing.T, name, content string) {
+	t.Helper()
+	tmp := name + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, name); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,244 @@
+// Package sshtest runs real OpenSSH for tests, on loopback addresses (all of 127.0.0.0/8 is
+// local on Linux, so a "login node" and "compute nodes" can each have an address of their own):
+//
+//	sshtest.Require(t, "socat")                    // fails the test naming a missing tool
+//	login := sshtest.StartSSHD(t, "AllowTcpForwarding no") // sshd with a throwaway host and client key
+//	node := sshtest.Loopback(t)                    // a fresh 127.x.y.z
+//	port := sshtest.FreePort(t, node)
+//	sshtest.StartHTTP(t, node, port, "node07")     // answers "hello from node07"
+//
+// Everything stops on test cleanup. sshd runs as the user running the tests (root in CI), who
+// logs in with Server.ClientKey.
+package sshtest
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Server is a running sshd.
+type Server struct {
+	Host       string // the loopback address it listens on
+	Port       int
+	User       string // who may log in with ClientKey: the user running the tests
+	ClientKey  string // private key file, mode 0400
+	KnownHosts string // known_hosts naming the server's host key for [Host]:Port
+	log        *Buffer
+}
+
+// sshdPath is where Debian's openssh-server installs sshd, which must be run by absolute path.
+const sshdPath = "/usr/sbin/sshd"
+
+// StartSSHD starts sshd on a fresh loopback address and a free port. config lines (such as
+// "AllowTcpForwarding no") come before shadowgate's defaults, and sshd keeps the first value
+// of a keyword, so they override them.
+func StartSSHD(t testing.TB, config ...string) *Server {
+	t.Helper()
+	Require(t, "sshd", "ssh-keygen")
+	dir := t.TempDir()
+	me, err := user.Current()
+	if err != nil {
+		t.Fatalf("sshtest: who am I: %v", err)
+	}
+	s := &Server{Host: Loopback(t), User: me.Username, ClientKey: filepath.Join(dir, "id_ed25519"),
+		KnownHosts: filepath.Join(dir, "known_hosts"), log: &Buffer{}}
+	s.Port = FreePort(t, s.Host)
+	hostKey := filepath.Join(dir, "host_ed25519")
+	keygen(t, hostKey)
+	keygen(t, s.ClientKey)
+	if err := os.Chmod(s.ClientKey, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	hostPub := readFile(t, hostKey+".pub")
+	writeFile(t, s.KnownHosts, fmt.Sprintf("[%s]:%d %s", s.Host, s.Port, hostPub))
+	writeFile(t, filepath.Join(dir, "authorized_keys"), readFile(t, s.ClientKey+".pub"))
+	lines := append(append([]string{}, config...),
+		fmt.Sprintf("ListenAddress %s:%d", s.Host, s.Port),
+		"HostKey "+hostKey,
+		"AuthorizedKeysFile "+filepath.Join(dir, "authorized_keys"),
+		"PidFile none",
+		"StrictModes no", // the keys live under /tmp, which is world-writable
+		"UsePAM no",
+		"PasswordAuthentication no",
+		"KbdInteractiveAuthentication no",
+		"PermitRootLogin prohibit-password",
+		"MaxStartups 100",
+	)
+	cfg := filepath.Join(dir, "sshd_config")
+	writeFile(t, cfg, strings.Join(lines, "\n"))
+	// sshd refuses to start without its privilege separation directory.
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+		t.Fatalf("sshtest: %v", err)
+	}
+	cmd := exec.Command(sshdPath, "-D", "-e", "-f", cfg)
+	cmd.Stdout, cmd.Stderr = s.log, s.log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("sshtest: starting sshd: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("sshd log:\n%s", s.Log())
+		}
+	})
+	addr := net.JoinHostPort(s.Host, strconv.Itoa(s.Port))
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return s
+		}
+		select {
+		case <-exited:
+			t.Fatalf("sshtest: sshd exited at start:\n%s", s.Log())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sshtest: sshd not listening on %s after 10s:\n%s", addr, s.Log())
+		}
+	}
+}
+
+// Log is what sshd has logged so far.
+func (s *Server) Log() string { return s.log.String() }
+
+// ClientOptions are the ssh -o options that log in to s with host key checking on.
+func (s *Server) ClientOptions() []string {
+	return []string{
+		"User=" + s.User,
+		"Port=" + strconv.Itoa(s.Port),
+		"IdentityFile=" + s.ClientKey,
+		"IdentitiesOnly=yes",
+		"BatchMode=yes",
+		"StrictHostKeyChecking=yes",
+		"UserKnownHostsFile=" + s.KnownHosts,
+		"GlobalKnownHostsFile=/dev/null",
+	}
+}
+
+// Loopback returns a random 127.x.y.z address other than 127.0.0.1, so tests running at the
+// same time, in this package or another, do not share addresses.
+func Loopback(t testing.TB) string {
+	t.Helper()
+	for {
+		a, b, c := 1+rand.IntN(254), rand.IntN(256), 2+rand.IntN(252)
+		addr := fmt.Sprintf("127.%d.%d.%d", a, b, c)
+		if l, err := net.Listen("tcp", addr+":0"); err == nil {
+			l.Close()
+			return addr
+		}
+	}
+}
+
+// FreePort returns a TCP port that is free on every given address at the time of the call.
+func FreePort(t testing.TB, hosts ...string) int {
+	t.Helper()
+	for range 100 {
+		l, err := net.Listen("tcp", hosts[0]+":0")
+		if err != nil {
+			t.Fatalf("sshtest: %v", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		free := true
+		for _, h := range hosts[1:] {
+			other, err := net.Listen("tcp", net.JoinHostPort(h, strconv.Itoa(port)))
+			if err != nil {
+				free = false
+				break
+			}
+			other.Close()
+		}
+		l.Close()
+		if free {
+			return port
+		}
+	}
+	t.Fatalf("sshtest: no port free on all of %v", hosts)
+	return 0
+}
+
+// StartHTTP serves "hello from <name>\n" on host:port until the test ends: a compute node
+// with something listening on the offloaded pod's port.
+func StartHTTP(t testing.TB, host string, port int, name string) {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		t.Fatalf("sshtest: compute node %s: %v", name, err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "hello from %s\n", name)
+	}), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+}
+
+// Require fails the test, naming the tool and how to get it, when one of tools is not
+// installed. These tests run the real thing; they are never skipped.
+func Require(t testing.TB, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err == nil {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join("/usr/sbin", tool)); err == nil {
+			continue
+		}
+		t.Fatalf("%s is not installed; these tests run it for real: run `make deps` (hack/test-deps.sh) as root, or install it from Debian's packages", tool)
+	}
+}
+
+func keygen(t testing.TB, file string) {
+	t.Helper()
+	out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sshtest", "-f", file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sshtest: ssh-keygen: %v\n%s", err, out)
+	}
+}
+
+func readFile(t testing.TB, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func writeFile(t testing.TB, name, content string) {
+	t.Helper()
+	if err := os.WriteFile(name, []byte(content+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Buffer collects a process's output while a test reads it: safe for concurrent use.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

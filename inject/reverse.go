@@ -1,0 +1,68 @@
+package inject
+
+import (
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/interlink-hq/shadowgate/validate/policy"
+)
+
+// ContainerReverse carries the reverse tunnel (DESIGN.md "Shadow objects").
+const ContainerReverse = "ssh-reverse"
+
+// Environment ssh-reverse and reverse-hop read, besides what every ssh container gets.
+const (
+	EnvReverseBind         = "SHADOW_REVERSE_BIND"
+	EnvReverseForwards     = "SHADOW_REVERSE_FORWARDS" // one "<listen port> <host> <port>" a line
+	EnvReverseSocksPort    = "SHADOW_REVERSE_SOCKS_PORT"
+	EnvReverseSshd         = "SHADOW_REVERSE_SSHD"
+	EnvReverseSshdPath     = "SHADOW_REVERSE_SSHD_PATH"
+	EnvReverseNodeExec     = "SHADOW_REVERSE_NODE_EXEC"
+	EnvReverseJobName      = "SHADOW_REVERSE_JOB_NAME"
+	EnvReverseLoginOptions = "SHADOW_REVERSE_LOGIN_OPTIONS" // first on the login hop of srun
+	EnvReverseHop          = "SHADOW_REVERSE_HOP"
+	EnvReverseNodeScript   = "SHADOW_REVERSE_NODE_SCRIPT"
+)
+
+var (
+	scriptReverse     = mustScript("ssh-reverse.sh")
+	scriptReverseHop  = mustScript("reverse-hop.sh")
+	scriptReverseNode = mustScript("reverse-node.sh")
+)
+
+// reverseContainer is ssh-reverse: it shares the login, options and credential mounts of
+// ssh-forward, and dials each forward's DialHost, so a bare Service name reaches the pod's
+// namespace rather than the shadow's. The pod has been through MutatePod, so o.Bind is set.
+func (b *builder) reverseContainer() corev1.Container {
+	rev := &b.ssh.Reverse
+	forwards := make([]string, 0, len(b.o.Forwards))
+	for _, f := range b.o.Forwards {
+		forwards = append(forwards, strconv.Itoa(f.ListenPort)+" "+f.DialHost+" "+strconv.Itoa(f.Port))
+	}
+	socks := ""
+	if b.o.SocksPort > 0 {
+		socks = strconv.Itoa(b.o.SocksPort)
+	}
+	extra := []corev1.EnvVar{
+		env(EnvReverseBind, b.o.Bind.String()),
+		env(EnvReverseForwards, strings.Join(forwards, "\n")),
+		env(EnvReverseSocksPort, socks),
+		env(EnvReverseSshd, rev.Sshd),
+		env(EnvReverseSshdPath, rev.SshdPath),
+		env(EnvReverseNodeExec, rev.NodeExec),
+		// The plugin names the batch job after the pod's UID; srun mode finds it by that name.
+		env(EnvReverseJobName, string(b.pod.UID)),
+		env(EnvForwardMode, b.ssh.ForwardMode),
+	}
+	if b.ssh.ForwardMode == policy.ForwardModeExec {
+		extra = append(extra, env(EnvExecConnect, b.ssh.ExecConnectCommand))
+	}
+	// srun on the login node may need the ticket; no other hop gets it.
+	if b.ssh.Auth == policy.AuthKerberos && rev.NodeExec == policy.NodeExecSrun {
+		extra = append(extra, env(EnvReverseLoginOptions, "GSSAPIDelegateCredentials=yes"))
+	}
+	extra = append(extra, env(EnvReverseHop, scriptReverseHop.text), env(EnvReverseNodeScript, scriptReverseNode.text))
+	return b.sshContainer(ContainerReverse, scriptReverse, extra...)
+}

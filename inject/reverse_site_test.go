@@ -1,0 +1,287 @@
+package inject
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/interlink-hq/shadowgate/inject/internal/sshtest"
+	"github.com/interlink-hq/shadowgate/validate"
+	"github.com/interlink-hq/shadowgate/validate/policy"
+)
+
+// The reverse tunnel's tests run the rendered pre-exec snippet and the rendered ssh-reverse
+// container against real OpenSSH on loopback: an sshd as the login node, another as the
+// compute node reached from it, a TCP echo service standing for a cluster Service, and two
+// throwaway non-root accounts, the job's user and another user of the node. Login and compute
+// node are one machine, so the job's relay is where a command on the "node" looks for it.
+
+const (
+	jobUser   = "sgrevjob"
+	otherUser = "sgrevother"
+	jobUID    = "7d1c8e52-2a0f-4b7e-9c1d-3e5f6a7b8c9d"
+	fakeJobID = "4242"
+)
+
+// account is a local user the tests run processes as.
+type account struct {
+	name     string
+	uid, gid uint32
+	home     string
+}
+
+// newAccount returns the local user name, creating it (with useradd, as root) on first use.
+func newAccount(t *testing.T, name string) account {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatalf("the reverse tunnel tests create the users %s and %s and run the job as them: run them as root", jobUser, otherUser)
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		if out, err := exec.Command("useradd", "--create-home", "--shell", "/bin/sh", name).CombinedOutput(); err != nil {
+			if u, err = user.Lookup(name); err != nil { // another test binary may have won the race
+				t.Fatalf("useradd %s: %v\n%s", name, err, out)
+			}
+		}
+		if u, err = user.Lookup(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return account{name: name, uid: uint32(uid), gid: uint32(gid), home: u.HomeDir}
+}
+
+// sharedDir is a directory every account can use, like /tmp: mode 1777, removed after the test.
+func sharedDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sgrev-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+type reverseOptions struct {
+	sshd, nodeExec string
+	socks          bool
+	nodeConfig     []string // lines for the compute node's sshd_config
+}
+
+// reverseSite is one login node, one compute node, an echo service and a pod with a reverse
+// forward to it, mutated and rendered as the webhook would.
+type reverseSite struct {
+	job, other account
+	login      *sshtest.Server
+	node       *sshtest.Server
+	echo       string // the echo service's address
+	listen     int    // the job's port for it
+	socks      int
+	bind       string
+	pod        *corev1.Pod
+	shadow     *Shadow
+	mounts     map[string]string
+	root       string // the socket directory root the plugin gives the job
+	fakeLog    string // what the fake squeue and srun were asked
+}
+
+func newReverseSite(t *testing.T, opt reverseOptions) *reverseSite {
+	t.Helper()
+	sshtest.Require(t, "ssh", "ssh-keygen", "socat", "python3", "useradd")
+	s := &reverseSite{job: newAccount(t, jobUser), other: newAccount(t, otherUser), root: sharedDir(t)}
+
+	// One key for the job's account on both nodes, in an authorized_keys file that sshd can
+	// read as that user.
+	keys := sharedDir(t)
+	key := filepath.Join(keys, "id")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v\n%s", err, out)
+	}
+	authorized := filepath.Join(keys, "authorized_keys")
+	copyFile(t, key+".pub", authorized, 0o644)
+
+	// squeue and srun stand-ins on the login node: they log their arguments, and srun runs the
+	// command here, which is where the job's relay is.
+	bin := sharedDir(t)
+	s.fakeLog = filepath.Join(bin, "calls.log")
+	writeExecutable(t, filepath.Join(bin, "squeue"), fmt.Sprintf("#!/bin/sh\necho \"squeue $*\" >>%s\necho %s,%s\n", s.fakeLog, fakeJobID, "$SG_TEST_BATCH_HOST"))
+	writeExecutable(t, filepath.Join(bin, "srun"), fmt.Sprintf(`#!/bin/sh
+echo "srun $*" >>%s
+while [ $# -gt 0 ]; do
+	case $1 in
+	-w) shift 2 ;;
+	-*) shift ;;
+	*) break ;;
+	esac
+done
+exec "$@"
+`, s.fakeLog))
+	s.node = sshtest.StartSSHD(t, append([]string{"AuthorizedKeysFile " + authorized}, opt.nodeConfig...)...)
+	s.login = sshtest.StartSSHD(t, "AuthorizedKeysFile "+authorized,
+		"SetEnv PATH="+bin+":/usr/bin:/bin SG_TEST_BATCH_HOST="+s.node.Host)
+
+	s.echo = startEcho(t)
+	s.listen = sshtest.FreePort(t, "127.0.0.1")
+	forwards := fmt.Sprintf("%d:%s echo:%d", s.listen, s.echo, sshtest.FreePort(t, "127.0.0.1"))
+	socks := ""
+	if opt.socks {
+		s.socks = sshtest.FreePort(t, "127.0.0.1", "0.0.0.0")
+		socks = fmt.Sprintf("interlink.eu/reverse-socks-port: %q", strconv.Itoa(s.socks))
+	}
+	doc := fmt.Sprintf(`
+virtualNodes:
+  hpc-vk:
+    Network:
+      ShadowMode: ssh
+      SSH:
+        LoginHost: %s
+        Port: %d
+        User: %s
+        KeySecret: login-key
+        KnownHostsConfigMap: site-known-hosts
+        Reverse: {Enabled: true, AllowSocks: %t, Sshd: %s, NodeExec: %s}
+`, s.login.Host, s.login.Port, jobUser, opt.socks, opt.sshd, opt.nodeExec)
+	s.pod = offloadedPod("trainer", "user")
+	s.pod.UID = jobUID
+	s.pod.Annotations = map[string]string{validate.AnnotationReverseForwards: forwards}
+	if socks != "" {
+		s.pod.Annotations[validate.AnnotationReverseSocksPort] = strconv.Itoa(s.socks)
+	}
+	pol, errs := policy.ParseDocument([]byte(doc), nil)
+	if len(errs) > 0 {
+		t.Fatalf("test policy refused: %v", errs.ToAggregate())
+	}
+	o, _ := validate.Pod(s.pod, pol)
+	if w := MutatePod(s.pod, o); len(w) > 0 {
+		t.Fatalf("MutatePod warned: %v", w)
+	}
+	s.bind = s.pod.Annotations[validate.AnnotationReverseBind]
+	s.shadow, _ = render(t, doc, s.pod)
+
+	s.mounts = map[string]string{nodeDir: t.TempDir(), stateDir: t.TempDir(), keyDir: t.TempDir(), knownHostsDir: t.TempDir()}
+	copyFile(t, key, filepath.Join(s.mounts[keyDir], keyFile), 0o400)
+	hosts := readText(t, s.login.KnownHosts) + readText(t, s.node.KnownHosts)
+	writeAtomically(t, filepath.Join(s.mounts[knownHostsDir], knownHostsKey), hosts)
+	writeAtomically(t, filepath.Join(s.mounts[nodeDir], validate.ComputeNodeKey), s.node.Host)
+	return s
+}
+
+// dir is the job's socket directory.
+func (s *reverseSite) dir() string { return filepath.Join(s.root, "il-rev-"+s.bind) }
+
+// startJob runs the pod's pre-exec as the job's user, followed by a workload that reports its
+// environment and stays, as the job's shell does.
+func (s *reverseSite) startJob(t *testing.T, env ...string) *process {
+	t.Helper()
+	script := s.pod.Annotations[validate.AnnotationPreExec] + "echo workload started; env; sleep 600\n"
+	return startAs(t, s.job, append([]string{"INTERLINK_SOCKET_DIR_ROOT=" + s.root, "TMPDIR=" + s.root,
+		"SHADOWGATE_REVERSE_WAIT=30"}, env...), "sh", "-c", script)
+}
+
+// startShadow runs the rendered ssh-reverse container.
+func (s *reverseSite) startShadow(t *testing.T) *process {
+	t.Helper()
+	return runContainer(t, container(t, s.shadow.Deployment, ContainerReverse), s.mounts,
+		"SHADOW_POLL_INTERVAL=0.2", "SHADOW_REVERSE_NODE_PORT="+strconv.Itoa(s.node.Port), "HOME="+t.TempDir())
+}
+
+// waitReady waits until the job's pre-exec has let the workload start.
+func (s *reverseSite) waitReady(t *testing.T, job *process) {
+	t.Helper()
+	eventually(t, 20*time.Second, func() error {
+		if !job.running() {
+			return fmt.Errorf("the job ended before its workload started")
+		}
+		if !strings.Contains(job.out.String(), "workload started") {
+			return fmt.Errorf("the workload has not started")
+		}
+		return nil
+	})
+}
+
+// startAs starts a process as acct in a process group of its own, stopped with the test.
+func startAs(t *testing.T, acct account, env []string, name string, args ...string) *process {
+	t.Helper()
+	p := &process{cmd: exec.Command(name, args...), out: &sshtest.Buffer{}, exited: make(chan struct{})}
+	p.cmd.Env = append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + acct.home, "LANG=C"}, env...)
+	p.cmd.Dir = "/"
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: &syscall.Credential{Uid: acct.uid, Gid: acct.gid}}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("starting %s as %s: %v", name, acct.name, err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.exited
+		if t.Failed() {
+			t.Logf("%s as %s:\n%s", name, acct.name, p.out)
+		}
+	})
+	return p
+}
+
+// dialAs sends a line through addr with socat running as acct and returns what came back.
+func dialAs(t *testing.T, acct account, addr string) string {
+	t.Helper()
+	cmd := exec.Command("socat", "-T", "5", "-", addr)
+	cmd.Stdin = strings.NewReader("ping\n")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: acct.uid, Gid: acct.gid}}
+	out, _ := cmd.Output()
+	return string(out)
+}
+
+// startEcho serves a TCP echo on a fresh loopback address: the cluster Service.
+func startEcho(t *testing.T) string {
+	t.Helper()
+	host := sshtest.Loopback(t)
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(sshtest.FreePort(t, host))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	t.Cleanup(func() { l.Close() })
+	return l.Addr().String()
+}
+
+func writeExecutable(t *testing.T, name, content string) {
+	t.Helper()
+	if err := os.WriteFile(name, []byte(content), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readText(t *testing.T, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}

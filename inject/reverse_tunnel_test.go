@@ -1,0 +1,228 @@
+package inject
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/interlink-hq/shadowgate/validate/policy"
+)
+
+func TestReverseTunnelCarriesTheJobsConnectionsIntoTheCluster(t *testing.T) {
+	for name, opt := range map[string]reverseOptions{
+		"the node's sshd, reached through the checked node hop": {sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH},
+		"a user-space sshd started through the node hop":        {sshd: policy.SshdUserspace, nodeExec: policy.NodeExecSSH},
+		"a user-space sshd started with srun":                   {sshd: policy.SshdUserspace, nodeExec: policy.NodeExecSrun},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := newReverseSite(t, opt)
+			job := s.startJob(t)
+			shadow := s.startShadow(t)
+			s.waitReady(t, job)
+
+			addr := net.JoinHostPort(s.bind, strconv.Itoa(s.listen))
+			if got := dialAs(t, s.job, "TCP4:"+addr); got != "ping\n" {
+				t.Errorf("the job's user got %q through %s, want the echo", got, addr)
+			}
+			if got := dialAs(t, s.job, "TCP6:[::ffff:"+s.bind+"]:"+strconv.Itoa(s.listen)); got != "ping\n" {
+				t.Errorf("the job's user on an IPv6 socket (v4-mapped) got %q, want the echo", got)
+			}
+			if got := dialAs(t, s.other, "TCP4:"+addr); got != "" {
+				t.Errorf("another user of the node got %q through the job's tunnel", got)
+			}
+			want := fmt.Sprintf("refused a connection to port %d from uid %d", s.listen, s.other.uid)
+			if !strings.Contains(job.out.String(), want) {
+				t.Errorf("the job's log lacks %q", want)
+			}
+			if strings.Contains(shadow.out.String(), "could not prepare") {
+				t.Errorf("the shadow could not prepare the node:\n%s", shadow.out)
+			}
+			if opt.nodeExec == policy.NodeExecSrun {
+				calls := readText(t, s.fakeLog)
+				for _, want := range []string{
+					"squeue -h --me -t R -n " + jobUID + " -o %i,%B",
+					"srun --jobid=" + fakeJobID + " --overlap -w " + s.node.Host + " -N1 -n1 -u -Q sh -s -- prepare " + s.bind + " userspace ssh-ed25519 ",
+					"srun --jobid=" + fakeJobID + " --overlap -w " + s.node.Host + " -N1 -n1 -u -Q /usr/sbin/sshd -i -f " + s.dir() + "/sshd_config",
+				} {
+					if !strings.Contains(calls, want) {
+						t.Errorf("the login node was not asked %q; it was asked:\n%s", want, calls)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestReverseTunnelSocketsAreTheJobUsersOnly(t *testing.T) {
+	t.Parallel()
+	s := newReverseSite(t, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH})
+	job := s.startJob(t)
+	s.startShadow(t)
+	s.waitReady(t, job)
+	for path, want := range map[string]string{
+		s.dir(): "drwx------",
+		filepath.Join(s.dir(), "rev-"+strconv.Itoa(s.listen)+".sock"): "Srwx------",
+	} {
+		info, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Go writes a socket's mode with S; ls shows it as s. The owner's bits are what
+		// the socket's creator's umask left, and nobody else has any.
+		if got := info.Mode().String(); got != want && got != strings.Replace(want, "rwx", "rw-", 1) {
+			t.Errorf("%s is %s, want %s", path, got, want)
+		}
+	}
+}
+
+func TestReverseTunnelEndsWithTheSocketDirectory(t *testing.T) {
+	t.Parallel()
+	s := newReverseSite(t, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH})
+	job := s.startJob(t)
+	shadow := s.startShadow(t)
+	s.waitReady(t, job)
+	relays := func() int {
+		n := 0
+		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, p := range procs {
+			if data, err := os.ReadFile(p); err == nil && strings.Contains(string(data), s.dir()+"/rev-relay.py") {
+				n++
+			}
+		}
+		return n
+	}
+	if relays() != 1 {
+		t.Fatalf("want one relay for %s", s.dir())
+	}
+	if err := os.RemoveAll(s.dir()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if n := relays(); n != 0 {
+			return fmt.Errorf("%d relays still run", n)
+		}
+		if !strings.Contains(shadow.out.String(), "the reverse tunnel session on "+s.node.Host+" ended") {
+			return fmt.Errorf("the shadow has not seen its session end")
+		}
+		return nil
+	})
+	if !strings.Contains(job.out.String(), s.dir()+" is gone; stopping the relay") {
+		t.Errorf("the relay did not say why it stopped")
+	}
+}
+
+func TestReverseTunnelPortTakenFailsTheJob(t *testing.T) {
+	t.Parallel()
+	s := newReverseSite(t, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH})
+	l, err := net.Listen("tcp", net.JoinHostPort(s.bind, strconv.Itoa(s.listen)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	job := s.startJob(t)
+	if code := job.wait(t, 10*time.Second); code == 0 {
+		t.Fatalf("the job went on with %s:%d taken", s.bind, s.listen)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("cannot listen on %s:%d: Address already in use", s.bind, s.listen),
+		"the reverse tunnel's relay did not start",
+	} {
+		if !strings.Contains(job.out.String(), want) {
+			t.Errorf("the job's log lacks %q", want)
+		}
+	}
+	if strings.Contains(job.out.String(), "workload started") {
+		t.Errorf("the workload started")
+	}
+}
+
+func TestReverseTunnelSocks(t *testing.T) {
+	t.Run("an allowed proxy reaches the cluster by address", func(t *testing.T) {
+		t.Parallel()
+		s := newReverseSite(t, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH, socks: true})
+		job := s.startJob(t)
+		shadow := s.startShadow(t)
+		s.waitReady(t, job)
+		if got := socksEcho(t, s.socks, s.echo); got != "ping\n" {
+			t.Errorf("through the SOCKS proxy: %q", got)
+		}
+		if !strings.Contains(shadow.out.String(), "WARNING: pod asks for a SOCKS5 proxy") {
+			t.Errorf("the shadow's log has no WARNING line")
+		}
+	})
+	t.Run("a wildcard listener (GatewayPorts yes) makes the job refuse", func(t *testing.T) {
+		t.Parallel()
+		s := newReverseSite(t, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH, socks: true,
+			nodeConfig: []string{"GatewayPorts yes"}})
+		job := s.startJob(t)
+		s.startShadow(t)
+		if code := job.wait(t, 20*time.Second); code == 0 {
+			t.Fatalf("the job went on with its proxy open to other machines")
+		}
+		if !strings.Contains(job.out.String(), "the node's sshd sets GatewayPorts yes") {
+			t.Errorf("the job's log does not name GatewayPorts")
+		}
+	})
+}
+
+func TestReverseTunnelNeedsTheSocketDirectoryRoot(t *testing.T) {
+	t.Parallel()
+	s := newReverseSite(t, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH})
+	job := s.startJob(t, "INTERLINK_SOCKET_DIR_ROOT=")
+	if code := job.wait(t, 5*time.Second); code == 0 {
+		t.Fatalf("the job went on without a socket directory")
+	}
+	if !strings.Contains(job.out.String(), "the plugin gave no socket directory root") {
+		t.Errorf("the job's log does not say why it stopped")
+	}
+}
+
+func TestReverseTunnelGivesUpAfterItsWait(t *testing.T) {
+	t.Parallel()
+	s := newReverseSite(t, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH})
+	job := s.startJob(t, "SHADOWGATE_REVERSE_WAIT=2")
+	if code := job.wait(t, 10*time.Second); code == 0 {
+		t.Fatalf("the job went on without its tunnel")
+	}
+	for _, want := range []string{"interLink: the reverse tunnel did not come up within 2s", "kubectl logs <shadow pod> -c ssh-reverse"} {
+		if !strings.Contains(job.out.String(), want) {
+			t.Errorf("the job's log lacks %q", want)
+		}
+	}
+}
+
+// socksEcho sends a line to target through the SOCKS5 proxy on 127.0.0.1:port.
+func socksEcho(t *testing.T, port int, target string) string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	host, portStr, _ := net.SplitHostPort(target)
+	p, _ := strconv.Atoi(portStr)
+	ip := net.ParseIP(host).To4()
+	req := append([]byte{5, 1, 0}, 5, 1, 0, 1)
+	req = append(append(req, ip...), byte(p>>8), byte(p))
+	if _, err := c.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	reply := make([]byte, 12) // method choice, then a CONNECT reply with an IPv4 address
+	if _, err := io.ReadFull(c, reply); err != nil || reply[1] != 0 || reply[3] != 0 {
+		t.Fatalf("SOCKS5 handshake: %v %v", reply, err)
+	}
+	if _, err := c.Write([]byte("ping\n")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	n, _ := io.ReadFull(c, buf)
+	return string(buf[:n])
+}

@@ -1,0 +1,74 @@
+#!/bin/bash
+# reverse-hop: how ssh-reverse reaches the compute node, written to its state directory so
+# ssh can run it as a ProxyCommand. Every value comes from the environment, checked by
+# ssh-reverse before it exported them.
+#
+#   jump HOST PORT  a byte stream to HOST:PORT on the site's network, through the login node:
+#                   ssh -W (portforward), or ExecConnectCommand run there (exec)
+#   run NODE CMD..  runs CMD on the compute node as the job's user: with NodeExec ssh through
+#                   the checked node hop (the shadow's own ssh to the node's sshd, its host key
+#                   verified like the login node's); with srun, srun --jobid --overlap pinned
+#                   to the job's batch host, found with squeue on the login node
+#   sshd            the user-space sshd -i on the compute node, through "run"
+#
+# Environment: SHADOW_LOGIN_HOST, SHADOW_SSH_OPTIONS, SHADOW_FORWARD_MODE,
+# SHADOW_EXEC_CONNECT_COMMAND, SHADOW_REVERSE_LOGIN_OPTIONS (options that go first on the
+# login hop of srun), SHADOW_REVERSE_NODE_EXEC, SHADOW_REVERSE_JOB_NAME,
+# SHADOW_REVERSE_NODE_PORT, SHADOW_REVERSE_SSHD_PATH; SG_REV_NODE and SG_REV_DIR for sshd.
+set -euo pipefail
+
+login_host=${SHADOW_LOGIN_HOST:?}
+mapfile -t ssh_options <<<"${SHADOW_SSH_OPTIONS:?}"
+login_args=()
+for opt in "${ssh_options[@]}"; do
+	[[ -n $opt ]] && login_args+=(-o "$opt")
+done
+
+bracket() { if [[ $1 == *:* ]]; then printf '[%s]' "$1"; else printf '%s' "$1"; fi; }
+
+jump() {
+	local host=$1 port=$2
+	if [[ ${SHADOW_FORWARD_MODE:?} == exec ]]; then
+		# Quoted for the login node's shell; host and port are checked by ssh-reverse.
+		exec ssh "${login_args[@]}" -T -- "$login_host" "${SHADOW_EXEC_CONNECT_COMMAND:?} '${host}' '${port}'"
+	fi
+	exec ssh "${login_args[@]}" -W "$(bracket "$host"):${port}" -- "$login_host"
+}
+
+run() {
+	local node=$1 job found id batch
+	shift
+	if [[ ${SHADOW_REVERSE_NODE_EXEC:?} == ssh ]]; then
+		exec ssh -o "ProxyCommand=exec bash $0 jump %h %p" -o "Port=${SHADOW_REVERSE_NODE_PORT:-22}" \
+			"${login_args[@]}" -T -- "$node" "$@"
+	fi
+	local srun_args=()
+	mapfile -t ssh_options <<<"${SHADOW_REVERSE_LOGIN_OPTIONS-}"
+	for opt in "${ssh_options[@]}"; do
+		[[ -n $opt ]] && srun_args+=(-o "$opt")
+	done
+	srun_args+=("${login_args[@]}")
+	job=${SHADOW_REVERSE_JOB_NAME:?}
+	# The plugin names the batch job after the pod's UID; the relay and the socket directory
+	# are on its batch host, so every step is pinned there.
+	found=$(ssh "${srun_args[@]}" -T -- "$login_host" squeue -h --me -t R -n "$job" -o %i,%B | head -n 1)
+	id=${found%%,*} batch=${found#*,}
+	if [[ ! $id =~ ^[0-9]+$ || -z $batch || $batch == -* || $batch == *[!A-Za-z0-9.-]* ]]; then
+		echo "no running job named ${job} on ${node}: squeue on ${login_host} listed '${found}'" >&2
+		exit 3
+	fi
+	exec ssh "${srun_args[@]}" -T -- "$login_host" srun "--jobid=${id}" --overlap -w "$batch" -N1 -n1 -u -Q "$@"
+}
+
+case ${1:-} in
+jump) jump "$2" "$3" ;;
+run)
+	shift
+	run "$@"
+	;;
+sshd) run "${SG_REV_NODE:?}" "${SHADOW_REVERSE_SSHD_PATH:?}" -i -f "${SG_REV_DIR:?}/sshd_config" ;;
+*)
+	echo "usage: reverse-hop jump HOST PORT | run NODE CMD... | sshd" >&2
+	exit 64
+	;;
+esac

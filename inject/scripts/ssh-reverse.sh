@@ -1,0 +1,228 @@
+#!/bin/bash
+# ssh-reverse: carries connections from the offloaded job back into the cluster. Once the
+# compute node is known it finds, on that node, the socket directory of the job's relay (keyed
+# by the pod's bind address), then holds an ssh session whose -R forwards end in
+# <dir>/rev-<port>.sock and are dialled from here, inside the cluster.
+#
+#   Sshd node       the forwards are made by the compute node's own sshd, reached through the
+#                   login node (reverse-hop jump), its host key checked like the login node's
+#   Sshd userspace  a user-space sshd -i started on the node for each session, as the job's
+#                   user, with a host key made there and a client key made here per start
+#
+# A session ends when the socket directory or one of its sockets goes (the job ended, or was
+# requeued); it is rebuilt once the relay is back, and when the virtual kubelet publishes
+# another node. A SOCKS proxy gets a session of its own, so another user taking its port
+# while the tunnel is down cannot take the listed forwards down too.
+#
+# Environment: SHADOW_LOGIN_HOST, SHADOW_SSH_OPTIONS, SHADOW_NODE_FILE, SHADOW_STATE_DIR,
+# SHADOW_REVERSE_BIND, SHADOW_REVERSE_FORWARDS (one "<listen port> <host> <port>" a line),
+# SHADOW_REVERSE_SOCKS_PORT, SHADOW_REVERSE_SSHD (node|userspace), SHADOW_REVERSE_HOP and
+# SHADOW_REVERSE_NODE_SCRIPT (the scripts), and what reverse-hop reads;
+# SHADOW_POLL_INTERVAL (seconds, default 5) for tests.
+set -euo pipefail
+set -f
+
+: "${SHADOW_LOGIN_HOST:?}" # reverse-hop logs in there
+node_file=${SHADOW_NODE_FILE:?}
+state=${SHADOW_STATE_DIR:?}
+bind=${SHADOW_REVERSE_BIND:?}
+socks=${SHADOW_REVERSE_SOCKS_PORT-}
+sshd_mode=${SHADOW_REVERSE_SSHD:?}
+poll=${SHADOW_POLL_INTERVAL:-5}
+mapfile -t forwards <<<"${SHADOW_REVERSE_FORWARDS-}"
+mapfile -t ssh_options <<<"${SHADOW_SSH_OPTIONS:?}"
+
+log() { printf '%s %s: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$0" "$*" >&2; }
+die() {
+	log "$*"
+	exit 1
+}
+
+valid_host() { [[ -n $1 && $1 != -* && $1 != *[!A-Za-z0-9.:-]* ]]; }
+valid_port() { [[ $1 =~ ^[1-9][0-9]{0,4}$ ]]; }
+current_node() { cat -- "$node_file" 2>/dev/null || true; }
+
+[[ $bind =~ ^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || die "SHADOW_REVERSE_BIND holds '${bind}', not a 127.x.y.z address"
+[[ -z $socks ]] || valid_port "$socks" || die "SHADOW_REVERSE_SOCKS_PORT holds '${socks}', not a port"
+[[ $sshd_mode == node || $sshd_mode == userspace ]] || die "SHADOW_REVERSE_SSHD is '${sshd_mode}', not node or userspace"
+[[ ${SHADOW_REVERSE_NODE_EXEC:?} == ssh || $SHADOW_REVERSE_NODE_EXEC == srun ]] ||
+	die "SHADOW_REVERSE_NODE_EXEC is '${SHADOW_REVERSE_NODE_EXEC}', not ssh or srun"
+valid_port "${SHADOW_REVERSE_NODE_PORT:-22}" || die "SHADOW_REVERSE_NODE_PORT is not a port"
+if [[ ${SHADOW_FORWARD_MODE:?} == exec ]]; then
+	[[ ${SHADOW_EXEC_CONNECT_COMMAND:?} =~ ^[A-Za-z0-9_./:=+-]+( [A-Za-z0-9_./:=+-]+)*$ ]] ||
+		die "SHADOW_EXEC_CONNECT_COMMAND holds '${SHADOW_EXEC_CONNECT_COMMAND}', not plain words"
+fi
+[[ ${SHADOW_REVERSE_JOB_NAME-} =~ ^[A-Za-z0-9-]*$ ]] || die "SHADOW_REVERSE_JOB_NAME holds '${SHADOW_REVERSE_JOB_NAME}'"
+[[ ${SHADOW_REVERSE_SSHD_PATH-/} =~ ^/[A-Za-z0-9_./+-]*$ ]] || die "SHADOW_REVERSE_SSHD_PATH is not an absolute path"
+
+ports=() remotes=()
+for f in "${forwards[@]}"; do
+	[[ -n $f ]] || continue
+	read -r listen host port <<<"$f"
+	if ! valid_port "$listen" || ! valid_host "$host" || ! valid_port "$port"; then
+		die "SHADOW_REVERSE_FORWARDS holds '${f}', not '<listen port> <host> <port>'"
+	fi
+	[[ $host == *:* ]] && host="[${host}]"
+	ports+=("$listen")
+	remotes+=("${host}:${port}")
+done
+[[ ${#ports[@]} -gt 0 || -n $socks ]] || die "neither SHADOW_REVERSE_FORWARDS nor SHADOW_REVERSE_SOCKS_PORT lists anything to carry"
+ports_csv=$(
+	IFS=,
+	printf '%s' "${ports[*]}"
+)
+
+ssh_args=()
+user=
+for opt in "${ssh_options[@]}"; do
+	[[ -n $opt ]] && ssh_args+=(-o "$opt")
+	[[ -z $user && $opt == User=* ]] && user=${opt#User=}
+done
+
+w=$state/reverse
+mkdir -p -- "$w"
+chmod 700 -- "$w"
+printf '%s\n' "${SHADOW_REVERSE_HOP:?}" >"$w/hop"
+printf '%s\n' "${SHADOW_REVERSE_NODE_SCRIPT:?}" >"$w/node.sh"
+hop=$w/hop
+export SG_REV_NODE='' SG_REV_DIR=''
+
+# prepare finds the socket directory on $1 and, in user-space mode, readies the sshd there.
+# Returns 3 while the job's relay is not there yet.
+prepare() {
+	local node=$1 out status=0 line args=(prepare "$bind" "$sshd_mode")
+	if [[ $sshd_mode == userspace ]]; then
+		rm -f -- "$w/client" "$w/client.pub"
+		ssh-keygen -q -t ed25519 -N '' -C shadowgate-reverse -f "$w/client" </dev/null >/dev/null
+		read -r -a key <"$w/client.pub"
+		args+=("${key[0]}" "${key[1]}")
+	fi
+	out=$(bash "$hop" run "$node" sh -s -- "${args[@]}" <"$w/node.sh" 2>"$w/prepare.err") || status=$?
+	[[ $status -eq 0 ]] || return "$status"
+	SG_REV_DIR='' hostkey=''
+	while IFS= read -r line; do
+		case $line in
+		"dir "*) SG_REV_DIR=${line#dir } ;;
+		"hostkey "*) hostkey=${line#hostkey } ;;
+		esac
+	done <<<"$out"
+	if [[ ! $SG_REV_DIR =~ ^/[A-Za-z0-9._/+-]+/il-rev-${bind//./\\.}$ ]]; then
+		echo "the node reported socket directory '${SG_REV_DIR}'" >"$w/prepare.err"
+		return 1
+	fi
+	if [[ $sshd_mode == userspace ]]; then
+		if [[ ! $hostkey =~ ^ssh-ed25519\ [A-Za-z0-9+/=]+$ ]]; then
+			echo "the node reported host key '${hostkey}'" >"$w/prepare.err"
+			return 1
+		fi
+		printf 'shadowgate-reverse %s\n' "$hostkey" >"$w/known_hosts"
+	fi
+	SG_REV_NODE=$node
+}
+
+# session holds one ssh with the -R forwards given, while the hold command on the node runs.
+session() {
+	local node=$1 hold_ports=$2
+	shift 2
+	local args=()
+	if [[ $sshd_mode == userspace ]]; then
+		args=(-o "ProxyCommand=exec bash ${hop} sshd" -o HostKeyAlias=shadowgate-reverse
+			-o "UserKnownHostsFile=${w}/known_hosts" -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes
+			-o "IdentityFile=${w}/client" -o IdentitiesOnly=yes -o PreferredAuthentications=publickey
+			-o BatchMode=yes -o "User=${user}" -o ExitOnForwardFailure=yes
+			-o ServerAliveInterval=30 -o ServerAliveCountMax=3)
+	else
+		args=(-o "ProxyCommand=exec bash ${hop} jump %h %p" -o "Port=${SHADOW_REVERSE_NODE_PORT:-22}" "${ssh_args[@]}")
+	fi
+	exec ssh "${args[@]}" "$@" -T -- "$node" sh -s -- hold "$SG_REV_DIR" "$hold_ports" "$poll" <"$w/node.sh" >/dev/null
+}
+
+pids=()
+start_sessions() {
+	local node=$1 i rflags=()
+	for i in "${!ports[@]}"; do
+		rflags+=(-R "${SG_REV_DIR}/rev-${ports[$i]}.sock:${remotes[$i]}")
+	done
+	if [[ ${#ports[@]} -gt 0 ]]; then
+		session "$node" "$ports_csv" "${rflags[@]}" &
+		pids+=("$!")
+	fi
+	if [[ -n $socks ]]; then
+		session "$node" "" -R "127.0.0.1:${socks}" &
+		pids+=("$!")
+	fi
+	log "reverse tunnel up on ${node}: ${bind} ports ${ports[*]:-none} to ${remotes[*]:-nothing}${socks:+, SOCKS5 on 127.0.0.1:${socks}}"
+}
+
+stop_sessions() {
+	local pid
+	for pid in "${pids[@]}"; do
+		kill "$pid" 2>/dev/null || true
+	done
+	for pid in "${pids[@]}"; do
+		wait "$pid" 2>/dev/null || true
+	done
+	pids=()
+}
+
+watch_node() {
+	while sleep "$poll"; do
+		[[ $(current_node) == "$1" ]] || return 0
+	done
+}
+
+watcher=
+shutdown() {
+	[[ -n $watcher ]] && kill "$watcher" 2>/dev/null
+	stop_sessions
+	exit 0
+}
+trap shutdown TERM INT
+
+[[ -z $socks ]] || log "WARNING: pod asks for a SOCKS5 proxy on port ${socks}: it listens on 127.0.0.1 of the compute node, and every user of that node can use it to reach this cluster"
+
+node=$(current_node)
+valid_host "$node" || die "no valid compute node in ${node_file} ('${node}'); wait-for-node should have waited for one"
+said=
+while :; do
+	if [[ ${#pids[@]} -eq 0 ]]; then
+		status=0
+		prepare "$node" || status=$?
+		if [[ $status -ne 0 ]]; then
+			msg="could not prepare the reverse tunnel on ${node}: $(tr '\n' ' ' <"$w/prepare.err")"
+			[[ $status -eq 3 ]] && msg="waiting for the job's relay on ${node}: $(tr '\n' ' ' <"$w/prepare.err")"
+			[[ $msg == "$said" ]] || log "$msg"
+			said=$msg
+			sleep "$poll"
+		else
+			said=
+			start_sessions "$node"
+		fi
+	fi
+	if [[ ${#pids[@]} -gt 0 ]]; then
+		watch_node "$node" &
+		watcher=$!
+		done_pid=
+		status=0
+		wait -n -p done_pid "${pids[@]}" "$watcher" || status=$?
+		if [[ $done_pid != "$watcher" ]]; then
+			kill "$watcher" 2>/dev/null || true
+			wait "$watcher" 2>/dev/null || true
+			watcher=
+			stop_sessions
+			log "the reverse tunnel session on ${node} ended (ssh status ${status}): the socket directory or one of its sockets went, or the connection dropped; rebuilding it once the job's relay is back"
+			sleep "$poll"
+		fi
+		watcher=
+	fi
+	seen=$(current_node)
+	if ! valid_host "$seen"; then
+		[[ $seen == "$said" ]] || log "ignoring compute node '${seen}': not a hostname or IP address; the tunnel stays on ${node}"
+		said=$seen
+	elif [[ $seen != "$node" ]]; then
+		log "compute node changed from ${node} to ${seen}, rebuilding the reverse tunnel"
+		stop_sessions
+		node=$seen
+		said=
+	fi
+done

@@ -1,0 +1,288 @@
+package inject
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/interlink-hq/shadowgate/inject/internal/sshtest"
+	"github.com/interlink-hq/shadowgate/validate"
+	"github.com/interlink-hq/shadowgate/validate/policy"
+)
+
+// These tests run the scripts of a rendered shadow against real OpenSSH on loopback: an sshd
+// as the login node, HTTP services as compute nodes, each on an address of its own, and the
+// shadow's listeners on another, standing for its pod IP.
+
+// site is one login node, two compute nodes serving the same port, and a rendered shadow
+// whose mounts are emulated by temporary directories.
+type site struct {
+	login    *sshtest.Server
+	nodes    map[string]string // compute node name to its address
+	port     int
+	listen   string
+	shadow   *Shadow
+	mounts   map[string]string
+	nodeFile string
+}
+
+type siteOptions struct {
+	mode        string
+	pinned      bool     // a KnownHostsConfigMap, else accept-new
+	sshdConfig  []string // lines for the login node's sshd_config
+	nodeTimeout string
+}
+
+const pollEnv = "SHADOW_POLL_INTERVAL=0.1"
+
+func newSite(t *testing.T, opt siteOptions) *site {
+	t.Helper()
+	sshtest.Require(t, "ssh", "socat", "nc")
+	s := &site{login: sshtest.StartSSHD(t, opt.sshdConfig...), listen: sshtest.Loopback(t),
+		nodes: map[string]string{"node07": sshtest.Loopback(t), "node11": sshtest.Loopback(t)}}
+	s.port = sshtest.FreePort(t, s.nodes["node07"], s.nodes["node11"], s.listen)
+	for name, addr := range s.nodes {
+		sshtest.StartHTTP(t, addr, s.port, name)
+	}
+	knownHosts := ""
+	if opt.pinned {
+		knownHosts = "KnownHostsConfigMap: login-known-hosts"
+	}
+	timeout := opt.nodeTimeout
+	if timeout == "" {
+		timeout = "1m"
+	}
+	doc := fmt.Sprintf(`
+virtualNodes:
+  hpc-vk:
+    Network:
+      EnableTunnel: true
+      ShadowMode: ssh
+      SSH:
+        LoginHost: %s
+        Port: %d
+        User: %s
+        KeySecret: login-key
+        ForwardMode: %s
+        ExecConnectCommand: nc
+        NodeWaitTimeout: %s
+        %s
+`, s.login.Host, s.login.Port, s.login.User, opt.mode, timeout, knownHosts)
+	s.shadow, _ = render(t, doc, offloadedPod("notebook", "user", corev1.ContainerPort{ContainerPort: int32(s.port)}))
+
+	s.mounts = map[string]string{nodeDir: t.TempDir(), stateDir: t.TempDir(), keyDir: t.TempDir(), knownHostsDir: t.TempDir()}
+	s.nodeFile = filepath.Join(s.mounts[nodeDir], validate.ComputeNodeKey)
+	copyFile(t, s.login.ClientKey, filepath.Join(s.mounts[keyDir], keyFile), 0o400)
+	copyFile(t, s.login.KnownHosts, filepath.Join(s.mounts[knownHostsDir], knownHostsKey), 0o644)
+	writeAtomically(t, s.nodeFile, "")
+	return s
+}
+
+// publish writes a compute node's address into the node file, as the virtual kubelet does.
+func (s *site) publish(t *testing.T, node string) {
+	t.Helper()
+	writeAtomically(t, s.nodeFile, s.nodes[node])
+}
+
+func (s *site) forward(t *testing.T) *process {
+	t.Helper()
+	return runContainer(t, container(t, s.shadow.Deployment, ContainerForward), s.mounts,
+		"SHADOW_LISTEN_ADDRESS="+s.listen, pollEnv)
+}
+
+// get makes one HTTP request through the shadow's listener.
+func (s *site) get() (string, error) {
+	client := http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Get("http://" + net.JoinHostPort(s.listen, strconv.Itoa(s.port)) + "/")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
+}
+
+// expectReply waits until a request through the shadow reaches the named compute node.
+func (s *site) expectReply(t *testing.T, node string) {
+	t.Helper()
+	eventually(t, 10*time.Second, func() error {
+		body, err := s.get()
+		if err != nil {
+			return err
+		}
+		if body != "hello from "+node+"\n" {
+			return fmt.Errorf("reply %q, want one from %s", body, node)
+		}
+		return nil
+	})
+}
+
+func TestForwardCarriesHTTPToTheComputeNode(t *testing.T) {
+	for name, opt := range map[string]siteOptions{
+		"portforward mode with a pinned host key":         {mode: policy.ForwardModePortForward, pinned: true},
+		"portforward mode trusting the host key at first": {mode: policy.ForwardModePortForward},
+		"exec mode with a pinned host key":                {mode: policy.ForwardModeExec, pinned: true},
+		"exec mode trusting the host key at first":        {mode: policy.ForwardModeExec},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := newSite(t, opt)
+			s.publish(t, "node07")
+			s.forward(t)
+			for range 3 {
+				s.expectReply(t, "node07")
+			}
+			learned := filepath.Join(s.mounts[stateDir], "known_hosts")
+			if _, err := os.Stat(learned); opt.pinned == (err == nil) {
+				t.Errorf("pinned %v, yet the learned known_hosts file exists: %v", opt.pinned, err == nil)
+			}
+			if opt.mode == policy.ForwardModeExec {
+				// Every relay rides the one control master: the login node saw one login.
+				if n := strings.Count(s.login.Log(), "Accepted publickey"); n != 1 {
+					t.Errorf("the login node accepted %d logins for 3 requests, want 1 (the control master)", n)
+				}
+			}
+		})
+	}
+}
+
+func TestForwardRebuildsTheTunnelWhenTheNodeChanges(t *testing.T) {
+	for _, mode := range []string{policy.ForwardModePortForward, policy.ForwardModeExec} {
+		t.Run(mode+" mode follows a requeued job to its new node without restarting", func(t *testing.T) {
+			t.Parallel()
+			s := newSite(t, siteOptions{mode: mode, pinned: true})
+			s.publish(t, "node07")
+			p := s.forward(t)
+			s.expectReply(t, "node07")
+			pid := p.cmd.Process.Pid
+			s.publish(t, "node11")
+			s.expectReply(t, "node11")
+			want := fmt.Sprintf("compute node changed from %s to %s, rebuilding the tunnel", s.nodes["node07"], s.nodes["node11"])
+			if !strings.Contains(p.out.String(), want) {
+				t.Errorf("the log lacks %q", want)
+			}
+			if !p.running() || p.cmd.Process.Pid != pid {
+				t.Errorf("the script exited while rebuilding; it must rebuild in place")
+			}
+		})
+	}
+}
+
+func TestForwardExitsNonZeroWhenSSHDiesOnAnUnchangedNode(t *testing.T) {
+	for _, mode := range []string{policy.ForwardModePortForward, policy.ForwardModeExec} {
+		t.Run(mode+" mode hands a dead tunnel to Kubernetes", func(t *testing.T) {
+			t.Parallel()
+			s := newSite(t, siteOptions{mode: mode, pinned: true})
+			s.publish(t, "node07")
+			p := s.forward(t)
+			s.expectReply(t, "node07")
+			ssh := p.children(t, "ssh")
+			if len(ssh) != 1 {
+				t.Fatalf("want one ssh under the script, found %v", ssh)
+			}
+			if err := syscall.Kill(ssh[0], syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			if code := p.wait(t, 5*time.Second); code == 0 {
+				t.Errorf("exit code 0 after ssh died; want non-zero so the container restarts")
+			}
+			if !strings.Contains(p.out.String(), "ssh exited with status") {
+				t.Errorf("the log does not say ssh exited")
+			}
+		})
+	}
+}
+
+func TestLoginNodeWithoutTCPForwarding(t *testing.T) {
+	t.Run("portforward mode fails as the guide says", func(t *testing.T) {
+		t.Parallel()
+		s := newSite(t, siteOptions{mode: policy.ForwardModePortForward, pinned: true, sshdConfig: []string{"AllowTcpForwarding no"}})
+		s.publish(t, "node07")
+		p := s.forward(t)
+		eventually(t, 10*time.Second, func() error {
+			body, err := s.get()
+			if err == nil {
+				return fmt.Errorf("a request got %q through a login node that refuses forwarding", body)
+			}
+			if !strings.Contains(p.out.String(), "open failed: administratively prohibited: open failed") {
+				return fmt.Errorf("request failed (%v) but ssh-forward has not logged the refusal", err)
+			}
+			return nil
+		})
+	})
+	t.Run("exec mode still carries the request", func(t *testing.T) {
+		t.Parallel()
+		s := newSite(t, siteOptions{mode: policy.ForwardModeExec, pinned: true, sshdConfig: []string{"AllowTcpForwarding no"}})
+		s.publish(t, "node07")
+		s.forward(t)
+		s.expectReply(t, "node07")
+	})
+}
+
+func TestWaitForNode(t *testing.T) {
+	t.Run("an empty node file keeps it waiting until a node is published", func(t *testing.T) {
+		t.Parallel()
+		s := newSite(t, siteOptions{mode: policy.ForwardModePortForward})
+		p := runContainer(t, container(t, s.shadow.Deployment, ContainerWaitForNode), s.mounts, pollEnv)
+		time.Sleep(time.Second)
+		if !p.running() {
+			t.Fatalf("wait-for-node exited with an empty node file:\n%s", p.out)
+		}
+		s.publish(t, "node07")
+		if code := p.wait(t, 5*time.Second); code != 0 {
+			t.Fatalf("exit code %d once the node was published", code)
+		}
+		if want := "compute node is " + s.nodes["node07"]; !strings.Contains(p.out.String(), want) {
+			t.Errorf("the log lacks %q", want)
+		}
+	})
+	t.Run("a node that is not a hostname is not taken", func(t *testing.T) {
+		t.Parallel()
+		s := newSite(t, siteOptions{mode: policy.ForwardModePortForward})
+		writeAtomically(t, s.nodeFile, "node07 -oProxyCommand=touch")
+		p := runContainer(t, container(t, s.shadow.Deployment, ContainerWaitForNode), s.mounts, pollEnv)
+		time.Sleep(500 * time.Millisecond)
+		if !p.running() {
+			t.Fatalf("wait-for-node accepted an invalid node:\n%s", p.out)
+		}
+		if !strings.Contains(p.out.String(), "not a hostname or IP address") {
+			t.Errorf("the log does not say why the value is ignored")
+		}
+	})
+	t.Run("a short timeout fails it with the likely causes", func(t *testing.T) {
+		t.Parallel()
+		s := newSite(t, siteOptions{mode: policy.ForwardModePortForward, nodeTimeout: "1s"})
+		p := runContainer(t, container(t, s.shadow.Deployment, ContainerWaitForNode), s.mounts, pollEnv)
+		if code := p.wait(t, 5*time.Second); code == 0 {
+			t.Fatalf("exit code 0 without a node")
+		}
+		cm := path.Join(s.shadow.NodeConfigMap.Namespace, s.shadow.NodeConfigMap.Name)
+		for _, want := range []string{"no compute node after 1s (NodeWaitTimeout): " + cm, "still queued", "PodStatus.NodeName", "kubectl get configmap " + s.shadow.NodeConfigMap.Name} {
+			if !strings.Contains(p.out.String(), want) {
+				t.Errorf("the message lacks %q", want)
+			}
+		}
+	})
+}
+
+func copyFile(t *testing.T, from, to string, mode os.FileMode) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, mode); err != nil {
+		t.Fatal(err)
+	}
+}

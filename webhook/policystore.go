@@ -1,0 +1,143 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/interlink-hq/shadowgate/validate"
+	"github.com/interlink-hq/shadowgate/validate/policy"
+)
+
+// maxEventNote is the longest note events.k8s.io accepts, less room for the "...".
+const maxEventNote = 1000
+
+// PolicyStore serves the policy in force. It watches the one policy ConfigMap with an
+// informer and swaps in each valid version atomically; an invalid or deleted one leaves the
+// last valid policy in force, and says so in the log, a Warning Event and a metric.
+type PolicyStore struct {
+	ref      validate.PolicyRef
+	lw       cache.ListerWatcher
+	current  atomic.Pointer[loadedPolicy]
+	informer atomic.Pointer[cache.Controller]
+	recorder events.EventRecorder
+	metrics  *Metrics
+	log      logr.Logger
+}
+
+type loadedPolicy struct {
+	policy          *policy.Policy
+	resourceVersion string
+}
+
+var (
+	_ Policies                        = (*PolicyStore)(nil)
+	_ manager.LeaderElectionRunnable = (*PolicyStore)(nil)
+)
+
+// NewPolicyStore reads the policy ConfigMap once. A missing or invalid policy is an error
+// naming the problem: the webhook does not start without a policy to decide by.
+func NewPolicyStore(ctx context.Context, cs kubernetes.Interface, ref validate.PolicyRef, recorder events.EventRecorder, metrics *Metrics, log logr.Logger) (*PolicyStore, error) {
+	cm, err := cs.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("policy ConfigMap %s/%s does not exist: create it (manifests/examples/policy.yaml is an example) or name yours with --policy-configmap and --namespace", ref.Namespace, ref.Name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading policy ConfigMap %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	pol, errs := policy.FromConfigMap(cm)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("policy ConfigMap %s/%s is invalid: %v", ref.Namespace, ref.Name, errs.ToAggregate())
+	}
+	s := &PolicyStore{
+		ref:      ref,
+		lw:       cache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "configmaps", ref.Namespace, fields.OneTermEqualSelector("metadata.name", ref.Name)),
+		recorder: recorder,
+		metrics:  metrics,
+		log:      log,
+	}
+	s.current.Store(&loadedPolicy{policy: pol, resourceVersion: cm.ResourceVersion})
+	log.Info("policy loaded", "configMap", ref.Namespace+"/"+ref.Name, "resourceVersion", cm.ResourceVersion, "virtualNodes", pol.NodeNames())
+	return s, nil
+}
+
+// Current implements Policies.
+func (s *PolicyStore) Current() *policy.Policy { return s.current.Load().policy }
+
+// NeedLeaderElection is false: every replica admits, so every replica follows the policy.
+func (s *PolicyStore) NeedLeaderElection() bool { return false }
+
+// Start watches the policy ConfigMap until ctx ends.
+func (s *PolicyStore) Start(ctx context.Context) error {
+	_, informer := cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: s.lw,
+		ObjectType:    &corev1.ConfigMap{},
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { s.load(obj) },
+			UpdateFunc: func(_, obj any) { s.load(obj) },
+			DeleteFunc: s.deleted,
+		},
+	})
+	s.informer.Store(&informer)
+	informer.RunWithContext(ctx)
+	return nil
+}
+
+// Synced is a readiness check: ready once the watch has caught up with the ConfigMap.
+func (s *PolicyStore) Synced(*http.Request) error {
+	if informer := s.informer.Load(); informer != nil && (*informer).HasSynced() {
+		return nil
+	}
+	return fmt.Errorf("the watch on policy ConfigMap %s/%s has not synced yet", s.ref.Namespace, s.ref.Name)
+}
+
+func (s *PolicyStore) load(obj any) {
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok || cm.ResourceVersion == s.current.Load().resourceVersion {
+		return
+	}
+	pol, errs := policy.FromConfigMap(cm)
+	if len(errs) > 0 {
+		kept := s.current.Load().resourceVersion
+		s.metrics.policyReloads.WithLabelValues(reloadInvalid).Inc()
+		s.log.Error(errs.ToAggregate(), "stored policy is invalid; still serving the last valid one", "resourceVersion", cm.ResourceVersion, "serving", kept)
+		s.recorder.Eventf(cm, nil, corev1.EventTypeWarning, ReasonInvalidPolicy, "Reload", "%s", truncate(fmt.Sprintf(
+			"policy not loaded, shadowgate still serves the last valid one (resourceVersion %s); fix it and re-apply (shadowgate policy check validates it offline): %v",
+			kept, errs.ToAggregate())))
+		return
+	}
+	s.current.Store(&loadedPolicy{policy: pol, resourceVersion: cm.ResourceVersion})
+	s.metrics.policyReloads.WithLabelValues(reloadValid).Inc()
+	s.log.Info("policy loaded", "resourceVersion", cm.ResourceVersion, "virtualNodes", pol.NodeNames())
+}
+
+func (s *PolicyStore) deleted(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	kept := s.current.Load().resourceVersion
+	s.metrics.policyReloads.WithLabelValues(reloadDeleted).Inc()
+	s.log.Error(nil, "policy ConfigMap deleted; still serving the last valid policy until it is created again", "serving", kept)
+	if cm, ok := obj.(*corev1.ConfigMap); ok {
+		s.recorder.Eventf(cm, nil, corev1.EventTypeWarning, ReasonPolicyDeleted, "Reload",
+			"policy ConfigMap deleted; shadowgate serves the last valid policy (resourceVersion %s) until it is created again, and will not start without it", kept)
+	}
+}
+
+func truncate(s string) string {
+	if len(s) <= maxEventNote {
+		return s
+	}
+	return s[:maxEventNote] + "..."
+}

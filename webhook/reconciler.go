@@ -1,0 +1,251 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/validate"
+)
+
+// indexShadowFor indexes cached shadow objects by the pod they stand in for (<ns>/<pod>).
+const indexShadowFor = "shadowFor"
+
+// Reconciler keeps shadows and pods in step, keyed by pod. A shadow object whose pod is gone
+// is deleted: at once when this process saw the pod deleted, else after the grace period,
+// since /validate-pods applies a shadow before its pod is stored and a later admission step
+// may still refuse the pod. A shadow object deleted while its pod lives is re-applied.
+type Reconciler struct {
+	client   client.Client // the manager's: cached reads of pods and shadow objects
+	policies Policies
+	applier  *Applier
+	grace    time.Duration
+
+	mu sync.Mutex
+	// gone holds the UIDs of pods seen deleted, with when.
+	gone map[types.UID]time.Time
+	// orphaned holds, per pod UID, when its shadow objects were first found without the pod.
+	orphaned map[types.UID]time.Time
+}
+
+var _ reconcile.Reconciler = (*Reconciler)(nil)
+
+// shadowKinds are the namespaced shadow objects, which the manager's cache holds.
+func shadowKinds() []client.ObjectList {
+	return []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}}
+}
+
+// SetupWithManager indexes shadow objects by pod and starts the controller on the leader.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager) error {
+	shadowFor := func(o client.Object) []string {
+		if v := o.GetAnnotations()[inject.AnnotationShadowFor]; v != "" {
+			return []string{v}
+		}
+		return nil
+	}
+	podOf := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		ns, name, ok := splitKey(o.GetAnnotations()[inject.AnnotationShadowFor])
+		if !ok {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+	})
+	b := builder.ControllerManagedBy(mgr).Named("shadows").Watches(&corev1.Pod{}, handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)})
+		},
+		// Pod updates change no shadow: the webhook judges pods on CREATE only.
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.podDeleted(e.Object.GetUID())
+			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)})
+		},
+	})
+	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}} {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, obj, indexShadowFor, shadowFor); err != nil {
+			return err
+		}
+		b = b.Watches(obj, podOf)
+	}
+	return b.Complete(r)
+}
+
+// Reconcile implements reconcile.Reconciler for the pod req names.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	pod := &corev1.Pod{}
+	live := true
+	if err := r.client.Get(ctx, req.NamespacedName, pod); apierrors.IsNotFound(err) {
+		live = false
+	} else if err != nil {
+		return reconcile.Result{}, err
+	}
+	objs, err := r.shadowObjects(ctx, req.String())
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	now := time.Now()
+	r.prune(now)
+	var requeue time.Duration
+	for _, obj := range objs {
+		uid := types.UID(obj.GetLabels()[inject.LabelPodUID])
+		if live && uid == pod.UID {
+			r.adopted(uid)
+			continue
+		}
+		if wait := r.orphanWait(uid, now); wait > 0 {
+			if requeue == 0 || wait < requeue {
+				requeue = wait
+			}
+			continue
+		}
+		if err := r.deleteObject(ctx, obj); err != nil {
+			return reconcile.Result{}, err
+		}
+		log.FromContext(ctx).Info("deleted shadow object whose pod is gone", "object", describeObject(r.kindOf(obj), obj), "podUID", uid)
+	}
+	if live && pod.DeletionTimestamp == nil {
+		if err := r.ensure(ctx, pod, objs); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// ensure re-applies a live pod's shadow when one of its objects is missing.
+func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.Object) error {
+	o, d := validate.Pod(pod, r.policies.Current())
+	if o == nil || !d.Allowed() {
+		return nil // under the policy now in force the pod gets no shadow
+	}
+	shadow, _ := inject.BuildShadow(pod, o)
+	if shadow == nil {
+		return nil
+	}
+	present := map[string]bool{}
+	for _, obj := range have {
+		if types.UID(obj.GetLabels()[inject.LabelPodUID]) == pod.UID {
+			present[objectKey(obj)] = true
+		}
+	}
+	complete := true
+	for _, want := range shadow.Objects() {
+		if _, isNamespace := want.(*corev1.Namespace); !isNamespace && !present[objectKey(want)] {
+			complete = false
+		}
+	}
+	if complete {
+		return nil
+	}
+	if _, err := r.applier.Apply(ctx, shadow, false); err != nil {
+		return fmt.Errorf("re-applying the shadow of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	log.FromContext(ctx).Info("re-applied the shadow of a live pod", "pod", pod.Namespace+"/"+pod.Name)
+	return nil
+}
+
+func (r *Reconciler) shadowObjects(ctx context.Context, podKey string) ([]client.Object, error) {
+	var objs []client.Object
+	for _, list := range shadowKinds() {
+		if err := r.client.List(ctx, list, client.MatchingFields{indexShadowFor: podKey}); err != nil {
+			return nil, err
+		}
+		err := apimeta.EachListItem(list, func(o runtime.Object) error {
+			objs = append(objs, o.(client.Object))
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return objs, nil
+}
+
+// deleteObject deletes a shadow object only if it is still the version the decision was made
+// on: a shadow re-applied for a new pod of the same name meanwhile is kept.
+func (r *Reconciler) deleteObject(ctx context.Context, obj client.Object) error {
+	uid, rv := obj.GetUID(), obj.GetResourceVersion()
+	err := r.client.Delete(ctx, obj, client.Preconditions{UID: &uid, ResourceVersion: &rv}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	return client.IgnoreNotFound(err)
+}
+
+func (r *Reconciler) podDeleted(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gone[uid] = time.Now()
+}
+
+// orphanWait is how much longer the shadow objects of pod uid wait before deletion.
+func (r *Reconciler) orphanWait(uid types.UID, now time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.gone[uid]; ok {
+		return 0
+	}
+	since, ok := r.orphaned[uid]
+	if !ok {
+		since = now
+		r.orphaned[uid] = now
+	}
+	return r.grace - now.Sub(since)
+}
+
+// adopted forgets that pod uid's shadow was found without its pod: the pod has been stored.
+func (r *Reconciler) adopted(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.orphaned, uid)
+}
+
+// prune forgets what can no longer matter, so the maps do not grow with every pod ever
+// deleted: a deletion seen longer ago than the grace period would have let its shadow go by
+// now anyway, and an orphan still listed after twice the grace period is recorded afresh.
+func (r *Reconciler) prune(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for uid, at := range r.gone {
+		if now.Sub(at) > r.grace {
+			delete(r.gone, uid)
+		}
+	}
+	for uid, at := range r.orphaned {
+		if now.Sub(at) > 2*r.grace {
+			delete(r.orphaned, uid)
+		}
+	}
+}
+
+func (r *Reconciler) kindOf(obj client.Object) string {
+	gvk, err := apiutil.GVKForObject(obj, r.client.Scheme())
+	if err != nil {
+		return fmt.Sprintf("%T", obj)
+	}
+	return gvk.Kind
+}
+
+func objectKey(obj client.Object) string {
+	return fmt.Sprintf("%T/%s/%s", obj, obj.GetNamespace(), obj.GetName())
+}
+
+func splitKey(key string) (namespace, name string, ok bool) {
+	namespace, name, ok = strings.Cut(key, "/")
+	return namespace, name, ok && namespace != "" && name != ""
+}

@@ -1,0 +1,94 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/interlink-hq/shadowgate/validate"
+)
+
+// Endpoints (DESIGN.md); the webhook configurations in manifests/ name the same paths.
+const (
+	PathMutatePods         = "/mutate-pods"
+	PathValidatePods       = "/validate-pods"
+	PathValidateWorkloads  = "/validate-workloads"
+	PathValidateConfigMaps = "/validate-configmaps"
+)
+
+// EventReporter names shadowgate as the reporting controller of its Events.
+const EventReporter = "shadowgate"
+
+// Options configure the webhook and the reconciler.
+type Options struct {
+	// Policy names the policy ConfigMap; its namespace is also where credentials are copied from.
+	Policy validate.PolicyRef
+	// ShadowGracePeriod is how long a shadow whose pod was never seen waits before deletion.
+	ShadowGracePeriod time.Duration
+}
+
+// Setup reads the policy (an error when it is missing or invalid), then registers the
+// admission endpoints, the policy watch, the pod Event recorder, the reconciler and the
+// readiness checks with mgr. The endpoints answer on every replica; the reconciler runs on
+// the leader.
+func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metrics) error {
+	if opts.ShadowGracePeriod <= 0 {
+		return errors.New("the shadow grace period must be positive")
+	}
+	cs, err := kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return err
+	}
+	recorder := mgr.GetEventRecorder(EventReporter)
+	store, err := NewPolicyStore(ctx, cs, opts.Policy, recorder, metrics, mgr.GetLogger().WithName("policy"))
+	if err != nil {
+		return err
+	}
+	decoder := admission.NewDecoder(mgr.GetScheme())
+	applier := &Applier{
+		client:               mgr.GetClient(),
+		reader:               mgr.GetAPIReader(),
+		scheme:               mgr.GetScheme(),
+		credentialsNamespace: opts.Policy.Namespace,
+		metrics:              metrics,
+	}
+	events := newPodEvents(mgr.GetClient(), recorder)
+	server := mgr.GetWebhookServer()
+	for path, h := range map[string]admission.Handler{
+		PathMutatePods:         &PodMutator{decoder: decoder, policies: store, metrics: metrics},
+		PathValidatePods:       &PodValidator{decoder: decoder, policies: store, shadows: applier, events: events, metrics: metrics},
+		PathValidateWorkloads:  &WorkloadValidator{decoder: decoder, scheme: mgr.GetScheme(), policies: store, ref: opts.Policy, metrics: metrics},
+		PathValidateConfigMaps: &ConfigMapValidator{decoder: decoder, policies: store, ref: opts.Policy, metrics: metrics},
+	} {
+		server.Register(path, withCallDeadline(&admission.Webhook{Handler: h}))
+	}
+	for _, r := range []manager.Runnable{store, events} {
+		if err := mgr.Add(r); err != nil {
+			return err
+		}
+	}
+	reconciler := &Reconciler{
+		client:   mgr.GetClient(),
+		policies: store,
+		applier:  applier,
+		grace:    opts.ShadowGracePeriod,
+		gone:     map[types.UID]time.Time{},
+		orphaned: map[types.UID]time.Time{},
+	}
+	if err := reconciler.SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("webhook-server", server.StartedChecker()); err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck("policy", store.Synced)
+}
