@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 20s
 
-.PHONY: all build test vet lint fmt fuzz deps clean image
+.PHONY: all build test vet lint fmt fuzz deps clean image dev e2e-tools
 
 all: build
 
@@ -16,9 +16,19 @@ build:
 deps:
 	./hack/test-deps.sh
 
-## test: everything CI checks: formatting, vet, and every test (fuzz seed corpora included)
-test: deps vet
+## test: everything CI checks: formatting, vet, and every test (fuzz seed corpora included, and
+## the e2e suite against a real kube-apiserver, etcd and kubectl)
+test: deps vet e2e-tools
 	$(GO) test -count=1 ./...
+
+## e2e-tools: build kube-apiserver, kubectl and etcd from the Go module proxy into bin/, keyed by
+## version (minutes on a fresh machine; later runs reuse them)
+e2e-tools:
+	@./hack/e2e-tools.sh >/dev/null
+
+## dev: run shadowgate serve against a local etcd and kube-apiserver until Ctrl-C
+dev: build e2e-tools
+	$(GO) run ./e2e/cmd/dev -shadowgate $(BIN)/shadowgate
 
 vet: fmt
 	$(GO) vet ./...

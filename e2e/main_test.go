@@ -22,6 +22,7 @@ const gracePeriod = 8 * time.Second
 // cluster is the control plane and shadowgate every test uses, set up once by TestMain.
 var cluster struct {
 	root    string
+	bin     string // the shadowgate binary being served, also run as `shadowgate check`
 	cp      *harness.ControlPlane
 	sg      *harness.Shadowgate
 	kubectl harness.Kubectl
@@ -62,7 +63,7 @@ func runSuite(m *testing.M) int {
 		return fail(err)
 	}
 	fmt.Fprintf(os.Stderr, "e2e: control plane and shadowgate ready in %s (state and logs in %s)\n", time.Since(start).Round(time.Millisecond), dir)
-	cluster.root, cluster.cp, cluster.sg, cluster.kubectl = root, cp, sg, kubectl
+	cluster.root, cluster.bin, cluster.cp, cluster.sg, cluster.kubectl = root, bin, cp, sg, kubectl
 
 	code := m.Run()
 	// A clean exit on SIGTERM is part of what is tested: serve finishes admissions in flight.

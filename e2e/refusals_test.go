@@ -1,15 +1,12 @@
 package e2e
 
 import (
-	"os"
+	"errors"
+	"os/exec"
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/yaml"
-
 	"github.com/interlink-hq/shadowgate/validate"
-	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
 const (
@@ -18,39 +15,24 @@ const (
 	bind  = validate.AnnotationReverseBind
 )
 
-// examplePolicy is the policy the suite installs (manifests/examples/policy.yaml).
-func examplePolicy(t *testing.T) *policy.Policy {
-	t.Helper()
-	b, err := os.ReadFile(exampleFile("policy.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, errs := policy.Parse(b)
-	if len(errs) > 0 {
-		t.Fatalf("example policy: %v", errs)
-	}
-	return pol
-}
-
 // Every annotation refusal of the foundation reaches `kubectl apply` as an Invalid status:
-// kubectl prints "The Pod "<name>" is invalid:" and one "* <field>: <type>: <value>: <detail>"
-// line per error, exactly as validate words it.
+// kubectl prints "The Pod "<name>" is invalid:" and one "<field>: <type>: <value>: <detail>"
+// line per error, each error and warning exactly as `shadowgate check` reports it.
 func TestRefusalsPrintFieldPathsAtApply(t *testing.T) {
 	createNamespaces(t, "refusals")
-	pol := examplePolicy(t)
 	cases := []struct {
 		name, node  string
 		annotations map[string]string
 		literal     string // one line written out by hand, so the format itself is pinned
 	}{
 		{"bind-127-0-0-1", "hpc-vk", map[string]string{fwd: "minio:9000", bind: "127.0.0.1"},
-			`* metadata.annotations[interlink.eu/reverse-bind]: Invalid value: "127.0.0.1": `},
+			`metadata.annotations[interlink.eu/reverse-bind]: Invalid value: "127.0.0.1": `},
 		{"bind-mapped-loopback", "hpc-vk", map[string]string{fwd: "minio:9000", bind: "::ffff:127.0.0.1"},
-			`* metadata.annotations[interlink.eu/reverse-bind]: Invalid value: "::ffff:127.0.0.1": `},
+			`metadata.annotations[interlink.eu/reverse-bind]: Invalid value: "::ffff:127.0.0.1": `},
 		{"bind-not-loopback", "hpc-vk", map[string]string{fwd: "minio:9000", bind: "10.0.0.5"}, ""},
 		{"bind-not-an-address", "hpc-vk", map[string]string{fwd: "minio:9000", bind: "localhost"}, ""},
 		{"forward-port-not-a-number", "hpc-vk", map[string]string{fwd: "minio:http"},
-			`* metadata.annotations[interlink.eu/reverse-forwards]: Invalid value: `},
+			`metadata.annotations[interlink.eu/reverse-forwards]: Invalid value: `},
 		{"forward-port-out-of-range", "hpc-vk", map[string]string{fwd: "minio:99999"}, ""},
 		{"forward-host-with-shell", "hpc-vk", map[string]string{fwd: "$(id):9000"}, ""},
 		{"forward-too-many-colons", "hpc-vk", map[string]string{fwd: "1:2:minio:9000"}, ""},
@@ -60,11 +42,11 @@ func TestRefusalsPrintFieldPathsAtApply(t *testing.T) {
 		{"forward-empty", "hpc-vk", map[string]string{fwd: " "}, ""},
 		{"pod-vpn-with-reverse", "hpc-vk", map[string]string{validate.AnnotationPodVPN: "true", fwd: "minio:9000"}, ""},
 		{"socks-not-allowed", "hpc-vk", map[string]string{socks: "1080"},
-			`* metadata.annotations[interlink.eu/reverse-socks-port]: Forbidden: `},
+			`metadata.annotations[interlink.eu/reverse-socks-port]: Forbidden: `},
 		{"socks-not-a-number", "cern-vk", map[string]string{socks: "socks"}, ""},
 		{"socks-on-a-listen-port", "cern-vk", map[string]string{socks: "9000", fwd: "minio:9000"}, ""},
 		{"misspelt-annotation", "hpc-vk", map[string]string{"interlink.eu/reverse-forward": "minio:9000"},
-			`* metadata.annotations[interlink.eu/reverse-forward]: Unsupported value: "interlink.eu/reverse-forward": supported values: `},
+			`metadata.annotations[interlink.eu/reverse-forward]: Unsupported value: "interlink.eu/reverse-forward": supported values: `},
 		{"same-ns-not-a-bool", "hpc-vk", map[string]string{validate.AnnotationShadowSameNS: "yes"}, ""},
 		{"extra-port-not-a-number", "hpc-vk", map[string]string{validate.AnnotationExtraPorts: "web"}, ""},
 		{"extra-port-unknown-protocol", "hpc-vk", map[string]string{validate.AnnotationExtraPorts: "8080:web:QUIC"}, ""},
@@ -72,7 +54,7 @@ func TestRefusalsPrintFieldPathsAtApply(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := offloaded{name: c.name, namespace: "refusals", node: c.node, annotations: c.annotations, ports: []int32{8888}}
-			want := expectedRefusal(t, p, pol)
+			want := expectedRefusal(t, p)
 			r := kubectl(t, p.json(), "apply", "-f", "-")
 			if r.Err == nil {
 				t.Fatalf("admitted; kubectl printed:\n%s", r.Output())
@@ -85,20 +67,39 @@ func TestRefusalsPrintFieldPathsAtApply(t *testing.T) {
 	}
 }
 
-// expectedRefusal is what kubectl prints for the errors validate finds in the pod.
-func expectedRefusal(t *testing.T, p offloaded, pol *policy.Policy) []string {
+// expectedRefusal is what kubectl must print for the pod: each error and a "Warning:" line
+// for each warning that `shadowgate check` reports for it with the same
+// policy. The webhook and the CLI decide through the same functions; this holds them to it.
+func expectedRefusal(t *testing.T, p offloaded) []string {
 	t.Helper()
-	pod := &corev1.Pod{}
-	if err := yaml.Unmarshal([]byte(p.json()), pod); err != nil {
-		t.Fatal(err)
+	cmd := exec.Command(cluster.bin, "check", "--policy", exampleFile("policy.yaml"), "-f", "-")
+	cmd.Stdin = strings.NewReader(p.json())
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("shadowgate check admits %s or failed (%v); the case is wrong:\n%s", p.name, err, out)
 	}
-	_, d := validate.Pod(pod, pol)
-	if d.Allowed() {
-		t.Fatalf("validate admits %s; the case is wrong", p.name)
+	header := `The Pod "` + p.name + `" is invalid: `
+	var errs, want []string
+	prefix := "Pod " + p.namespace + "/" + p.name + ": "
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		verdict, ok := strings.CutPrefix(line, prefix)
+		if !ok {
+			t.Fatalf("unexpected line from shadowgate check: %q", line)
+		}
+		if warning, isWarning := strings.CutPrefix(verdict, "Warning: "); isWarning {
+			want = append(want, "Warning: "+warning)
+		} else {
+			errs = append(errs, verdict)
+		}
 	}
-	want := []string{`The Pod "` + p.name + `" is invalid: `}
-	for _, e := range d.Errors {
-		want = append(want, "* "+e.Error())
+	// kubectl puts a single cause on the header line and lists several as "" lines.
+	if len(errs) == 1 {
+		return append(want, header+errs[0])
+	}
+	want = append(want, header)
+	for _, e := range errs {
+		want = append(want, "\n* "+e)
 	}
 	return want
 }
@@ -124,7 +125,7 @@ spec:
 		t.Fatalf("admitted; kubectl printed:\n%s", r.Output())
 	}
 	expectContains(t, r.Stderr, `The Deployment "trainers" is invalid: `,
-		`* spec.template.metadata.annotations[interlink.eu/reverse-bind]: Invalid value: "127.0.0.1": `)
+		`spec.template.metadata.annotations[interlink.eu/reverse-bind]: Invalid value: "127.0.0.1": `)
 
 	cronJob := `apiVersion: batch/v1
 kind: CronJob
@@ -147,7 +148,7 @@ spec:
 		t.Fatalf("admitted; kubectl printed:\n%s", r.Output())
 	}
 	expectContains(t, r.Stderr, `The CronJob "nightly" is invalid: `,
-		`* spec.jobTemplate.spec.template.metadata.annotations[interlink.eu/reverse-socks-port]: Forbidden: `)
+		`spec.jobTemplate.spec.template.metadata.annotations[interlink.eu/reverse-socks-port]: Forbidden: `)
 
 	fixed := strings.ReplaceAll(deployment, `, interlink.eu/reverse-bind: "127.0.0.1"`, "")
 	expectContains(t, mustKubectl(t, fixed, "apply", "-f", "-"), "deployment.apps/trainers created")

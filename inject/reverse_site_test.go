@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,7 +19,6 @@ import (
 
 	"github.com/interlink-hq/shadowgate/inject/internal/sshtest"
 	"github.com/interlink-hq/shadowgate/validate"
-	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
 // The reverse tunnel's tests run the rendered pre-exec snippet and the rendered ssh-reverse
@@ -41,22 +41,38 @@ type account struct {
 	home     string
 }
 
-// newAccount returns the local user name, creating it (with useradd, as root) on first use.
+var (
+	accountsOnce sync.Once
+	accountsErr  error
+)
+
+// newAccount returns a local user of the tests. On first use it creates both (with useradd,
+// as root), with the password "*": no password logs in, yet sshd does not take the account
+// for a locked one, as it would with useradd's "!".
 func newAccount(t *testing.T, name string) account {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatalf("the reverse tunnel tests create the users %s and %s and run the job as them: run them as root", jobUser, otherUser)
 	}
-	u, err := user.Lookup(name)
-	if err != nil {
-		if out, err := exec.Command("useradd", "--create-home", "--shell", "/bin/sh", name).CombinedOutput(); err != nil {
-			if u, err = user.Lookup(name); err != nil { // another test binary may have won the race
-				t.Fatalf("useradd %s: %v\n%s", name, err, out)
+	accountsOnce.Do(func() {
+		for _, n := range []string{jobUser, otherUser} {
+			args := []string{"-p", "*", n}
+			tool := "usermod"
+			if _, err := user.Lookup(n); err != nil {
+				tool, args = "useradd", append([]string{"--create-home", "--shell", "/bin/sh"}, args...)
+			}
+			if out, err := exec.Command(tool, args...).CombinedOutput(); err != nil {
+				accountsErr = fmt.Errorf("%s %s: %v\n%s", tool, n, err, out)
+				return
 			}
 		}
-		if u, err = user.Lookup(name); err != nil {
-			t.Fatal(err)
-		}
+	})
+	if accountsErr != nil {
+		t.Fatal(accountsErr)
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
@@ -89,6 +105,7 @@ type reverseSite struct {
 	job, other account
 	login      *sshtest.Server
 	node       *sshtest.Server
+	authorized string // the authorized_keys of the job's account on every node
 	echo       string // the echo service's address
 	listen     int    // the job's port for it
 	socks      int
@@ -112,8 +129,8 @@ func newReverseSite(t *testing.T, opt reverseOptions) *reverseSite {
 	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key).CombinedOutput(); err != nil {
 		t.Fatalf("ssh-keygen: %v\n%s", err, out)
 	}
-	authorized := filepath.Join(keys, "authorized_keys")
-	copyFile(t, key+".pub", authorized, 0o644)
+	s.authorized = filepath.Join(keys, "authorized_keys")
+	copyFile(t, key+".pub", s.authorized, 0o644)
 
 	// squeue and srun stand-ins on the login node: they log their arguments, and srun runs the
 	// command here, which is where the job's relay is.
@@ -131,8 +148,8 @@ while [ $# -gt 0 ]; do
 done
 exec "$@"
 `, s.fakeLog))
-	s.node = sshtest.StartSSHD(t, append([]string{"AuthorizedKeysFile " + authorized}, opt.nodeConfig...)...)
-	s.login = sshtest.StartSSHD(t, "AuthorizedKeysFile "+authorized,
+	s.node = sshtest.StartSSHD(t, append([]string{"AuthorizedKeysFile " + s.authorized}, opt.nodeConfig...)...)
+	s.login = sshtest.StartSSHD(t, "AuthorizedKeysFile "+s.authorized,
 		"SetEnv PATH="+bin+":/usr/bin:/bin SG_TEST_BATCH_HOST="+s.node.Host)
 
 	s.echo = startEcho(t)
@@ -140,7 +157,7 @@ exec "$@"
 	forwards := fmt.Sprintf("%d:%s echo:%d", s.listen, s.echo, sshtest.FreePort(t, "127.0.0.1"))
 	socks := ""
 	if opt.socks {
-		s.socks = sshtest.FreePort(t, "127.0.0.1", "0.0.0.0")
+		s.socks = sshtest.FreePort(t, "0.0.0.0") // free on the wildcard address, so on 127.0.0.1 too
 		socks = fmt.Sprintf("interlink.eu/reverse-socks-port: %q", strconv.Itoa(s.socks))
 	}
 	doc := fmt.Sprintf(`
@@ -162,11 +179,7 @@ virtualNodes:
 	if socks != "" {
 		s.pod.Annotations[validate.AnnotationReverseSocksPort] = strconv.Itoa(s.socks)
 	}
-	pol, errs := policy.ParseDocument([]byte(doc), nil)
-	if len(errs) > 0 {
-		t.Fatalf("test policy refused: %v", errs.ToAggregate())
-	}
-	o, _ := validate.Pod(s.pod, pol)
+	o, _ := validate.Pod(s.pod, mustPolicy(t, doc))
 	if w := MutatePod(s.pod, o); len(w) > 0 {
 		t.Fatalf("MutatePod warned: %v", w)
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/interlink-hq/shadowgate/inject/internal/sshtest"
+	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
@@ -80,6 +82,86 @@ func TestReverseTunnelSocketsAreTheJobUsersOnly(t *testing.T) {
 			t.Errorf("%s is %s, want %s", path, got, want)
 		}
 	}
+}
+
+func TestReverseTunnelMapsTheNamesForTheContainer(t *testing.T) {
+	t.Parallel()
+	s := newReverseSite(t, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH})
+	job := s.startJob(t, "SINGULARITY_BIND=/data")
+	s.startShadow(t)
+	s.waitReady(t, job)
+	env := map[string]string{}
+	for _, line := range strings.Split(job.out.String(), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			env[k] = v
+		}
+	}
+	hosts, ok := strings.CutSuffix(env["APPTAINER_BIND"], ":/etc/hosts")
+	if !ok || !strings.HasPrefix(hosts, "/data,"+s.root+"/il-rev-hosts.") {
+		t.Fatalf("APPTAINER_BIND=%q, want the job's /data, then a copy of /etc/hosts in its TMPDIR", env["APPTAINER_BIND"])
+	}
+	hosts = strings.TrimPrefix(hosts, "/data,")
+	if env["SINGULARITY_BIND"] != "/data,"+hosts+":/etc/hosts" {
+		t.Errorf("SINGULARITY_BIND=%q", env["SINGULARITY_BIND"])
+	}
+	text := readText(t, hosts)
+	if !strings.HasPrefix(text, readText(t, "/etc/hosts")) || !strings.HasSuffix(text, "\n"+s.bind+" echo\n") {
+		t.Errorf("%s is not /etc/hosts followed by %q:\n%s", hosts, s.bind+" echo", text)
+	}
+}
+
+func TestReverseTunnelFollowsTheJobToAnotherNode(t *testing.T) {
+	t.Parallel()
+	s := newReverseSite(t, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH})
+	job := s.startJob(t)
+	shadow := s.startShadow(t)
+	s.waitReady(t, job)
+	// The job's relay is on this machine whatever the node is called, so a second sshd
+	// stands for the node a requeued job lands on. It listens on the first one's port too,
+	// the one port the shadow was started with.
+	node11 := sshtest.Loopback(t)
+	port := strconv.Itoa(s.node.Port)
+	moved := sshtest.StartSSHD(t, "AuthorizedKeysFile "+s.authorized, "ListenAddress "+node11+":"+port)
+	known := strings.Replace(readText(t, moved.KnownHosts), fmt.Sprintf("[%s]:%d", moved.Host, moved.Port), "["+node11+"]:"+port, 1)
+	knownHosts := filepath.Join(s.mounts[knownHostsDir], knownHostsKey)
+	writeAtomically(t, knownHosts, readText(t, knownHosts)+known)
+	writeAtomically(t, filepath.Join(s.mounts[nodeDir], validate.ComputeNodeKey), node11)
+	eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(moved.Log(), "Accepted publickey for "+jobUser) {
+			return fmt.Errorf("the shadow has not logged in to the new node")
+		}
+		return nil
+	})
+	if want := "compute node changed from " + s.node.Host + " to " + node11 + ", rebuilding the reverse tunnel"; !strings.Contains(shadow.out.String(), want) {
+		t.Errorf("the shadow's log lacks %q", want)
+	}
+	addr := net.JoinHostPort(s.bind, strconv.Itoa(s.listen))
+	eventually(t, 10*time.Second, func() error {
+		if got := dialAs(t, s.job, "TCP4:"+addr); got != "ping\n" {
+			return fmt.Errorf("through the rebuilt tunnel: %q", got)
+		}
+		return nil
+	})
+}
+
+func TestReverseTunnelRelayStopsWithTheJobsShell(t *testing.T) {
+	t.Parallel()
+	s := newReverseSite(t, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH})
+	job := s.startJob(t)
+	shadow := s.startShadow(t)
+	s.waitReady(t, job)
+	if err := job.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if _, err := os.Stat(s.dir()); err == nil {
+			return fmt.Errorf("%s is still there", s.dir())
+		}
+		if !strings.Contains(shadow.out.String(), "the reverse tunnel session on "+s.node.Host+" ended") {
+			return fmt.Errorf("the shadow has not seen its session end")
+		}
+		return nil
+	})
 }
 
 func TestReverseTunnelEndsWithTheSocketDirectory(t *testing.T) {

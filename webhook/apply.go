@@ -65,13 +65,15 @@ func (a *Applier) apply(ctx context.Context, s *inject.Shadow, dryRun bool, crea
 			return []string{fmt.Sprintf("dry run: the shadow's namespace %s does not exist yet, so only its creation was checked, not the objects that go into it", s.Namespace.Name)}, nil
 		}
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { _, err := a.applyObject(gctx, s.NodeConfigMap, dryRun, created); return err })
+	// The first failure does not cancel the others: an apply cut short on the client may
+	// still have created its object on the server, and then nobody would know to remove it.
+	var g errgroup.Group
+	g.Go(func() error { _, err := a.applyObject(ctx, s.NodeConfigMap, dryRun, created); return err })
 	if s.Service != nil {
-		g.Go(func() error { _, err := a.applyObject(gctx, s.Service, dryRun, created); return err })
+		g.Go(func() error { _, err := a.applyObject(ctx, s.Service, dryRun, created); return err })
 	}
 	for _, c := range s.Credentials() {
-		g.Go(func() error { return a.replicate(gctx, c, dryRun, created) })
+		g.Go(func() error { return a.replicate(ctx, c, dryRun, created) })
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
@@ -145,7 +147,7 @@ func (a *Applier) remove(ctx context.Context, created *createdObjects) {
 		err := a.client.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			log.FromContext(ctx).Error(err, "could not remove an object of a refused pod's shadow; remove it by hand if it is not collected",
-				"object", describeObject(obj.GetKind(), obj))
+				"shadowObject", describeObject(obj.GetKind(), obj))
 		}
 	}
 }

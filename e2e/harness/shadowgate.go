@@ -21,8 +21,11 @@ import (
 	"github.com/interlink-hq/shadowgate/certs"
 )
 
-// DevOverlay is the kustomize overlay for shadowgate running on this machine.
-const DevOverlay = "manifests/overlays/dev"
+// The kustomize overlay for shadowgate running on this machine, and the policy installed with it.
+const (
+	DevOverlay    = "manifests/overlays/dev"
+	ExamplePolicy = "manifests/examples/policy.yaml"
+)
 
 // ServeOptions configure the local `shadowgate serve`.
 type ServeOptions struct {
@@ -46,7 +49,7 @@ type Shadowgate struct {
 }
 
 // Install renders the dev overlay with kubectl kustomize, applies all of it but the webhook
-// configurations (namespace, RBAC, policy, credentials), starts shadowgate serve as the
+// configurations (namespace, RBAC, credentials) and the example policy, starts shadowgate serve as the
 // ServiceAccount the RBAC binds, waits until it is ready, and then registers the webhooks,
 // pointed at its port with its CA. The webhooks go last: registered before shadowgate serves,
 // they would refuse the policy ConfigMap they need it to read (failurePolicy: Fail).
@@ -59,26 +62,43 @@ func Install(ctx context.Context, root string, k Kubectl, cp *ControlPlane, opts
 	if err != nil {
 		return nil, fmt.Errorf("reading kubectl kustomize %s: %w", DevOverlay, err)
 	}
-	s := &Shadowgate{kubectl: k, CertDir: filepath.Join(opts.Dir, "certs"), Log: filepath.Join(opts.Dir, "shadowgate.log")}
-	var rest []*unstructured.Unstructured
+	var webhooks, rest []*unstructured.Unstructured
 	for _, o := range objs {
 		if strings.HasSuffix(o.GetKind(), "WebhookConfiguration") {
-			s.webhooks = append(s.webhooks, o)
+			webhooks = append(webhooks, o)
 		} else {
 			rest = append(rest, o)
 		}
 	}
-	if len(s.webhooks) == 0 {
+	if len(webhooks) == 0 {
 		return nil, fmt.Errorf("%s renders no webhook configuration", DevOverlay)
 	}
-	if err := s.apply(ctx, rest); err != nil {
+	if err := applyObjects(ctx, k, rest); err != nil {
 		return nil, err
 	}
-	if err := s.start(cp, opts); err != nil {
+	if _, err := k.Must(ctx, "", "apply", "--server-side", "--field-manager=e2e-install", "-f", filepath.Join(root, ExamplePolicy)); err != nil {
 		return nil, err
 	}
+	s, err := Serve(k, cp, opts)
+	if err != nil {
+		return nil, err
+	}
+	s.webhooks = webhooks
 	if err := s.InstallWebhooks(ctx); err != nil {
 		_ = s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Serve starts shadowgate serve with its certificates and log under opts.Dir and returns once
+// it is ready. It registers no webhooks: a second replica is started this way.
+func Serve(k Kubectl, cp *ControlPlane, opts ServeOptions) (*Shadowgate, error) {
+	s := &Shadowgate{kubectl: k, CertDir: filepath.Join(opts.Dir, "certs"), Log: filepath.Join(opts.Dir, "shadowgate.log")}
+	if err := s.start(cp, opts); err != nil {
+		if s.proc != nil {
+			_ = s.Stop()
+		}
 		return nil, err
 	}
 	return s, nil
@@ -158,7 +178,7 @@ func (s *Shadowgate) InstallWebhooks(ctx context.Context) error {
 		}
 		objs = append(objs, o)
 	}
-	if err := s.apply(ctx, objs); err != nil {
+	if err := applyObjects(ctx, s.kubectl, objs); err != nil {
 		return err
 	}
 	return s.waitCalled(ctx)
@@ -220,7 +240,7 @@ func (s *Shadowgate) Done() <-chan struct{} { return s.proc.done }
 // Exited reports an error naming the end of the log if shadowgate is no longer running.
 func (s *Shadowgate) Exited() error { return s.proc.exitedErr() }
 
-func (s *Shadowgate) apply(ctx context.Context, objs []*unstructured.Unstructured) error {
+func applyObjects(ctx context.Context, k Kubectl, objs []*unstructured.Unstructured) error {
 	items := make([]any, 0, len(objs))
 	for _, o := range objs {
 		items = append(items, o.Object)
@@ -229,7 +249,7 @@ func (s *Shadowgate) apply(ctx context.Context, objs []*unstructured.Unstructure
 	if err != nil {
 		return err
 	}
-	_, err = s.kubectl.Must(ctx, string(list), "apply", "--server-side", "--field-manager=e2e-install", "-f", "-")
+	_, err = k.Must(ctx, string(list), "apply", "--server-side", "--field-manager=e2e-install", "-f", "-")
 	return err
 }
 

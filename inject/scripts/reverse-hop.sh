@@ -39,7 +39,7 @@ run() {
 	local node=$1 job found id batch
 	shift
 	if [[ ${SHADOW_REVERSE_NODE_EXEC:?} == ssh ]]; then
-		exec ssh -o "ProxyCommand=exec bash $0 jump %h %p" -o "Port=${SHADOW_REVERSE_NODE_PORT:-22}" \
+		exec ssh -o "ProxyCommand=bash '$0' jump %h %p" -o "Port=${SHADOW_REVERSE_NODE_PORT:-22}" \
 			"${login_args[@]}" -T -- "$node" "$@"
 	fi
 	local srun_args=()
@@ -51,7 +51,8 @@ run() {
 	job=${SHADOW_REVERSE_JOB_NAME:?}
 	# The plugin names the batch job after the pod's UID; the relay and the socket directory
 	# are on its batch host, so every step is pinned there.
-	found=$(ssh "${srun_args[@]}" -T -- "$login_host" squeue -h --me -t R -n "$job" -o %i,%B | head -n 1)
+	# stdin is for the command on the node, not for squeue.
+	found=$(ssh "${srun_args[@]}" -T -- "$login_host" squeue -h --me -t R -n "$job" -o %i,%B </dev/null | head -n 1)
 	id=${found%%,*} batch=${found#*,}
 	if [[ ! $id =~ ^[0-9]+$ || -z $batch || $batch == -* || $batch == *[!A-Za-z0-9.-]* ]]; then
 		echo "no running job named ${job} on ${node}: squeue on ${login_host} listed '${found}'" >&2

@@ -8,10 +8,11 @@
 #   left, and prints "dir <path>". With userspace it also writes a fresh host key and an
 #   sshd_config there, lets in only the shadow's client key KEYTYPE KEY, and prints
 #   "hostkey <public key>". Exit 3: no relay for BIND here (the job has not started yet).
-# hold DIR PORTS INTERVAL
+# hold DIR INTERVAL [PORTS]
 #   The session's command: runs while DIR and every DIR/rev-<port>.sock of PORTS
 #   (comma-separated) exist. It writes to its channel every INTERVAL seconds, so it also ends
-#   on the node when the connection drops.
+#   on the node when the connection drops. (ssh joins the words of a remote command, so an
+#   empty one would vanish: PORTS comes last, and is left out when there is none.)
 set -eu
 
 fail() {
@@ -91,7 +92,7 @@ EOF
 }
 
 hold() {
-	dir=$1 ports=$2 interval=$3
+	dir=$1 interval=$2 ports=${3:-}
 	# The forwards are bound before this command starts; give a slow node a moment anyway.
 	tries=10
 	while :; do
@@ -116,5 +117,5 @@ cmd=${1:-}
 case $cmd in
 prepare) prepare "$@" ;;
 hold) hold "$@" ;;
-*) fail "usage: reverse-node prepare BIND node|userspace [KEYTYPE KEY] | hold DIR PORTS INTERVAL" ;;
+*) fail "usage: reverse-node prepare BIND node|userspace [KEYTYPE KEY] | hold DIR INTERVAL [PORTS]" ;;
 esac

@@ -1,4 +1,8 @@
 # shellcheck shell=sh
+# Everything above the first empty line stays in this file; the rest is the snippet
+# MutatePod puts in slurm-job.vk.io/pre-exec, followed by one call. Indented with spaces: in
+# a pod's YAML an annotation shows as a readable block only when it holds no tab.
+
 # The reverse tunnel's side in the job. It runs in the batch shell before the workload, so it
 # is POSIX sh (the plugin's script may be sh or bash), prefixes every name it sets, and fails
 # the job rather than let the workload start without the tunnel it asked for.
@@ -12,96 +16,96 @@
 # The plugin names the socket directory's root in INTERLINK_SOCKET_DIR_ROOT; the directory is
 # keyed by BIND, which the shadow knows too.
 shadowgate_reverse_tunnel() {
-	sg_rev_bind=$1 sg_rev_py=$2 sg_rev_ports=$3 sg_rev_socks=$4 sg_rev_names=$5
-	sg_rev_wait=${SHADOWGATE_REVERSE_WAIT:-600}
-	sg_rev_root=${INTERLINK_SOCKET_DIR_ROOT:-}
-	if [ -z "$sg_rev_root" ]; then
-		echo "interLink: this pod asks for a reverse tunnel, but the plugin gave no socket directory root (INTERLINK_SOCKET_DIR_ROOT is not set), so the job stops at start. The site's plugin has to set SocketDirRoot for the reverse tunnel to work." >&2
-		return 1
-	fi
-	case $sg_rev_root in
-	/*[!A-Za-z0-9._/+-]* | [!/]*)
-		echo "interLink: the socket directory root $sg_rev_root is not an absolute path of letters, digits and ._/+-; the reverse tunnel cannot use it, so the job stops at start." >&2
-		return 1
-		;;
-	esac
-	sg_rev_dir=$sg_rev_root/il-rev-$sg_rev_bind
-	# A unix socket's path is at most 107 bytes; the longest here ends in /rev-65535.sock.
-	if [ "${#sg_rev_dir}" -gt 92 ]; then
-		echo "interLink: the socket directory $sg_rev_dir is too long for unix sockets (at most 92 characters); the site's SocketDirRoot has to be shorter." >&2
-		return 1
-	fi
-	if [ -e "$sg_rev_dir" ] || [ -L "$sg_rev_dir" ]; then
-		# A job requeued onto this node finds its earlier directory; anyone else's is not ours.
-		if [ -L "$sg_rev_dir" ] || [ ! -O "$sg_rev_dir" ]; then
-			echo "interLink: $sg_rev_dir already exists and does not belong to $(id -un); the reverse tunnel cannot start." >&2
-			return 1
-		fi
-		rm -rf -- "$sg_rev_dir"
-	fi
-	if ! mkdir -m 700 -- "$sg_rev_dir"; then
-		echo "interLink: cannot create the socket directory $sg_rev_dir; the reverse tunnel cannot start." >&2
-		return 1
-	fi
-	cat >"$sg_rev_dir/rev-relay.py" <<'SHADOWGATE_RELAY_PY' || { echo "interLink: cannot write the relay into $sg_rev_dir." >&2; return 1; }
+  sg_rev_bind=$1 sg_rev_py=$2 sg_rev_ports=$3 sg_rev_socks=$4 sg_rev_names=$5
+  sg_rev_wait=${SHADOWGATE_REVERSE_WAIT:-600}
+  sg_rev_root=${INTERLINK_SOCKET_DIR_ROOT:-}
+  if [ -z "$sg_rev_root" ]; then
+    echo "interLink: this pod asks for a reverse tunnel, but the plugin gave no socket directory root (INTERLINK_SOCKET_DIR_ROOT is not set), so the job stops at start. The site's plugin has to set SocketDirRoot for the reverse tunnel to work." >&2
+    return 1
+  fi
+  case $sg_rev_root in
+  /*[!A-Za-z0-9._/+-]* | [!/]*)
+    echo "interLink: the socket directory root $sg_rev_root is not an absolute path of letters, digits and ._/+-; the reverse tunnel cannot use it, so the job stops at start." >&2
+    return 1
+    ;;
+  esac
+  sg_rev_dir=$sg_rev_root/il-rev-$sg_rev_bind
+  # A unix socket's path is at most 107 bytes; the longest here ends in /rev-65535.sock.
+  if [ "${#sg_rev_dir}" -gt 92 ]; then
+    echo "interLink: the socket directory $sg_rev_dir is too long for unix sockets (at most 92 characters); the site's SocketDirRoot has to be shorter." >&2
+    return 1
+  fi
+  if [ -e "$sg_rev_dir" ] || [ -L "$sg_rev_dir" ]; then
+    # A job requeued onto this node finds its earlier directory; anyone else's is not ours.
+    if [ -L "$sg_rev_dir" ] || [ ! -O "$sg_rev_dir" ]; then
+      echo "interLink: $sg_rev_dir already exists and does not belong to $(id -un); the reverse tunnel cannot start." >&2
+      return 1
+    fi
+    rm -rf -- "$sg_rev_dir"
+  fi
+  if ! mkdir -m 700 -- "$sg_rev_dir"; then
+    echo "interLink: cannot create the socket directory $sg_rev_dir; the reverse tunnel cannot start." >&2
+    return 1
+  fi
+  cat >"$sg_rev_dir/rev-relay.py" <<'SHADOWGATE_RELAY_PY' || { echo "interLink: cannot write the relay into $sg_rev_dir." >&2; return 1; }
 @RELAY@
 SHADOWGATE_RELAY_PY
 
-	sg_rev_hosts=
-	if [ -n "$sg_rev_names" ]; then
-		# Only the batch node has the relay, so the copy lives in node-local temporary space.
-		sg_rev_hosts=$(mktemp "${TMPDIR:-/tmp}/il-rev-hosts.XXXXXX") || {
-			echo "interLink: cannot create a copy of /etc/hosts in ${TMPDIR:-/tmp}; the reverse tunnel cannot start." >&2
-			return 1
-		}
-		case $sg_rev_hosts in
-		*[,:]*)
-			echo "interLink: $sg_rev_hosts cannot go into a bind list (it holds ',' or ':'); set TMPDIR to a plain path." >&2
-			return 1
-			;;
-		esac
-		if ! { cat /etc/hosts && printf '%s %s\n' "$sg_rev_bind" "$(printf '%s' "$sg_rev_names" | tr ',' ' ')"; } >"$sg_rev_hosts" ||
-			! chmod 644 "$sg_rev_hosts"; then
-			echo "interLink: cannot write $sg_rev_hosts; the reverse tunnel cannot start." >&2
-			return 1
-		fi
-		shadowgate_reverse_bind_hosts "$sg_rev_hosts"
-	fi
+  sg_rev_hosts=
+  if [ -n "$sg_rev_names" ]; then
+    # Only the batch node has the relay, so the copy lives in node-local temporary space.
+    sg_rev_hosts=$(mktemp "${TMPDIR:-/tmp}/il-rev-hosts.XXXXXX") || {
+      echo "interLink: cannot create a copy of /etc/hosts in ${TMPDIR:-/tmp}; the reverse tunnel cannot start." >&2
+      return 1
+    }
+    case $sg_rev_hosts in
+    *[,:]*)
+      echo "interLink: $sg_rev_hosts cannot go into a bind list (it holds ',' or ':'); set TMPDIR to a plain path." >&2
+      return 1
+      ;;
+    esac
+    if ! { cat /etc/hosts && printf '%s %s\n' "$sg_rev_bind" "$(printf '%s' "$sg_rev_names" | tr ',' ' ')"; } >"$sg_rev_hosts" ||
+      ! chmod 644 "$sg_rev_hosts"; then
+      echo "interLink: cannot write $sg_rev_hosts; the reverse tunnel cannot start." >&2
+      return 1
+    fi
+    shadowgate_reverse_bind_hosts "$sg_rev_hosts"
+  fi
 
-	"$sg_rev_py" -I "$sg_rev_dir/rev-relay.py" serve "$sg_rev_dir" "$sg_rev_bind" "$$" "$sg_rev_ports" "$sg_rev_hosts" &
-	sg_rev_relay=$!
-	until [ -e "$sg_rev_dir/rev-relay.ready" ]; do
-		if ! kill -0 "$sg_rev_relay" 2>/dev/null; then
-			echo "interLink: the reverse tunnel's relay did not start (its message is above); the job stops here." >&2
-			return 1
-		fi
-		sleep 0.2 2>/dev/null || sleep 1
-	done
+  "$sg_rev_py" -I "$sg_rev_dir/rev-relay.py" serve "$sg_rev_dir" "$sg_rev_bind" "$$" "$sg_rev_ports" "$sg_rev_hosts" &
+  sg_rev_relay=$!
+  until [ -e "$sg_rev_dir/rev-relay.ready" ]; do
+    if ! kill -0 "$sg_rev_relay" 2>/dev/null; then
+      echo "interLink: the reverse tunnel's relay did not start (its message is above); the job stops here." >&2
+      return 1
+    fi
+    sleep 0.2 2>/dev/null || sleep 1
+  done
 
-	sg_rev_rc=0
-	"$sg_rev_py" -I "$sg_rev_dir/rev-relay.py" wait "$sg_rev_dir" "$sg_rev_ports" "$sg_rev_socks" "$sg_rev_wait" || sg_rev_rc=$?
-	case $sg_rev_rc in
-	0) ;;
-	2) return 1 ;;
-	*)
-		echo "interLink: the reverse tunnel did not come up within ${sg_rev_wait}s. Read the log of the shadow's ssh-reverse container (kubectl logs <shadow pod> -c ssh-reverse): 'could not prepare' means the command to the compute node was refused, 'no running job' means squeue on the login node did not list this job." >&2
-		return 1
-		;;
-	esac
-	echo "interLink: reverse tunnel ready on $sg_rev_bind${sg_rev_names:+ for $sg_rev_names}${sg_rev_socks:+, SOCKS5 proxy on 127.0.0.1:$sg_rev_socks (every user of this node can use it)}"
-	unset sg_rev_bind sg_rev_py sg_rev_ports sg_rev_socks sg_rev_names sg_rev_wait sg_rev_root \
-		sg_rev_dir sg_rev_hosts sg_rev_relay sg_rev_rc
+  sg_rev_rc=0
+  "$sg_rev_py" -I "$sg_rev_dir/rev-relay.py" wait "$sg_rev_dir" "$sg_rev_ports" "$sg_rev_socks" "$sg_rev_wait" || sg_rev_rc=$?
+  case $sg_rev_rc in
+  0) ;;
+  2) return 1 ;;
+  *)
+    echo "interLink: the reverse tunnel did not come up within ${sg_rev_wait}s. Read the log of the shadow's ssh-reverse container (kubectl logs <shadow pod> -c ssh-reverse): 'could not prepare' means the command to the compute node was refused, 'no running job' means squeue on the login node did not list this job." >&2
+    return 1
+    ;;
+  esac
+  echo "interLink: reverse tunnel ready on $sg_rev_bind${sg_rev_names:+ for $sg_rev_names}${sg_rev_socks:+, SOCKS5 proxy on 127.0.0.1:$sg_rev_socks (every user of this node can use it)}"
+  unset sg_rev_bind sg_rev_py sg_rev_ports sg_rev_socks sg_rev_names sg_rev_wait sg_rev_root \
+    sg_rev_dir sg_rev_hosts sg_rev_relay sg_rev_rc
 }
 
 # shadowgate_reverse_bind_hosts FILE binds FILE over the container's /etc/hosts, after the
 # job's own binds.
 shadowgate_reverse_bind_hosts() {
-	# Apptainer reads SINGULARITY_BIND only while APPTAINER_BIND is unset: starting from it
-	# keeps the job's own binds when only the legacy variable was set.
-	if [ -z "${APPTAINER_BIND:-}" ] && [ -n "${SINGULARITY_BIND:-}" ]; then
-		APPTAINER_BIND=$SINGULARITY_BIND
-	fi
-	SINGULARITY_BIND=${SINGULARITY_BIND:+$SINGULARITY_BIND,}$1:/etc/hosts
-	APPTAINER_BIND=${APPTAINER_BIND:+$APPTAINER_BIND,}$1:/etc/hosts
-	export SINGULARITY_BIND APPTAINER_BIND
+  # Apptainer reads SINGULARITY_BIND only while APPTAINER_BIND is unset: starting from it
+  # keeps the job's own binds when only the legacy variable was set.
+  if [ -z "${APPTAINER_BIND:-}" ] && [ -n "${SINGULARITY_BIND:-}" ]; then
+    APPTAINER_BIND=$SINGULARITY_BIND
+  fi
+  SINGULARITY_BIND=${SINGULARITY_BIND:+$SINGULARITY_BIND,}$1:/etc/hosts
+  APPTAINER_BIND=${APPTAINER_BIND:+$APPTAINER_BIND,}$1:/etc/hosts
+  export SINGULARITY_BIND APPTAINER_BIND
 }

@@ -53,6 +53,8 @@ if [[ ${SHADOW_FORWARD_MODE:?} == exec ]]; then
 		die "SHADOW_EXEC_CONNECT_COMMAND holds '${SHADOW_EXEC_CONNECT_COMMAND}', not plain words"
 fi
 [[ ${SHADOW_REVERSE_JOB_NAME-} =~ ^[A-Za-z0-9-]*$ ]] || die "SHADOW_REVERSE_JOB_NAME holds '${SHADOW_REVERSE_JOB_NAME}'"
+# The state directory is named in ssh's ProxyCommand, single-quoted, where % starts a token.
+[[ $state == /* && $state != *[\'%]* ]] || die "SHADOW_STATE_DIR holds '${state}', not an absolute path without ' or %"
 [[ ${SHADOW_REVERSE_SSHD_PATH-/} =~ ^/[A-Za-z0-9_./+-]*$ ]] || die "SHADOW_REVERSE_SSHD_PATH is not an absolute path"
 
 ports=() remotes=()
@@ -120,21 +122,23 @@ prepare() {
 	SG_REV_NODE=$node
 }
 
-# session holds one ssh with the -R forwards given, while the hold command on the node runs.
+# session holds one ssh with the -R forwards given while the hold command on the node runs,
+# watching the sockets of the ports in $2 (comma-separated; empty: only the directory).
 session() {
-	local node=$1 hold_ports=$2
+	local node=$1 hold=(hold "$SG_REV_DIR" "$poll")
+	[[ -z $2 ]] || hold+=("$2")
 	shift 2
 	local args=()
 	if [[ $sshd_mode == userspace ]]; then
-		args=(-o "ProxyCommand=exec bash ${hop} sshd" -o HostKeyAlias=shadowgate-reverse
+		args=(-o "ProxyCommand=bash '${hop}' sshd" -o HostKeyAlias=shadowgate-reverse
 			-o "UserKnownHostsFile=${w}/known_hosts" -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes
 			-o "IdentityFile=${w}/client" -o IdentitiesOnly=yes -o PreferredAuthentications=publickey
 			-o BatchMode=yes -o "User=${user}" -o ExitOnForwardFailure=yes
 			-o ServerAliveInterval=30 -o ServerAliveCountMax=3)
 	else
-		args=(-o "ProxyCommand=exec bash ${hop} jump %h %p" -o "Port=${SHADOW_REVERSE_NODE_PORT:-22}" "${ssh_args[@]}")
+		args=(-o "ProxyCommand=bash '${hop}' jump %h %p" -o "Port=${SHADOW_REVERSE_NODE_PORT:-22}" "${ssh_args[@]}")
 	fi
-	exec ssh "${args[@]}" "$@" -T -- "$node" sh -s -- hold "$SG_REV_DIR" "$hold_ports" "$poll" <"$w/node.sh" >/dev/null
+	exec ssh "${args[@]}" "$@" -T -- "$node" sh -s -- "${hold[@]}" <"$w/node.sh" >/dev/null
 }
 
 pids=()
@@ -189,8 +193,9 @@ while :; do
 		status=0
 		prepare "$node" || status=$?
 		if [[ $status -ne 0 ]]; then
-			msg="could not prepare the reverse tunnel on ${node}: $(tr '\n' ' ' <"$w/prepare.err")"
-			[[ $status -eq 3 ]] && msg="waiting for the job's relay on ${node}: $(tr '\n' ' ' <"$w/prepare.err")"
+			why=$(tr -s '\r\n' '  ' <"$w/prepare.err")
+			msg="could not prepare the reverse tunnel on ${node}: ${why}"
+			[[ $status -eq 3 ]] && msg="waiting for the job's relay on ${node}: ${why}"
 			[[ $msg == "$said" ]] || log "$msg"
 			said=$msg
 			sleep "$poll"

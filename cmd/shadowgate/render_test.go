@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/interlink-hq/shadowgate/inject"
+)
+
+// renderList runs render -o json and decodes the v1 List it prints.
+func renderList(t *testing.T, stdin string, args ...string) []unstructured.Unstructured {
+	t.Helper()
+	code, out, errOut := runCLI(t, stdin, append([]string{"render", "--policy", examplePolicy, "-o", "json"}, args...)...)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	var list unstructured.UnstructuredList
+	if err := list.UnmarshalJSON([]byte(out)); err != nil {
+		t.Fatalf("not a v1 List: %v\n%s", err, out)
+	}
+	if list.GetAPIVersion() != "v1" || list.GetKind() != "List" {
+		t.Fatalf("printed a %s %s, want a v1 List", list.GetAPIVersion(), list.GetKind())
+	}
+	return list.Items
+}
+
+func kindsAndNames(items []unstructured.Unstructured) []string {
+	var out []string
+	for _, it := range items {
+		out = append(out, it.GetKind()+" "+it.GetNamespace()+"/"+it.GetName())
+	}
+	return out
+}
+
+func TestRenderTheNotebookInEachMode(t *testing.T) {
+	example, err := os.ReadFile(notebook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sentence, tc := range map[string]struct {
+		node, mode string
+		init, main []string
+	}{
+		"hpc-vk: portforward with a public key": {"hpc-vk", "portforward", []string{"wait-for-node"}, []string{"ssh-forward"}},
+		"cern-vk: exec with Kerberos":           {"cern-vk", "exec", []string{"wait-for-node", "kinit"}, []string{"ssh-forward", "krb-refresh"}},
+	} {
+		t.Run(sentence, func(t *testing.T) {
+			pod := strings.ReplaceAll(string(example), "hpc-vk", tc.node)
+			items := renderList(t, pod, "-f", "-")
+			want := []string{"Pod user/notebook", "ConfigMap user/shadow-notebook-user-node", "Service user/shadow-notebook-user", "Deployment user/shadow-notebook-user"}
+			if got := kindsAndNames(items); !slices.Equal(got, want) {
+				t.Fatalf("objects %q, want %q", got, want)
+			}
+			var d appsv1.Deployment
+			if err := json.Unmarshal(mustJSON(t, items[3].Object), &d); err != nil {
+				t.Fatal(err)
+			}
+			var initNames, names []string
+			for _, c := range d.Spec.Template.Spec.InitContainers {
+				initNames = append(initNames, c.Name)
+			}
+			for _, c := range d.Spec.Template.Spec.Containers {
+				names = append(names, c.Name)
+				for _, e := range c.Env {
+					if e.Name == inject.EnvForwardMode && e.Value != tc.mode {
+						t.Errorf("%s mode, want %s", e.Value, tc.mode)
+					}
+				}
+			}
+			if !slices.Equal(initNames, tc.init) || !slices.Equal(names, tc.main) {
+				t.Errorf("containers init %v main %v, want %v %v", initNames, names, tc.init, tc.main)
+			}
+		})
+	}
+}
+
+func TestRenderYAMLPrintsTheSameObjectsAsJSON(t *testing.T) {
+	items := renderList(t, "", "-f", notebook)
+	code, out, _ := runCLI(t, "", "render", "--policy", examplePolicy, "-f", notebook)
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
+	for i := 0; ; i++ {
+		var obj map[string]any
+		if err := dec.Decode(&obj); err != nil {
+			if i != len(items) {
+				t.Fatalf("YAML has %d documents, JSON %d items (%v)", i, len(items), err)
+			}
+			return
+		}
+		if !bytes.Equal(mustJSON(t, obj), mustJSON(t, items[i].Object)) {
+			t.Errorf("document %d differs between -o yaml and -o json", i)
+		}
+	}
+}
+
+func TestRenderARefusedPodPrintsChecksMessages(t *testing.T) {
+	code, out, errOut := runCLI(t, "", "render", "--policy", examplePolicy, "-f", refused)
+	if code != 1 || out != "" {
+		t.Fatalf("exit %d, stdout %q; want 1 and nothing", code, out)
+	}
+	_, checkOut, _ := runCLI(t, "", "check", "--policy", examplePolicy, "-f", refused)
+	if errOut != checkOut {
+		t.Errorf("stderr:\n%s\nwant check's output:\n%s", errOut, checkOut)
+	}
+}
+
+func TestRenderAPodWithoutAShadowPrintsOnlyThePod(t *testing.T) {
+	example, err := os.ReadFile(notebook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := strings.Replace(string(example), "    ports:\n    - containerPort: 8888\n      name: notebook\n", "", 1)
+	if got := kindsAndNames(renderList(t, pod, "-f", "-")); !slices.Equal(got, []string{"Pod user/notebook"}) {
+		t.Errorf("objects %q, want the Pod alone", got)
+	}
+}
+
+func TestRenderWarnsOnStderr(t *testing.T) {
+	example, err := os.ReadFile(notebook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := strings.Replace(string(example), "      name: notebook\n", "      name: notebook\n    - containerPort: 5353\n      protocol: UDP\n", 1)
+	code, out, errOut := runCLI(t, pod, "render", "--policy", examplePolicy, "-f", "-")
+	if code != 0 || !strings.Contains(errOut, "Warning: spec.containers[0].ports[1]: container \"jupyter\" port 5353/UDP is skipped") {
+		t.Errorf("exit %d, stderr %q; want 0 and the UDP warning", code, errOut)
+	}
+	if _, shadow, _ := strings.Cut(out, "\n---\n"); strings.Contains(shadow, "5353") {
+		t.Errorf("the UDP port reached the shadow objects")
+	}
+}
+
+func TestRenderUsageErrors(t *testing.T) {
+	deployment := "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec: {selector: {}, template: {}}\n"
+	for sentence, tc := range map[string]struct {
+		stdin string
+		args  []string
+	}{
+		"two Pods":                       {"", []string{"-f", notebook, "-f", notebook}},
+		"a Deployment":                   {deployment, []string{"-f", "-"}},
+		"a Pod with only a generateName": {"apiVersion: v1\nkind: Pod\nmetadata: {generateName: nb-}\nspec: {containers: []}\n", []string{"-f", "-"}},
+		"an output format other than yaml or json": {"", []string{"-f", notebook, "-o", "text"}},
+	} {
+		t.Run(sentence, func(t *testing.T) {
+			code, _, errOut := runCLI(t, tc.stdin, append([]string{"render", "--policy", examplePolicy}, tc.args...)...)
+			if code != 2 || !strings.HasPrefix(errOut, "error: ") {
+				t.Errorf("exit %d, stderr %q; want 2 and an error", code, errOut)
+			}
+		})
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}

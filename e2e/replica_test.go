@@ -1,0 +1,87 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/interlink-hq/shadowgate/e2e/harness"
+)
+
+// A second replica serves admissions at once but leaves the reconciler to the leader: the
+// lease keeps its holder and the replica waits for it, so two replicas never fight over
+// shadows. Its endpoint also shows the HTTP limits controller-runtime enforces.
+func TestASecondReplicaServesAndWaitsForTheLease(t *testing.T) {
+	holder := func() string {
+		return mustKubectl(t, "", "get", "lease", "shadowgate.interlink.eu", "-n", "shadowgate-system", "-o", "jsonpath={.spec.holderIdentity}")
+	}
+	leader := holder()
+	if leader == "" {
+		t.Fatal("no leader holds the lease")
+	}
+	b, err := harness.Serve(cluster.kubectl, cluster.cp, harness.ServeOptions{Bin: cluster.bin, Dir: t.TempDir(), GracePeriod: gracePeriod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := b.Stop(); err != nil {
+			t.Errorf("the second replica did not stop cleanly: %v", err)
+		}
+	}()
+
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(b.CA)
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+	url := "https://127.0.0.1:" + strconv.Itoa(b.Port) + "/validate-pods?timeout=10s"
+	p := offloaded{name: "trainer", namespace: "replica", node: "hpc-vk", annotations: map[string]string{fwd: "minio:9000", bind: "127.0.0.1"}}
+	review, _ := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{UID: "r1", Operation: admissionv1.Create, Namespace: "replica", Name: "trainer",
+			Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Object: runtime.RawExtension{Raw: []byte(p.json())}},
+	})
+	answer := func(body []byte, contentType string) *admissionv1.AdmissionResponse {
+		t.Helper()
+		resp, err := hc.Post(url, contentType, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out admissionv1.AdmissionReview
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Response == nil {
+			t.Fatalf("no AdmissionReview back (%v, HTTP %s)", err, resp.Status)
+		}
+		return out.Response
+	}
+	if r := answer(review, "application/json"); r.Allowed || r.UID != "r1" || r.Result.Details == nil ||
+		len(r.Result.Details.Causes) != 1 || r.Result.Details.Causes[0].Field != "metadata.annotations[interlink.eu/reverse-bind]" {
+		t.Errorf("the second replica does not judge like the first: %+v", r)
+	}
+	if r := answer(review, "text/plain"); r.Allowed || r.Result.Code != http.StatusBadRequest {
+		t.Errorf("a wrong content type: %+v", r.Result)
+	}
+	if r := answer(bytes.Repeat([]byte(" "), 8<<20), "application/json"); r.Allowed || r.Result.Code != http.StatusRequestEntityTooLarge {
+		t.Errorf("an 8 MiB body: %+v", r.Result)
+	}
+
+	if now := holder(); now != leader {
+		t.Errorf("the lease moved from %s to %s when a second replica started", leader, now)
+	}
+	log, err := os.ReadFile(b.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(log), "Attempting to acquire leader lease") || strings.Contains(string(log), "Successfully acquired lease") {
+		t.Errorf("the second replica should be waiting for the lease; its log:\n%s", log)
+	}
+}

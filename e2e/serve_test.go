@@ -1,0 +1,137 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// servedCertificate is the leaf certificate the webhook server presents right now.
+func servedCertificate(t *testing.T) *x509.Certificate {
+	t.Helper()
+	conn, err := tls.Dial("tcp", "127.0.0.1:"+strconv.Itoa(cluster.sg.Port), &tls.Config{InsecureSkipVerify: true}) // only read, verified below
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0]
+}
+
+// Certificate files replaced on disk are served without a restart, and admission goes on
+// once the webhooks carry the new CA.
+func TestReplacedCertificatesAreServedWithoutRestart(t *testing.T) {
+	createNamespaces(t, "rotation")
+	before := servedCertificate(t)
+	ca, err := cluster.sg.RotateCerts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca)
+	eventually(t, 20*time.Second, "the new certificate is served", func() (bool, string) {
+		leaf := servedCertificate(t)
+		_, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: "127.0.0.1"})
+		return err == nil && !bytes.Equal(leaf.Raw, before.Raw), fmt.Sprint(err)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cluster.sg.InstallWebhooks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := offloaded{name: "trainer", namespace: "rotation", node: "hpc-vk", ports: []int32{8888}}
+	expectContains(t, mustKubectl(t, p.json(), "apply", "-f", "-"), "pod/trainer created")
+	if err := cluster.sg.Exited(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// /healthz and /readyz answer, and the metrics name decisions, shadow applies and reloads.
+func TestHealthAndMetrics(t *testing.T) {
+	for _, path := range []string{"/healthz", "/readyz"} {
+		code, body, err := cluster.sg.Probe(path)
+		if err != nil || code != http.StatusOK {
+			t.Errorf("%s: %d %s %v", path, code, body, err)
+		}
+	}
+	createNamespaces(t, "metrics")
+	p := offloaded{name: "refused", namespace: "metrics", node: "hpc-vk", annotations: map[string]string{fwd: "minio:9000", bind: "127.0.0.1"}}
+	kubectl(t, p.json(), "apply", "-f", "-")
+	ok := offloaded{name: "admitted", namespace: "metrics", node: "hpc-vk", ports: []int32{8888}}
+	mustKubectl(t, ok.json(), "apply", "-f", "-")
+	metrics, err := cluster.sg.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectContains(t, metrics,
+		`shadowgate_admission_decisions_total{endpoint="/validate-pods",result="denied"}`,
+		`shadowgate_admission_decisions_total{endpoint="/validate-pods",result="allowed"}`,
+		`shadowgate_admission_decisions_total{endpoint="/mutate-pods",result="allowed"}`,
+		`shadowgate_shadow_apply_duration_seconds_count{dry_run="false",result="ok"}`,
+		`controller_runtime_webhook_requests_total{code="200",webhook="/validate-pods"}`)
+}
+
+// Pod-create latency with and without the webhook registered, in the same run: each pod is
+// offloaded with a port, so with the webhook it is mutated, judged and gets its shadow
+// applied before it is stored.
+func TestPodCreateLatency(t *testing.T) {
+	const n = 20
+	createNamespaces(t, "latency-with", "latency-without")
+	cfg := rest.CopyConfig(cluster.cp.Admin)
+	cfg.QPS, cfg.Burst = 1000, 1000 // client-go's default of 5 per second would be what is measured
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	measure := func(ns string) []time.Duration {
+		var took []time.Duration
+		for i := range n {
+			p := offloaded{name: fmt.Sprintf("pod-%d", i), namespace: ns, node: "hpc-vk", ports: []int32{8888}}
+			pod := &corev1.Pod{}
+			if err := yaml.Unmarshal([]byte(p.json()), pod); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			took = append(took, time.Since(start))
+		}
+		sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+		return took
+	}
+	with := measure("latency-with")
+	if err := cluster.sg.RemoveWebhooks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	without := measure("latency-without")
+	if err := cluster.sg.InstallWebhooks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pod create, %d pods each: with the webhook p50 %s p95 %s; without p50 %s p95 %s",
+		n, with[n/2].Round(time.Millisecond), with[n*95/100].Round(time.Millisecond),
+		without[n/2].Round(time.Millisecond), without[n*95/100].Round(time.Millisecond))
+	if with[n/2] > 2*time.Second {
+		t.Errorf("median pod create with the webhook took %s; the webhook is on every offloaded pod's path", with[n/2])
+	}
+	// Pods stored while the webhook was not registered get their shadows from the reconciler.
+	missed := offloaded{name: "pod-0", namespace: "latency-without"}
+	eventually(t, 15*time.Second, "the reconciler applies the shadow of a pod admitted without the webhook", func() (bool, string) {
+		return exists(t, "deployment", missed.shadowName(), "-n", missed.shadowNamespace())
+	})
+}

@@ -1,0 +1,211 @@
+package e2e
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/validate"
+)
+
+// object is the part of a kubectl -o json object the tests read.
+type object struct {
+	Kind     string `json:"kind"`
+	Metadata struct {
+		Name          string            `json:"name"`
+		Namespace     string            `json:"namespace"`
+		UID           string            `json:"uid"`
+		Labels        map[string]string `json:"labels"`
+		Annotations   map[string]string `json:"annotations"`
+		ManagedFields []struct {
+			Manager   string `json:"manager"`
+			Operation string `json:"operation"`
+		} `json:"managedFields"`
+	} `json:"metadata"`
+	Data map[string]string `json:"data"`
+}
+
+func getObject(t *testing.T, args ...string) object {
+	t.Helper()
+	var o object
+	out := mustKubectl(t, "", append([]string{"get", "-o", "json", "--show-managed-fields"}, args...)...)
+	if err := json.Unmarshal([]byte(out), &o); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return o
+}
+
+// The guide's trainer and notebook: admitted, mutated, and their shadows exist before the
+// pods are stored, server-side applied by the field manager shadowgate, with DESIGN.md's
+// labels, and their credentials copied with the marker.
+func TestAdmittedPodsHaveTheirShadowsAppliedByShadowgate(t *testing.T) {
+	createNamespaces(t, "user")
+	out := mustKubectl(t, "", "apply", "-f", exampleFile("trainer.yaml"), "-f", exampleFile("notebook.yaml"))
+	expectContains(t, out, "pod/trainer created", "pod/notebook created")
+
+	trainer := getObject(t, "pod", "trainer", "-n", "user")
+	if b := trainer.Metadata.Annotations[validate.AnnotationReverseBind]; !strings.HasPrefix(b, "127.") {
+		t.Errorf("reverse-bind %q: the webhook records the 127.x.y.z address it chose", b)
+	}
+	if !strings.Contains(trainer.Metadata.Annotations[validate.AnnotationPreExec], "\n") {
+		t.Errorf("no pre-exec snippet prepended: %q", trainer.Metadata.Annotations[validate.AnnotationPreExec])
+	}
+	notebook := getObject(t, "pod", "notebook", "-n", "user")
+
+	for _, c := range []struct {
+		pod       object
+		namespace string // where the shadow lives
+		kinds     []string
+	}{
+		{trainer, "user-shadow", []string{"deployment", "configmap"}}, // no port: no Service
+		{notebook, "user", []string{"deployment", "service", "configmap"}},
+	} {
+		name := inject.ShadowName(c.pod.Metadata.Name, "user")
+		for _, kind := range c.kinds {
+			objName := name
+			if kind == "configmap" {
+				objName = inject.NodeConfigMapName(name)
+			}
+			o := getObject(t, kind, objName, "-n", c.namespace)
+			what := kind + " " + c.namespace + "/" + objName
+			want := map[string]string{inject.LabelManagedBy: "shadowgate", inject.LabelPodUID: c.pod.Metadata.UID}
+			if kind == "configmap" {
+				want[validate.LabelShadowRole] = validate.ShadowRoleNode
+				if v, ok := o.Data[validate.ComputeNodeKey]; !ok || v != "" {
+					t.Errorf("%s: compute-node %q (present %v), want an empty key", what, v, ok)
+				}
+			}
+			for k, v := range want {
+				if o.Metadata.Labels[k] != v {
+					t.Errorf("%s: label %s=%q, want %q", what, k, o.Metadata.Labels[k], v)
+				}
+			}
+			if got := o.Metadata.Annotations[inject.AnnotationShadowFor]; got != "user/"+c.pod.Metadata.Name {
+				t.Errorf("%s: shadow-for %q", what, got)
+			}
+			applied := false
+			for _, mf := range o.Metadata.ManagedFields {
+				applied = applied || (mf.Manager == "shadowgate" && mf.Operation == "Apply")
+			}
+			if !applied {
+				t.Errorf("%s: not server-side applied by field manager shadowgate: %+v", what, o.Metadata.ManagedFields)
+			}
+		}
+	}
+
+	for _, c := range []struct{ kind, name, namespace string }{
+		{"secret", "hpc-ssh-key", "user-shadow"},
+		{"configmap", "hpc-known-hosts", "user-shadow"},
+		{"secret", "hpc-ssh-key", "user"},
+	} {
+		o := getObject(t, c.kind, c.name, "-n", c.namespace)
+		if got := o.Metadata.Annotations[validate.AnnotationReplicatedFrom]; got != "shadowgate-system/"+c.name {
+			t.Errorf("%s %s/%s: replicated-from %q, want shadowgate-system/%s", c.kind, c.namespace, c.name, got, c.name)
+		}
+	}
+}
+
+// A server-side dry run persists nothing, and still reports what would stop the shadow: here a
+// ResourceQuota in the shadow namespace that allows no Deployment. The same pod for real is
+// refused with the API server's message, and the shadow objects applied before the failure
+// are removed.
+func TestDryRunPersistsNothingAndReportsShadowErrors(t *testing.T) {
+	createNamespaces(t, "dry", "quota", "quota-shadow")
+	p := offloaded{name: "trainer", namespace: "dry", node: "hpc-vk", ports: []int32{8888}, annotations: map[string]string{fwd: "minio:9000"}}
+	r := kubectl(t, p.json(), "apply", "--dry-run=server", "-f", "-")
+	if r.Err != nil {
+		t.Fatalf("%v\n%s", r.Err, r.Output())
+	}
+	expectContains(t, r.Output(), "pod/trainer created (server dry run)", "Warning: dry run: the shadow's namespace dry-shadow does not exist yet")
+	for _, args := range [][]string{{"pod", "trainer", "-n", "dry"}, {"namespace", "dry-shadow"}} {
+		if ok, out := exists(t, args...); ok {
+			t.Errorf("a dry run persisted %s", out)
+		}
+	}
+
+	mustKubectl(t, `{"apiVersion":"v1","kind":"ResourceQuota","metadata":{"name":"no-deployments","namespace":"quota-shadow"},`+
+		`"spec":{"hard":{"count/deployments.apps":"0"}}}`, "apply", "-f", "-")
+	// No controller manager computes quota usage here; record it as the quota controller would.
+	mustKubectl(t, "", "patch", "resourcequota", "no-deployments", "-n", "quota-shadow", "--subresource=status", "--type=merge",
+		"-p", `{"status":{"hard":{"count/deployments.apps":"0"},"used":{"count/deployments.apps":"0"}}}`)
+	q := offloaded{name: "trainer", namespace: "quota", node: "hpc-vk", ports: []int32{8888}, annotations: map[string]string{fwd: "minio:9000"}}
+	for _, dryRun := range []string{"--dry-run=server", "--dry-run=none"} {
+		r := kubectl(t, q.json(), "apply", dryRun, "-f", "-")
+		if r.Err == nil {
+			t.Fatalf("%s: admitted despite the quota; kubectl printed:\n%s", dryRun, r.Output())
+		}
+		expectContains(t, r.Stderr, "the pod's shadow was not applied, so the pod is refused: ",
+			"Deployment quota-shadow/"+q.shadowName(), "exceeded quota: no-deployments")
+	}
+	out := mustKubectl(t, "", "get", "deployments,services,configmaps,secrets", "-n", "quota-shadow", "-o", "name")
+	if strings.TrimSpace(out) != "" {
+		t.Errorf("a refused pod left objects in its shadow namespace:\n%s", out)
+	}
+	if ok, _ := exists(t, "pod", "trainer", "-n", "quota"); ok {
+		t.Error("the refused pod was stored")
+	}
+}
+
+// Credentials: an identical unmarked copy is adopted (marked), a marked one is overwritten, a
+// foreign one is refused with the exact message and left untouched.
+func TestCredentialReplication(t *testing.T) {
+	createNamespaces(t, "adopt", "adopt-shadow", "marked", "marked-shadow", "foreign", "foreign-shadow")
+	source := getObject(t, "secret", "hpc-ssh-key", "-n", "shadowgate-system")
+	secret := func(ns string, data map[string]string, annotations map[string]string) string {
+		b, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "data": data,
+			"metadata": map[string]any{"name": "hpc-ssh-key", "namespace": ns, "annotations": annotations}})
+		return string(b)
+	}
+	other := map[string]string{"id_ed25519": "c29tZW9uZSBlbHNlJ3Mga2V5"} // "someone else's key"
+	mustKubectl(t, secret("adopt-shadow", source.Data, nil), "create", "-f", "-")
+	mustKubectl(t, secret("marked-shadow", other, map[string]string{validate.AnnotationReplicatedFrom: "shadowgate-system/hpc-ssh-key"}), "create", "-f", "-")
+	mustKubectl(t, secret("foreign-shadow", other, nil), "create", "-f", "-")
+
+	for _, ns := range []string{"adopt", "marked"} {
+		p := offloaded{name: "trainer", namespace: ns, node: "hpc-vk", ports: []int32{8888}}
+		mustKubectl(t, p.json(), "apply", "-f", "-")
+		copied := getObject(t, "secret", "hpc-ssh-key", "-n", ns+"-shadow")
+		if copied.Metadata.Annotations[validate.AnnotationReplicatedFrom] != "shadowgate-system/hpc-ssh-key" {
+			t.Errorf("%s-shadow: not marked: %v", ns, copied.Metadata.Annotations)
+		}
+		if copied.Data["id_ed25519"] != source.Data["id_ed25519"] {
+			t.Errorf("%s-shadow: holds %q, not the source's content", ns, copied.Data["id_ed25519"])
+		}
+	}
+
+	p := offloaded{name: "trainer", namespace: "foreign", node: "hpc-vk", ports: []int32{8888}}
+	r := kubectl(t, p.json(), "apply", "-f", "-")
+	if r.Err == nil {
+		t.Fatalf("admitted over a foreign Secret; kubectl printed:\n%s", r.Output())
+	}
+	expectContains(t, r.Stderr, "refusing to overwrite secret foreign-shadow/hpc-ssh-key: it already exists, holds different content and was not created by shadowgate")
+	kept := getObject(t, "secret", "hpc-ssh-key", "-n", "foreign-shadow")
+	if kept.Data["id_ed25519"] != other["id_ed25519"] || kept.Metadata.Annotations[validate.AnnotationReplicatedFrom] != "" {
+		t.Errorf("the foreign Secret was changed: %+v", kept)
+	}
+	out := mustKubectl(t, "", "get", "deployments,services,configmaps", "-n", "foreign-shadow", "-l", "app.kubernetes.io/managed-by=shadowgate", "-o", "name")
+	if strings.TrimSpace(out) != "" {
+		t.Errorf("the refused pod left shadow objects:\n%s", out)
+	}
+}
+
+// A node ConfigMap's compute-node reaches ssh: a value smuggling an option is refused with its
+// field path, a hostname passes.
+func TestNodeConfigMapRefusesSmuggledSSHOptions(t *testing.T) {
+	createNamespaces(t, "nodecm")
+	p := offloaded{name: "trainer", namespace: "nodecm", node: "hpc-vk", ports: []int32{8888}}
+	mustKubectl(t, p.json(), "apply", "-f", "-")
+	cm := inject.NodeConfigMapName(p.shadowName())
+	patch := func(node string) string { return `{"data":{"compute-node":"` + node + `"}}` }
+
+	r := kubectl(t, "", "patch", "configmap", cm, "-n", p.shadowNamespace(), "--type=merge", "-p", patch("node07 -oProxyCommand=touch /tmp/pwned"))
+	if r.Err == nil {
+		t.Fatalf("the patch was admitted; kubectl printed:\n%s", r.Output())
+	}
+	expectContains(t, r.Stderr, `The ConfigMap "`+cm+`" is invalid: `,
+		`data[compute-node]: Invalid value: "node07 -oProxyCommand=touch /tmp/pwned": `)
+
+	expectContains(t, mustKubectl(t, "", "patch", "configmap", cm, "-n", p.shadowNamespace(), "--type=merge", "-p", patch("node07.cluster.local")),
+		"configmap/"+cm+" patched")
+}

@@ -1,0 +1,79 @@
+package inject
+
+import (
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"testing"
+
+	"github.com/interlink-hq/shadowgate/inject/internal/sshtest"
+)
+
+// relayLookup loads relay.py as a module, the way python3 -I runs it (no path from the
+// environment), and answers queries against the tables recorded in relay/testdata. The
+// recordings come from this kind of machine (little-endian); their uids were edited so each
+// socket has an owner of its own.
+const relayLookup = `
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("relay", "relay/relay.py")
+relay = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(relay)
+tables = [open("relay/testdata/proc-net-tcp").read(), open("relay/testdata/proc-net-tcp6").read()]
+ip = relay.ipaddress.ip_address
+out = {}
+for name, q in json.load(sys.stdin).items():
+    if q["kind"] == "owner":
+        out[name] = relay.owner(tables, (ip(q["client"][0]), q["client"][1]), (ip(q["server"][0]), q["server"][1]))
+    else:
+        out[name] = relay.socks_listener(tables, q["port"], q["uid"])
+json.dump(out, sys.stdout)
+`
+
+func TestRelayReadsProcNet(t *testing.T) {
+	sshtest.Require(t, "python3")
+	type query struct {
+		Kind   string `json:"kind"`
+		Client []any  `json:"client,omitempty"`
+		Server []any  `json:"server,omitempty"`
+		Port   int    `json:"port,omitempty"`
+		UID    int    `json:"uid,omitempty"`
+	}
+	owner := func(client string, cport int, server string, sport int) query {
+		return query{Kind: "owner", Client: []any{client, cport}, Server: []any{server, sport}}
+	}
+	cases := map[string]struct {
+		q    query
+		want any
+	}{
+		"an IPv4 client is found in tcp by its own end of the connection":      {owner("127.0.0.1", 0xB188, "127.1.2.3", 0x4A38), 1001.0},
+		"another user's IPv4 client is that user's":                            {owner("127.0.0.1", 0xB1A0, "127.1.2.3", 0x4A38), 1003.0},
+		"an IPv6 client reaching the IPv4 listener v4-mapped is found in tcp6": {owner("127.0.0.1", 0xB198, "127.1.2.3", 0x4A38), 1001.0},
+		"an IPv6 client of an IPv6 listener is found in tcp6":                  {owner("::1", 0x9FDA, "::1", 0x4A39), 1002.0},
+		"a connection nobody has is nobody's":                                  {owner("127.0.0.1", 1, "127.1.2.3", 0x4A38), nil},
+		"a SOCKS listener of the job's user on 127.0.0.1 is ready":             {query{Kind: "socks", Port: 0x4A3B, UID: 1002}, "ok"},
+		"another user's listener on 127.0.0.1 is not":                          {query{Kind: "socks", Port: 0x4A3B, UID: 1001}, "waiting"},
+		"the job's user on 0.0.0.0 (GatewayPorts yes) is refused":              {query{Kind: "socks", Port: 0x4A3A, UID: 1001}, "wildcard"},
+		"the job's user on :: is refused too":                                  {query{Kind: "socks", Port: 0x4A3C, UID: 1004}, "wildcard"},
+		"no listener yet is waiting":                                           {query{Kind: "socks", Port: 1080, UID: 1001}, "waiting"},
+	}
+	queries := map[string]query{}
+	for name, c := range cases {
+		queries[name] = c.q
+	}
+	in, _ := json.Marshal(queries)
+	cmd := exec.Command("python3", "-I", "-c", relayLookup)
+	cmd.Stdin = bytes.NewReader(in)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("python3: %v\n%s", err, out)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for name, c := range cases {
+		if got[name] != c.want {
+			t.Errorf("%s: got %v, want %v", name, got[name], c.want)
+		}
+	}
+}

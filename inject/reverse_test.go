@@ -1,0 +1,113 @@
+package inject
+
+import (
+	"os/exec"
+	"path"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/interlink-hq/shadowgate/inject/internal/sshtest"
+	"github.com/interlink-hq/shadowgate/validate"
+)
+
+// reverseShadow mutates and renders a pod with the trainer's forwards under a policy whose
+// SSH block ends in sshExtra (indented for it).
+func reverseShadow(t *testing.T, sshExtra string, ports ...corev1.ContainerPort) (*corev1.Pod, *Shadow) {
+	t.Helper()
+	doc := `
+virtualNodes:
+  hpc-vk:
+    Network:
+      EnableTunnel: true
+      ShadowMode: ssh
+      SSH:
+        LoginHost: login.hpc.example.org
+        User: alice
+` + sshExtra
+	pod := offloadedPod("trainer", "user", ports...)
+	pod.Annotations = map[string]string{validate.AnnotationReverseForwards: "minio:9000 6443:kubernetes.default.svc.cluster.local:443"}
+	pol := mustPolicy(t, doc)
+	o, _ := validate.Pod(pod, pol)
+	MutatePod(pod, o)
+	s, _ := render(t, doc, pod)
+	return pod, s
+}
+
+func TestReverseContainer(t *testing.T) {
+	const publickey = "        KeySecret: hpc-ssh-key\n"
+	const kerberos = "        Auth: kerberos\n        KeytabSecret: keytab\n        Principal: alice@EXAMPLE.ORG\n"
+	t.Run("a pod with reverse forwards and no TCP port has a shadow of ssh-reverse alone", func(t *testing.T) {
+		_, s := reverseShadow(t, publickey+"        Reverse: {Enabled: true}\n")
+		if s.Service != nil {
+			t.Error("a Service without a port to front")
+		}
+		var names []string
+		for _, c := range s.Deployment.Spec.Template.Spec.Containers {
+			names = append(names, c.Name)
+		}
+		if strings.Join(names, " ") != ContainerReverse {
+			t.Errorf("containers %v, want ssh-reverse alone", names)
+		}
+	})
+	t.Run("it sits beside ssh-forward when the pod also exposes a port", func(t *testing.T) {
+		_, s := reverseShadow(t, publickey+"        Reverse: {Enabled: true}\n", corev1.ContainerPort{ContainerPort: 8888})
+		container(t, s.Deployment, ContainerForward)
+		container(t, s.Deployment, ContainerReverse)
+	})
+	t.Run("it dials a bare Service name in the pod's namespace, on the recorded bind address", func(t *testing.T) {
+		pod, s := reverseShadow(t, publickey+"        Reverse: {Enabled: true}\n")
+		c := container(t, s.Deployment, ContainerReverse)
+		if got, want := envValue(c, EnvReverseForwards), "9000 minio.user 9000\n6443 kubernetes.default.svc.cluster.local 443"; got != want {
+			t.Errorf("%s = %q, want %q", EnvReverseForwards, got, want)
+		}
+		if got := envValue(c, EnvReverseBind); got != pod.Annotations[validate.AnnotationReverseBind] || got == "" {
+			t.Errorf("%s = %q, not the recorded %q", EnvReverseBind, got, pod.Annotations[validate.AnnotationReverseBind])
+		}
+		if got := envValue(c, EnvReverseJobName); got != string(pod.UID) {
+			t.Errorf("%s = %q, want the pod UID", EnvReverseJobName, got)
+		}
+	})
+	for name, c := range map[string]struct {
+		ssh      string
+		delegate bool
+	}{
+		"Kerberos delegates the ticket on the login hop with NodeExec srun": {kerberos + "        Reverse: {Enabled: true, NodeExec: srun}\n", true},
+		"Kerberos does not delegate it with NodeExec ssh":                   {kerberos + "        Reverse: {Enabled: true, NodeExec: ssh}\n", false},
+		"public keys have nothing to delegate":                              {publickey + "        Reverse: {Enabled: true, NodeExec: srun}\n", false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, s := reverseShadow(t, c.ssh)
+			ctr := container(t, s.Deployment, ContainerReverse)
+			if got := envValue(ctr, EnvReverseLoginOptions) == "GSSAPIDelegateCredentials=yes"; got != c.delegate {
+				t.Errorf("%s = %q", EnvReverseLoginOptions, envValue(ctr, EnvReverseLoginOptions))
+			}
+			if strings.Contains(envValue(ctr, EnvSSHOptions), "GSSAPIDelegateCredentials=yes") {
+				t.Error("every hop delegates the ticket")
+			}
+		})
+	}
+}
+
+// TestReverseScriptsPassSyntaxChecksAndShellcheck checks the scripts ssh-reverse runs and
+// writes out, as the container gets them, with the shell of their #! line.
+func TestReverseScriptsPassSyntaxChecksAndShellcheck(t *testing.T) {
+	sshtest.Require(t, "shellcheck", "bash", "sh")
+	_, s := reverseShadow(t, "        KeySecret: hpc-ssh-key\n        Reverse: {Enabled: true}\n")
+	c := container(t, s.Deployment, ContainerReverse)
+	for name, text := range map[string]string{
+		"ssh-reverse": c.Command[2], EnvReverseHop: envValue(c, EnvReverseHop), EnvReverseNodeScript: envValue(c, EnvReverseNodeScript),
+	} {
+		t.Run(name, func(t *testing.T) {
+			shell := shebang(t, text)
+			for _, check := range [][]string{{shell, "-n"}, {"shellcheck", "--shell=" + path.Base(shell), "-"}} {
+				cmd := exec.Command(check[0], check[1:]...)
+				cmd.Stdin = strings.NewReader(text)
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Errorf("%s: %v\n%s", strings.Join(check, " "), err, out)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,74 @@
+package webhook
+
+import (
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func newTestReconciler(grace time.Duration) *Reconciler {
+	return &Reconciler{grace: grace, gone: map[types.UID]time.Time{}, orphaned: map[types.UID]time.Time{}}
+}
+
+// A shadow whose pod was never seen waits the grace period from when it was first found
+// orphaned; one whose pod was seen deleted goes at once.
+func TestOrphanWait(t *testing.T) {
+	r := newTestReconciler(2 * time.Minute)
+	now := time.Now()
+	if w := r.orphanWait("never-stored", now); w != 2*time.Minute {
+		t.Errorf("first sight: wait %s", w)
+	}
+	if w := r.orphanWait("never-stored", now.Add(90*time.Second)); w != 30*time.Second {
+		t.Errorf("later: wait %s", w)
+	}
+	if w := r.orphanWait("never-stored", now.Add(3*time.Minute)); w > 0 {
+		t.Errorf("after the grace period: wait %s", w)
+	}
+	r.podDeleted("deleted")
+	if w := r.orphanWait("deleted", now); w > 0 {
+		t.Errorf("a pod seen deleted: wait %s", w)
+	}
+}
+
+// A shadow found orphaned before its pod was stored is not counted as orphaned once the
+// pod shows up, so a later orphaning starts a fresh grace period.
+func TestAdoptedShadowStartsAFreshGracePeriod(t *testing.T) {
+	r := newTestReconciler(time.Minute)
+	now := time.Now()
+	r.orphanWait("uid", now)
+	r.adopted("uid")
+	if w := r.orphanWait("uid", now.Add(10*time.Minute)); w != time.Minute {
+		t.Errorf("wait %s, want a full grace period", w)
+	}
+}
+
+func TestPruneForgetsWhatNoLongerMatters(t *testing.T) {
+	r := newTestReconciler(time.Minute)
+	now := time.Now()
+	r.gone["old"] = now.Add(-2 * time.Minute)
+	r.gone["new"] = now
+	r.orphaned["old"] = now.Add(-3 * time.Minute)
+	r.orphaned["new"] = now.Add(-90 * time.Second)
+	r.prune(now)
+	if _, ok := r.gone["old"]; ok {
+		t.Error("kept a deletion older than the grace period")
+	}
+	if _, ok := r.orphaned["old"]; ok {
+		t.Error("kept an orphan older than twice the grace period")
+	}
+	if _, ok := r.gone["new"]; !ok {
+		t.Error("forgot a recent deletion")
+	}
+	if _, ok := r.orphaned["new"]; !ok {
+		t.Error("forgot an orphan still within twice the grace period")
+	}
+}
+
+func TestSplitKey(t *testing.T) {
+	for key, want := range map[string]bool{"user/trainer": true, "user/": false, "/trainer": false, "trainer": false} {
+		if _, _, ok := splitKey(key); ok != want {
+			t.Errorf("%q: ok %v", key, ok)
+		}
+	}
+}
