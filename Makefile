@@ -28,7 +28,8 @@ e2e-tools:
 
 ## dev: run shadowgate serve against a local etcd and kube-apiserver until Ctrl-C
 dev: build e2e-tools
-	$(GO) run ./e2e/cmd/dev -shadowgate $(BIN)/shadowgate
+	$(GO) build -o $(BIN)/shadowgate-dev ./e2e/cmd/dev
+	$(BIN)/shadowgate-dev -shadowgate $(BIN)/shadowgate
 
 vet: fmt
 	$(GO) vet ./...

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,4 +135,34 @@ func TestPodCreateLatency(t *testing.T) {
 	eventually(t, 15*time.Second, "the reconciler applies the shadow of a pod admitted without the webhook", func() (bool, string) {
 		return exists(t, "deployment", missed.shadowName(), "-n", missed.shadowNamespace())
 	})
+}
+
+// The in-cluster install (manifests/base) renders with kubectl kustomize and passes the API
+// server's validation, and its Deployment meets the restricted Pod Security Standard of its
+// namespace (the API server would warn otherwise). Each object is created, or for those the
+// dev overlay installed, replaced whole, both as server-side dry runs.
+func TestBaseManifestsAreAcceptedByTheAPIServer(t *testing.T) {
+	rendered := mustKubectl(t, "", "kustomize", cluster.root+"/manifests/base")
+	docs := strings.Split(rendered, "\n---\n")
+	if len(docs) < 10 {
+		t.Fatalf("manifests/base renders %d objects:\n%s", len(docs), rendered)
+	}
+	var out strings.Builder
+	for _, doc := range docs {
+		r := kubectl(t, doc, "create", "--dry-run=server", "-f", "-")
+		if r.Err != nil && strings.Contains(r.Stderr, "AlreadyExists") {
+			r = kubectl(t, doc, "replace", "--dry-run=server", "-f", "-")
+		}
+		if r.Err != nil {
+			t.Errorf("%v\n%s", r.Err, r.Output())
+		}
+		if strings.Contains(r.Stderr, "Warning") {
+			t.Errorf("warnings from the API server:\n%s", r.Stderr)
+		}
+		out.WriteString(r.Stdout)
+	}
+	expectContains(t, out.String(), "deployment.apps/shadowgate created", "poddisruptionbudget.policy/shadowgate created",
+		"service/shadowgate created", "mutatingwebhookconfiguration.admissionregistration.k8s.io/shadowgate replaced",
+		"validatingwebhookconfiguration.admissionregistration.k8s.io/shadowgate replaced",
+		"clusterrole.rbac.authorization.k8s.io/shadowgate replaced")
 }

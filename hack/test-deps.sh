@@ -12,6 +12,8 @@ declare -A need=(
   [nc]=netcat-openbsd
   [shellcheck]=shellcheck
   [python3]=python3
+  [useradd]=passwd # the reverse tunnel's tests run the job as throwaway users
+  [usermod]=passwd
 )
 
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }

@@ -77,3 +77,28 @@ func TestRelayReadsProcNet(t *testing.T) {
 		}
 	}
 }
+
+func TestRelayLogsEachKindOfFailureOnceThenEveryThousandth(t *testing.T) {
+	sshtest.Require(t, "python3")
+	const script = `
+import importlib.util
+spec = importlib.util.spec_from_file_location("relay", "relay/relay.py")
+relay = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(relay)
+log = relay.Log()
+for _ in range(2500):
+    log.failure("foreign", "refused")
+log.failure("down", "not up")
+`
+	out, err := exec.Command("python3", "-I", "-c", script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("python3: %v\n%s", err, out)
+	}
+	want := "interLink reverse tunnel: refused\n" +
+		"interLink reverse tunnel: refused (1000 times so far)\n" +
+		"interLink reverse tunnel: refused (2000 times so far)\n" +
+		"interLink reverse tunnel: not up\n"
+	if string(out) != want {
+		t.Errorf("logged:\n%s\nwant:\n%s", out, want)
+	}
+}

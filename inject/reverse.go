@@ -41,20 +41,18 @@ func (b *builder) reverseContainer() corev1.Container {
 	for _, f := range b.o.Forwards {
 		forwards = append(forwards, strconv.Itoa(f.ListenPort)+" "+f.DialHost+" "+strconv.Itoa(f.Port))
 	}
-	socks := ""
-	if b.o.SocksPort > 0 {
-		socks = strconv.Itoa(b.o.SocksPort)
-	}
 	extra := []corev1.EnvVar{
 		env(EnvReverseBind, b.o.Bind.String()),
 		env(EnvReverseForwards, strings.Join(forwards, "\n")),
-		env(EnvReverseSocksPort, socks),
 		env(EnvReverseSshd, rev.Sshd),
 		env(EnvReverseSshdPath, rev.SshdPath),
 		env(EnvReverseNodeExec, rev.NodeExec),
 		// The plugin names the batch job after the pod's UID; srun mode finds it by that name.
 		env(EnvReverseJobName, string(b.pod.UID)),
 		env(EnvForwardMode, b.ssh.ForwardMode),
+	}
+	if b.o.SocksPort > 0 {
+		extra = append(extra, env(EnvReverseSocksPort, strconv.Itoa(b.o.SocksPort)))
 	}
 	if b.ssh.ForwardMode == policy.ForwardModeExec {
 		extra = append(extra, env(EnvExecConnect, b.ssh.ExecConnectCommand))

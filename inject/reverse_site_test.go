@@ -19,6 +19,7 @@ import (
 
 	"github.com/interlink-hq/shadowgate/inject/internal/sshtest"
 	"github.com/interlink-hq/shadowgate/validate"
+	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
 // The reverse tunnel's tests run the rendered pre-exec snippet and the rendered ssh-reverse
@@ -95,6 +96,7 @@ func sharedDir(t *testing.T) string {
 
 type reverseOptions struct {
 	sshd, nodeExec string
+	exec           bool // ForwardMode exec, with a login node that refuses TCP forwarding
 	socks          bool
 	nodeConfig     []string // lines for the compute node's sshd_config
 }
@@ -149,8 +151,13 @@ done
 exec "$@"
 `, s.fakeLog))
 	s.node = sshtest.StartSSHD(t, append([]string{"AuthorizedKeysFile " + s.authorized}, opt.nodeConfig...)...)
-	s.login = sshtest.StartSSHD(t, "AuthorizedKeysFile "+s.authorized,
-		"SetEnv PATH="+bin+":/usr/bin:/bin SG_TEST_BATCH_HOST="+s.node.Host)
+	loginConfig := []string{"AuthorizedKeysFile " + s.authorized, "SetEnv PATH=" + bin + ":/usr/bin:/bin SG_TEST_BATCH_HOST=" + s.node.Host}
+	forwardMode := policy.ForwardModePortForward
+	if opt.exec {
+		loginConfig = append(loginConfig, "AllowTcpForwarding no")
+		forwardMode = policy.ForwardModeExec
+	}
+	s.login = sshtest.StartSSHD(t, loginConfig...)
 
 	s.echo = startEcho(t)
 	s.listen = sshtest.FreePort(t, "127.0.0.1")
@@ -171,8 +178,9 @@ virtualNodes:
         User: %s
         KeySecret: login-key
         KnownHostsConfigMap: site-known-hosts
+        ForwardMode: %s
         Reverse: {Enabled: true, AllowSocks: %t, Sshd: %s, NodeExec: %s}
-`, s.login.Host, s.login.Port, jobUser, opt.socks, opt.sshd, opt.nodeExec)
+`, s.login.Host, s.login.Port, jobUser, forwardMode, opt.socks, opt.sshd, opt.nodeExec)
 	s.pod = offloadedPod("trainer", "user")
 	s.pod.UID = jobUID
 	s.pod.Annotations = map[string]string{validate.AnnotationReverseForwards: forwards}

@@ -18,9 +18,10 @@ import (
 
 func TestReverseTunnelCarriesTheJobsConnectionsIntoTheCluster(t *testing.T) {
 	for name, opt := range map[string]reverseOptions{
-		"the node's sshd, reached through the checked node hop": {sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH},
-		"a user-space sshd started through the node hop":        {sshd: policy.SshdUserspace, nodeExec: policy.NodeExecSSH},
-		"a user-space sshd started with srun":                   {sshd: policy.SshdUserspace, nodeExec: policy.NodeExecSrun},
+		"the node's sshd, reached through the checked node hop":                   {sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH},
+		"a user-space sshd started through the node hop":                          {sshd: policy.SshdUserspace, nodeExec: policy.NodeExecSSH},
+		"a user-space sshd started with srun":                                     {sshd: policy.SshdUserspace, nodeExec: policy.NodeExecSrun},
+		"the node's sshd through a login node without TCP forwarding (exec mode)": {sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH, exec: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -113,18 +114,20 @@ func TestReverseTunnelMapsTheNamesForTheContainer(t *testing.T) {
 func TestReverseTunnelFollowsTheJobToAnotherNode(t *testing.T) {
 	t.Parallel()
 	s := newReverseSite(t, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH})
-	job := s.startJob(t)
-	shadow := s.startShadow(t)
-	s.waitReady(t, job)
 	// The job's relay is on this machine whatever the node is called, so a second sshd
 	// stands for the node a requeued job lands on. It listens on the first one's port too,
-	// the one port the shadow was started with.
+	// the one port the shadow was started with. It starts before the shadow, so it stops
+	// after it: sshd's sessions hold its log open while their client lives.
 	node11 := sshtest.Loopback(t)
 	port := strconv.Itoa(s.node.Port)
 	moved := sshtest.StartSSHD(t, "AuthorizedKeysFile "+s.authorized, "ListenAddress "+node11+":"+port)
 	known := strings.Replace(readText(t, moved.KnownHosts), fmt.Sprintf("[%s]:%d", moved.Host, moved.Port), "["+node11+"]:"+port, 1)
 	knownHosts := filepath.Join(s.mounts[knownHostsDir], knownHostsKey)
 	writeAtomically(t, knownHosts, readText(t, knownHosts)+known)
+
+	job := s.startJob(t)
+	shadow := s.startShadow(t)
+	s.waitReady(t, job)
 	writeAtomically(t, filepath.Join(s.mounts[nodeDir], validate.ComputeNodeKey), node11)
 	eventually(t, 10*time.Second, func() error {
 		if !strings.Contains(moved.Log(), "Accepted publickey for "+jobUser) {

@@ -179,6 +179,33 @@ func TestForwardRebuildsTheTunnelWhenTheNodeChanges(t *testing.T) {
 	}
 }
 
+func TestForwardKeepsItsTunnelWhenTheNodeFileHoldsNoHostname(t *testing.T) {
+	for _, mode := range []string{policy.ForwardModePortForward, policy.ForwardModeExec} {
+		t.Run(mode+" mode passes nothing but a hostname to ssh", func(t *testing.T) {
+			t.Parallel()
+			s := newSite(t, siteOptions{mode: mode, pinned: true})
+			s.publish(t, "node07")
+			p := s.forward(t)
+			s.expectReply(t, "node07")
+			pwned := filepath.Join(t.TempDir(), "pwned")
+			writeAtomically(t, s.nodeFile, s.nodes["node11"]+" -oProxyCommand=touch "+pwned+" '$(touch "+pwned+")'")
+			eventually(t, 5*time.Second, func() error {
+				if !strings.Contains(p.out.String(), "ignoring compute node") {
+					return fmt.Errorf("ssh-forward has not logged that it ignores the value")
+				}
+				return nil
+			})
+			s.expectReply(t, "node07")
+			if _, err := os.Stat(pwned); err == nil {
+				t.Errorf("the value in the node file ran a command")
+			}
+			if !p.running() {
+				t.Errorf("ssh-forward exited")
+			}
+		})
+	}
+}
+
 func TestForwardExitsNonZeroWhenSSHDiesOnAnUnchangedNode(t *testing.T) {
 	for _, mode := range []string{policy.ForwardModePortForward, policy.ForwardModeExec} {
 		t.Run(mode+" mode hands a dead tunnel to Kubernetes", func(t *testing.T) {

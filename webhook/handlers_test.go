@@ -240,4 +240,3 @@ func TestHandlersRefuseUndecodableObjects(t *testing.T) {
 		t.Fatalf("want a 400, got %+v", resp.Result)
 	}
 }
-

@@ -42,7 +42,7 @@ type loadedPolicy struct {
 }
 
 var (
-	_ Policies                        = (*PolicyStore)(nil)
+	_ Policies                       = (*PolicyStore)(nil)
 	_ manager.LeaderElectionRunnable = (*PolicyStore)(nil)
 )
 

@@ -168,3 +168,33 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return data
 }
+
+// TestReadmeShowsRealRenderOutput keeps the README's render example true: its lines, apart
+// from the … that mark cut script bodies, are the command's output in order.
+func TestReadmeShowsRealRenderOutput(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const prompt = "$ shadowgate render --policy manifests/examples/policy.yaml -f manifests/examples/notebook.yaml\n"
+	_, block, ok := strings.Cut(string(readme), prompt)
+	block, _, closed := strings.Cut(block, "```")
+	if !ok || !closed {
+		t.Fatalf("README.md has no console block starting %q", prompt)
+	}
+	_, out, _ := runCLI(t, "", "render", "--policy", examplePolicy, "-f", notebook)
+	real := strings.Split(out, "\n")
+	i := 0
+	for _, line := range strings.Split(strings.TrimSuffix(block, "\n"), "\n") {
+		if strings.TrimSpace(line) == "…" {
+			continue
+		}
+		for i < len(real) && real[i] != line {
+			i++
+		}
+		if i == len(real) {
+			t.Fatalf("README.md shows %q, which render does not print there; update the example", line)
+		}
+		i++
+	}
+}

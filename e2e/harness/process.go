@@ -27,8 +27,10 @@ func startProcess(name, logPath, bin string, args ...string) (*process, error) {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// Children die with the test binary even when it is killed without a chance to stop them.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// Children die with the test binary even when it is killed without a chance to stop them,
+	// and sit in a process group of their own, so the Ctrl-C a terminal sends to `make dev`
+	// reaches the runner alone, which then stops them in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)

@@ -138,7 +138,9 @@ while :; do
   if [[ $done_pid == "$watcher" ]]; then
     watcher=
     seen=$(current_node)
-    if ! valid_host "$seen"; then
+    if [[ -z $seen ]]; then
+      log "the node file is empty again; the tunnel stays on ${node} until a node is published"
+    elif ! valid_host "$seen"; then
       log "ignoring compute node '${seen}': not a hostname or IP address; the tunnel stays on ${node}"
     elif [[ $seen != "$node" ]]; then
       log "compute node changed from ${node} to ${seen}, rebuilding the tunnel"

@@ -67,9 +67,9 @@ func run(root, bin string, port int, grace time.Duration) error {
 	fmt.Printf(`ready: KUBECONFIG=%s
 
   export KUBECONFIG=%s
-  %s apply -f manifests/examples/trainer.yaml            # admitted; its shadow is applied
-  %s get deploy,svc,cm -n user-shadow --show-labels      # the shadow, applied by shadowgate
   %s apply -f cmd/shadowgate/testdata/refused-trainer.yaml  # refused with field paths
+  %s apply -f manifests/examples/trainer.yaml               # admitted; its shadow is applied
+  %s get deploy,svc,cm,secret -n user-shadow --show-labels  # the shadow, applied by shadowgate
   %s edit configmap -n shadowgate-system shadowgate-policy  # policy changes apply without restart
 
 shadowgate log: %s   metrics: http://127.0.0.1:%d/metrics   readyz: http://127.0.0.1:%d/readyz
