@@ -32,7 +32,6 @@ const (
 	jobUser   = "sgrevjob"
 	otherUser = "sgrevother"
 	jobUID    = "7d1c8e52-2a0f-4b7e-9c1d-3e5f6a7b8c9d"
-	fakeJobID = "4242"
 )
 
 // account is a local user the tests run processes as.
@@ -116,7 +115,8 @@ type reverseSite struct {
 	shadow     *Shadow
 	mounts     map[string]string
 	root       string // the socket directory root the plugin gives the job
-	fakeLog    string // what the fake squeue and srun were asked
+	nodeName   string // what the virtual kubelet publishes
+	slurm      *slurm // with NodeExec srun
 }
 
 func newReverseSite(t *testing.T, opt reverseOptions) *reverseSite {
@@ -134,24 +134,15 @@ func newReverseSite(t *testing.T, opt reverseOptions) *reverseSite {
 	s.authorized = filepath.Join(keys, "authorized_keys")
 	copyFile(t, key+".pub", s.authorized, 0o644)
 
-	// squeue and srun stand-ins on the login node: they log their arguments, and srun runs the
-	// command here, which is where the job's relay is.
-	bin := sharedDir(t)
-	s.fakeLog = filepath.Join(bin, "calls.log")
-	writeExecutable(t, filepath.Join(bin, "squeue"), fmt.Sprintf("#!/bin/sh\necho \"squeue $*\" >>%s\necho %s,%s\n", s.fakeLog, fakeJobID, "$SG_TEST_BATCH_HOST"))
-	writeExecutable(t, filepath.Join(bin, "srun"), fmt.Sprintf(`#!/bin/sh
-echo "srun $*" >>%s
-while [ $# -gt 0 ]; do
-	case $1 in
-	-w) shift 2 ;;
-	-*) shift ;;
-	*) break ;;
-	esac
-done
-exec "$@"
-`, s.fakeLog))
 	s.node = sshtest.StartSSHD(t, append([]string{"AuthorizedKeysFile " + s.authorized}, opt.nodeConfig...)...)
-	loginConfig := []string{"AuthorizedKeysFile " + s.authorized, "SetEnv PATH=" + bin + ":/usr/bin:/bin SG_TEST_BATCH_HOST=" + s.node.Host}
+	s.nodeName = s.node.Host
+	loginEnv := "SetEnv PATH=/usr/bin:/bin"
+	if opt.nodeExec == policy.NodeExecSrun {
+		s.slurm = startSlurm(t)
+		s.nodeName = slurmNode
+		loginEnv += " SLURM_CONF=" + s.slurm.conf
+	}
+	loginConfig := []string{"AuthorizedKeysFile " + s.authorized, loginEnv}
 	forwardMode := policy.ForwardModePortForward
 	if opt.exec {
 		loginConfig = append(loginConfig, "AllowTcpForwarding no")
@@ -198,20 +189,49 @@ virtualNodes:
 	copyFile(t, key, filepath.Join(s.mounts[keyDir], keyFile), 0o400)
 	hosts := readText(t, s.login.KnownHosts) + readText(t, s.node.KnownHosts)
 	writeAtomically(t, filepath.Join(s.mounts[knownHostsDir], knownHostsKey), hosts)
-	writeAtomically(t, filepath.Join(s.mounts[nodeDir], validate.ComputeNodeKey), s.node.Host)
+	writeAtomically(t, filepath.Join(s.mounts[nodeDir], validate.ComputeNodeKey), s.nodeName)
 	return s
 }
 
 // dir is the job's socket directory.
 func (s *reverseSite) dir() string { return filepath.Join(s.root, "il-rev-"+s.bind) }
 
-// startJob runs the pod's pre-exec as the job's user, followed by a workload that reports its
-// environment and stays, as the job's shell does.
-func (s *reverseSite) startJob(t *testing.T, env ...string) *process {
+// jobEnv is what the plugin gives the job: the socket directory root, a node-local TMPDIR,
+// and a wait short enough for a test.
+func (s *reverseSite) jobEnv(env ...string) []string {
+	return append([]string{"INTERLINK_SOCKET_DIR_ROOT=" + s.root, "TMPDIR=" + s.root, "SHADOWGATE_REVERSE_WAIT=30"}, env...)
+}
+
+// jobScript is the pod's pre-exec followed by a workload that reports its environment and
+// stays, as the job's shell does.
+func (s *reverseSite) jobScript() string {
+	return s.pod.Annotations[validate.AnnotationPreExec] + "echo workload started; env; sleep 600\n"
+}
+
+// jobRun is the job as the tests see it: a shell of the job's user, or a Slurm batch job.
+type jobRun interface {
+	running() bool
+	output() string
+}
+
+type shellJob struct{ *process }
+
+func (j shellJob) output() string { return j.out.String() }
+
+// startJob runs the job in a shell of the job's user.
+func (s *reverseSite) startJob(t *testing.T, env ...string) shellJob {
 	t.Helper()
-	script := s.pod.Annotations[validate.AnnotationPreExec] + "echo workload started; env; sleep 600\n"
-	return startAs(t, s.job, append([]string{"INTERLINK_SOCKET_DIR_ROOT=" + s.root, "TMPDIR=" + s.root,
-		"SHADOWGATE_REVERSE_WAIT=30"}, env...), "sh", "-c", script)
+	return shellJob{startAs(t, s.job, s.jobEnv(env...), "sh", "-c", s.jobScript())}
+}
+
+// runJob runs the job as the site would: a Slurm batch job named after the pod's UID with
+// NodeExec srun, else a shell.
+func (s *reverseSite) runJob(t *testing.T) jobRun {
+	t.Helper()
+	if s.slurm == nil {
+		return s.startJob(t)
+	}
+	return s.slurm.submit(t, s.job, jobUID, s.jobScript(), s.jobEnv())
 }
 
 // startShadow runs the rendered ssh-reverse container.
@@ -222,13 +242,13 @@ func (s *reverseSite) startShadow(t *testing.T) *process {
 }
 
 // waitReady waits until the job's pre-exec has let the workload start.
-func (s *reverseSite) waitReady(t *testing.T, job *process) {
+func (s *reverseSite) waitReady(t *testing.T, job jobRun) {
 	t.Helper()
 	eventually(t, 20*time.Second, func() error {
 		if !job.running() {
-			return fmt.Errorf("the job ended before its workload started")
+			return fmt.Errorf("the job ended before its workload started:\n%s", job.output())
 		}
-		if !strings.Contains(job.out.String(), "workload started") {
+		if !strings.Contains(job.output(), "workload started") {
 			return fmt.Errorf("the workload has not started")
 		}
 		return nil
@@ -289,13 +309,6 @@ func startEcho(t *testing.T) string {
 	}()
 	t.Cleanup(func() { l.Close() })
 	return l.Addr().String()
-}
-
-func writeExecutable(t *testing.T, name, content string) {
-	t.Helper()
-	if err := os.WriteFile(name, []byte(content), 0o755); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func readText(t *testing.T, name string) string {

@@ -28,10 +28,10 @@ func TestNodeConfigMap(t *testing.T) {
 		want []vt.Err
 	}{
 		"an empty compute node means the job is not placed yet": {node: ""},
-		"a fully qualified hostname is admitted":                 {node: "node07.hpc.example.org"},
-		"an upper-case hostname is admitted":                     {node: "Node07.HPC.example.org"},
-		"an IPv4 literal is admitted":                            {node: "10.1.2.3"},
-		"an IPv6 literal is admitted":                            {node: "fd00::7"},
+		"a fully qualified hostname is admitted":                {node: "node07.hpc.example.org"},
+		"an upper-case hostname is admitted":                    {node: "Node07.HPC.example.org"},
+		"an IPv4 literal is admitted":                           {node: "10.1.2.3"},
+		"an IPv6 literal is admitted":                           {node: "fd00::7"},
 		"a name smuggling an ssh option is refused": {node: "node07 -oProxyCommand=x",
 			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: computeNode, Value: "node07 -oProxyCommand=x"}}},
 		"a name breaking out of the relay command is refused": {node: "node07$(id)",

@@ -25,7 +25,7 @@ func TestVirtualNodeFor(t *testing.T) {
 			NodeSelector: map[string]string{validate.LabelHostname: "socks-vk"}}, wantNode: "socks-vk", wantOK: true},
 		"a node selector for an unlisted node belongs to none": {spec: corev1.PodSpec{
 			NodeSelector: map[string]string{validate.LabelHostname: "worker-1"}}, wantNode: "worker-1"},
-		"the toleration alone picks the only listed node": {spec: corev1.PodSpec{Tolerations: tolerates}, single: true, wantNode: "hpc-vk", wantOK: true},
+		"the toleration alone picks the only listed node":        {spec: corev1.PodSpec{Tolerations: tolerates}, single: true, wantNode: "hpc-vk", wantOK: true},
 		"the toleration alone picks nothing among several nodes": {spec: corev1.PodSpec{Tolerations: tolerates}},
 		"a wildcard toleration tolerates the virtual node": {spec: corev1.PodSpec{Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}},
 			single: true, wantNode: "hpc-vk", wantOK: true},

@@ -27,7 +27,7 @@ func TestWorkloadTemplates(t *testing.T) {
 		obj  runtime.Object
 		path string
 	}{
-		"a Deployment reports under spec.template": {obj: &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Template: tmpl}}, path: at(spec)},
+		"a Deployment reports under spec.template":  {obj: &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Template: tmpl}}, path: at(spec)},
 		"a StatefulSet reports under spec.template": {obj: &appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Template: tmpl}}, path: at(spec)},
 		"a DaemonSet reports under spec.template":   {obj: &appsv1.DaemonSet{ObjectMeta: meta, Spec: appsv1.DaemonSetSpec{Template: tmpl}}, path: at(spec)},
 		"a ReplicaSet reports under spec.template":  {obj: &appsv1.ReplicaSet{ObjectMeta: meta, Spec: appsv1.ReplicaSetSpec{Template: tmpl}}, path: at(spec)},

@@ -1,0 +1,148 @@
+package inject
+
+import (
+	"crypto/rand"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/interlink-hq/shadowgate/inject/internal/sshtest"
+)
+
+// slurmNode is the name of the one node of the test cluster; slurmd is told it, so it does
+// not depend on the machine's hostname.
+const slurmNode = "sgnode"
+
+// slurm is a real single-node Slurm (Debian's slurm-wlm): munged, slurmctld and slurmd on
+// loopback, with their configuration, state and logs in a directory of the test's.
+type slurm struct {
+	conf string // SLURM_CONF for every client
+	dir  string
+}
+
+func startSlurm(t *testing.T) *slurm {
+	t.Helper()
+	sshtest.Require(t, "munged", "slurmctld", "slurmd", "sbatch", "squeue", "srun", "scancel", "sinfo")
+	root := account{name: "root", home: "/root"}
+	s := &slurm{dir: sharedDir(t)}
+	secret := make([]byte, 1024)
+	_, _ = rand.Read(secret)
+	key := filepath.Join(t.TempDir(), "munge.key") // munged wants it private to root
+	if err := os.WriteFile(key, secret, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	socket := filepath.Join(s.dir, "munge.sock")
+	startAs(t, root, nil, "munged", "-F", "-f", "--key-file="+key, "--socket="+socket,
+		"--pid-file="+filepath.Join(s.dir, "munged.pid"), "--seed-file="+filepath.Join(t.TempDir(), "seed"),
+		"--log-file="+filepath.Join(s.dir, "munged.log"))
+	eventually(t, 10*time.Second, func() error { _, err := os.Stat(socket); return err })
+
+	for _, d := range []string{"state", "spool"} {
+		if err := os.Mkdir(filepath.Join(s.dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.conf = filepath.Join(s.dir, "slurm.conf")
+	conf := fmt.Sprintf(`ClusterName=shadowgate
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort=%d
+SlurmdPort=%d
+SlurmUser=root
+AuthType=auth/munge
+AuthInfo=socket=%[3]s
+CredType=cred/munge
+StateSaveLocation=%[4]s/state
+SlurmdSpoolDir=%[4]s/spool
+SlurmctldPidFile=%[4]s/slurmctld.pid
+SlurmdPidFile=%[4]s/slurmd.pid
+SlurmctldLogFile=%[4]s/slurmctld.log
+SlurmdLogFile=%[4]s/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+ReturnToService=2
+NodeName=%[5]s NodeAddr=127.0.0.1 CPUs=2 RealMemory=256 State=UNKNOWN
+PartitionName=debug Nodes=%[5]s Default=YES MaxTime=INFINITE State=UP
+`, sshtest.FreePort(t, "127.0.0.1"), sshtest.FreePort(t, "127.0.0.1"), socket, s.dir, slurmNode)
+	if err := os.WriteFile(s.conf, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"SLURM_CONF=" + s.conf}
+	startAs(t, root, env, "slurmctld", "-D", "-i")
+	startAs(t, root, env, "slurmd", "-D", "-N", slurmNode)
+	eventually(t, 20*time.Second, func() error {
+		out, err := s.command("sinfo", "-h", "-n", slurmNode, "-o", "%t").CombinedOutput()
+		if state := strings.TrimSpace(string(out)); err != nil || state != "idle" {
+			return fmt.Errorf("slurm node %s is %q (%v); slurmd log:\n%s", slurmNode, state, err, readText(t, filepath.Join(s.dir, "slurmd.log")))
+		}
+		return nil
+	})
+	return s
+}
+
+func (s *slurm) command(name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), "SLURM_CONF="+s.conf)
+	return cmd
+}
+
+// slurmJob is a batch job running the pod's pre-exec, as the plugin would submit it.
+type slurmJob struct {
+	id, out string
+	s       *slurm
+}
+
+// submit runs script as acct's batch job named name, cancelled when the test ends.
+func (s *slurm) submit(t *testing.T, acct account, name, script string, env []string) *slurmJob {
+	t.Helper()
+	file := filepath.Join(s.dir, name+".sh")
+	writeExecutable(t, file, "#!/bin/sh\n"+script)
+	j := &slurmJob{out: filepath.Join(s.dir, name+".out"), s: s}
+	cmd := s.command("sbatch", "--parsable", "--job-name="+name, "--output="+j.out, file)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Dir = s.dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: acct.uid, Gid: acct.gid}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("sbatch: %v\n%s", err, out)
+	}
+	j.id = strings.TrimSpace(string(out))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("batch job %s:\n%s", j.id, j.output())
+		}
+		_ = s.command("scancel", j.id).Run()
+		// The daemons stop after this; the job's processes must not outlive them.
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && j.running(); {
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	return j
+}
+
+func (j *slurmJob) output() string {
+	data, _ := os.ReadFile(j.out)
+	return string(data)
+}
+
+func (j *slurmJob) running() bool {
+	out, err := j.s.command("squeue", "-h", "-j", j.id, "-o", "%T").Output()
+	state := strings.TrimSpace(string(out))
+	return err == nil && (state == "RUNNING" || state == "PENDING" || state == "CONFIGURING" || state == "COMPLETING")
+}
+
+func writeExecutable(t *testing.T, name, content string) {
+	t.Helper()
+	if err := os.WriteFile(name, []byte(content), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
