@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -83,5 +85,28 @@ func TestASecondReplicaServesAndWaitsForTheLease(t *testing.T) {
 	}
 	if !strings.Contains(string(log), "Attempting to acquire leader lease") || strings.Contains(string(log), "Successfully acquired lease") {
 		t.Errorf("the second replica should be waiting for the lease; its log:\n%s", log)
+	}
+}
+
+// shadowgate serve does not start without a policy to decide by, and says which and why.
+func TestServeRefusesToStartWithoutAValidPolicy(t *testing.T) {
+	// Not named shadowgate-policy, so the configmaps webhook lets it be stored.
+	mustKubectl(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: broken-policy, namespace: shadowgate-system}\ndata:\n  policy.yaml: |\n    virtualNodes:\n      hpc-vk:\n        Network: {ShadowMode: ssh, FullMesh: true}\n",
+		"apply", "-f", "-")
+	for name, want := range map[string]string{
+		"missing-policy": "error: policy ConfigMap shadowgate-system/missing-policy does not exist: create it",
+		"broken-policy":  "error: policy ConfigMap shadowgate-system/broken-policy is invalid (shadowgate policy check finds the same offline):\n* data[policy.yaml].virtualNodes[hpc-vk].Network.FullMesh: Invalid value: true: ",
+	} {
+		cmd := exec.Command(cluster.bin, "serve", "--kubeconfig", cluster.cp.ShadowgateKubeconfig, "--namespace", "shadowgate-system",
+			"--policy-configmap", name, "--cert-dir", t.TempDir(), "--port", "0",
+			"--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:0", "--log-format", "console")
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+			t.Errorf("%s: want exit code 1, got %v:\n%s", name, err, out)
+		}
+		if !strings.Contains(string(out), want) {
+			t.Errorf("%s: output lacks %q:\n%s", name, want, out)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the system tools the tests run for real (OpenSSH, socat, netcat, shellcheck, python3)
-# when they are missing. Needs root and Debian's package archive; fails naming what it could not get.
+# Installs the system tools the tests run for real (OpenSSH, socat, netcat, shellcheck, python3,
+# Slurm, useradd) when they are missing. Needs root and Debian's package archive; fails naming
+# what it could not get.
 set -euo pipefail
 
 # command -> Debian package
@@ -14,6 +15,15 @@ declare -A need=(
   [python3]=python3
   [useradd]=passwd # the reverse tunnel's tests run the job as throwaway users
   [usermod]=passwd
+  # a real single-node Slurm for the reverse tunnel's srun mode
+  [munged]=munge
+  [slurmctld]=slurmctld
+  [slurmd]=slurmd
+  [sbatch]=slurm-client
+  [squeue]=slurm-client
+  [srun]=slurm-client
+  [scancel]=slurm-client
+  [sinfo]=slurm-client
 )
 
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }

@@ -26,40 +26,48 @@ func mutatePod(pod *corev1.Pod, o *validate.Offload, random io.Reader) []string 
 	if o == nil || !o.WantsReverse() {
 		return nil
 	}
-	bind := o.Bind
+	var warnings []string
+	bind, err := o.Bind, error(nil)
 	if !bind.IsValid() {
-		var err error
-		if bind, err = chooseBind(random); err != nil {
-			return []string{fmt.Sprintf("%s was not set: %v; the pod is refused unless it names a 127.x.y.z address itself", validate.AnnotationReverseBind, err)}
-		}
+		bind, err = chooseBind(random)
 	}
-	snippet, err := PreExec(o, bind)
+	snippet := ""
+	if err == nil {
+		snippet, err = preExec(o, bind)
+	}
 	if err != nil {
-		return []string{fmt.Sprintf("the reverse tunnel's pre-exec was not added: %v", err)}
+		// The pod is admitted by now; its job must still not run without the tunnel.
+		snippet = markerBegin + "\n" + failedSnippet + markerEnd + "\n"
+		warnings = append(warnings, fmt.Sprintf("the reverse tunnel could not be set up (%v): the job will stop at start; recreate the pod", err))
 	}
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
-	if !o.Bind.IsValid() {
+	if err == nil && !o.Bind.IsValid() {
 		pod.Annotations[validate.AnnotationReverseBind] = bind.String()
 		o.Bind = bind
 	}
 	pod.Annotations[validate.AnnotationPreExec] = snippet + userPreExec(pod.Annotations[validate.AnnotationPreExec])
-	return nil
+	return warnings
 }
+
+// failedSnippet stands in for the snippet when it could not be made.
+const failedSnippet = `echo "interLink: shadowgate could not set up this pod's reverse tunnel (see the pod's admission warnings); the job stops here rather than run without it." >&2
+exit 1
+`
 
 // userPreExec strips a snippet an earlier invocation prepended, so what remains is the user's.
 // Only a block at the very start counts: that is where MutatePod puts it, and a marker the
 // user wrote further down is theirs.
-func userPreExec(preExec string) string {
-	if !strings.HasPrefix(preExec, markerBegin+"\n") {
-		return preExec
+func userPreExec(annotation string) string {
+	if !strings.HasPrefix(annotation, markerBegin+"\n") {
+		return annotation
 	}
-	end := strings.Index(preExec, "\n"+markerEnd+"\n")
+	end := strings.Index(annotation, "\n"+markerEnd+"\n")
 	if end < 0 {
-		return preExec
+		return annotation
 	}
-	return preExec[end+len(markerEnd)+2:]
+	return annotation[end+len(markerEnd)+2:]
 }
 
 // chooseBind picks the relay's loopback address. The mutating phase knows neither the pod's
@@ -69,7 +77,7 @@ func userPreExec(preExec string) string {
 func chooseBind(random io.Reader) (netip.Addr, error) {
 	var b [3]byte
 	if _, err := io.ReadFull(random, b[:]); err != nil {
-		return netip.Addr{}, fmt.Errorf("no randomness to choose an address: %w", err)
+		return netip.Addr{}, fmt.Errorf("no randomness to choose %s: %w", validate.AnnotationReverseBind, err)
 	}
 	return netip.AddrFrom4([4]byte{127, 1 + b[0]%254, b[1], 1 + b[2]%254}), nil
 }

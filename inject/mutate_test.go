@@ -2,7 +2,10 @@ package inject
 
 import (
 	"bytes"
+	"crypto/rand"
+	"io"
 	"net/netip"
+	"os/exec"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -11,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/interlink-hq/shadowgate/inject/internal/sshtest"
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
@@ -145,15 +149,30 @@ func TestMutatePodKeepsAMarkerTheUserWroteFurtherDown(t *testing.T) {
 	}
 }
 
-func TestMutatePodWithoutRandomnessWarnsAndChangesNothing(t *testing.T) {
-	pod := reversePod(map[string]string{validate.AnnotationReverseSocksPort: "1080"})
-	before := pod.DeepCopy()
-	w := mutatePod(pod, admit(t, pod), iotest.ErrReader(bytes.ErrTooLarge))
-	if len(w) != 1 || !strings.Contains(w[0], validate.AnnotationReverseBind) {
-		t.Errorf("warnings %v, want one naming %s", w, validate.AnnotationReverseBind)
-	}
-	if diff := cmp.Diff(before, pod); diff != "" {
-		t.Errorf("the pod changed (-before +after):\n%s", diff)
+func TestMutatePodThatCannotSetUpTheTunnelStopsTheJob(t *testing.T) {
+	sshtest.Require(t, "sh")
+	for name, c := range map[string]struct {
+		o      func(*testing.T, *corev1.Pod) *validate.Offload
+		random io.Reader
+	}{
+		"no randomness for a bind address": {admit, iotest.ErrReader(bytes.ErrTooLarge)},
+		"a value it would have to escape": {func(*testing.T, *corev1.Pod) *validate.Offload {
+			return &validate.Offload{Node: policy.Defaults(), Forwards: []validate.Forward{forward(9000, "minio'; reboot; '", "x", 9000)}}
+		}, rand.Reader},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pod := reversePod(map[string]string{validate.AnnotationReverseSocksPort: "1080", validate.AnnotationPreExec: "echo user\n"})
+			if w := mutatePod(pod, c.o(t, pod), c.random); len(w) != 1 || !strings.Contains(w[0], "the job will stop at start") {
+				t.Errorf("warnings %v, want one saying the job will stop", w)
+			}
+			if _, set := pod.Annotations[validate.AnnotationReverseBind]; set {
+				t.Error("a bind address was recorded")
+			}
+			out, err := exec.Command("sh", "-c", pod.Annotations[validate.AnnotationPreExec]+"echo workload started\n").CombinedOutput()
+			if err == nil || strings.Contains(string(out), "workload started") || !strings.Contains(string(out), "could not set up this pod's reverse tunnel") {
+				t.Errorf("the job went on, or did not say why it stopped: %v\n%s", err, out)
+			}
+		})
 	}
 }
 

@@ -19,9 +19,6 @@ const (
 	markerEnd   = "# <<< shadowgate: reverse tunnel <<<"
 )
 
-// relayHeredoc ends the relay's here-document inside the snippet.
-const relayHeredoc = "SHADOWGATE_RELAY_PY"
-
 var (
 	//go:embed scripts/reverse-preexec.sh
 	preExecFunctions string
@@ -41,9 +38,9 @@ var preExecBody = func() string {
 // never escaped.
 var shellWord = regexp.MustCompile(`^[A-Za-z0-9._/+:,-]*$`)
 
-// PreExec renders the snippet for a pod whose relay listens on bind: the constant functions,
+// preExec renders the snippet for a pod whose relay listens on bind: the constant functions,
 // then one call whose arguments are the validated values, each single-quoted.
-func PreExec(o *validate.Offload, bind netip.Addr) (string, error) {
+func preExec(o *validate.Offload, bind netip.Addr) (string, error) {
 	ports := make([]string, 0, len(o.Forwards))
 	var names []string
 	for _, f := range o.Forwards {

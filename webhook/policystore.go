@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 
 	"github.com/go-logr/logr"
@@ -11,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
@@ -58,7 +60,7 @@ func NewPolicyStore(ctx context.Context, cs kubernetes.Interface, ref validate.P
 	}
 	pol, errs := policy.FromConfigMap(cm)
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("policy ConfigMap %s/%s is invalid: %v", ref.Namespace, ref.Name, errs.ToAggregate())
+		return nil, fmt.Errorf("policy ConfigMap %s/%s is invalid (shadowgate policy check finds the same offline):%s", ref.Namespace, ref.Name, bulleted(errs))
 	}
 	s := &PolicyStore{
 		ref:      ref,
@@ -113,8 +115,8 @@ func (s *PolicyStore) load(obj any) {
 		s.metrics.policyReloads.WithLabelValues(reloadInvalid).Inc()
 		s.log.Error(errs.ToAggregate(), "stored policy is invalid; still serving the last valid one", "resourceVersion", cm.ResourceVersion, "serving", kept)
 		s.recorder.Eventf(cm, nil, corev1.EventTypeWarning, ReasonInvalidPolicy, "Reload", "%s", truncate(fmt.Sprintf(
-			"policy not loaded, shadowgate still serves the last valid one (resourceVersion %s); fix it and re-apply (shadowgate policy check validates it offline): %v",
-			kept, errs.ToAggregate())))
+			"policy not loaded, shadowgate still serves the last valid one (resourceVersion %s); fix it and re-apply (shadowgate policy check validates it offline):%s",
+			kept, bulleted(errs))))
 		return
 	}
 	s.current.Store(&loadedPolicy{policy: pol, resourceVersion: cm.ResourceVersion})
@@ -133,6 +135,15 @@ func (s *PolicyStore) deleted(obj any) {
 		s.recorder.Eventf(cm, nil, corev1.EventTypeWarning, ReasonPolicyDeleted, "Reload",
 			"policy ConfigMap deleted; shadowgate serves the last valid policy (resourceVersion %s) until it is created again, and will not start without it", kept)
 	}
+}
+
+// bulleted lists errors one per line, as kubectl lists the causes of a refusal.
+func bulleted(errs field.ErrorList) string {
+	var b strings.Builder
+	for _, e := range errs {
+		b.WriteString("\n* " + e.Error())
+	}
+	return b.String()
 }
 
 func truncate(s string) string {

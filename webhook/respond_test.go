@@ -73,3 +73,15 @@ func TestCallDeadlineFollowsTheAPIServersTimeout(t *testing.T) {
 		}
 	}
 }
+
+// Shutdown cancels every request's context; the admission in flight goes on to its deadline.
+func TestCallDeadlineOutlivesTheRequestsCancellation(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var err error
+	h := withCallDeadline(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { err = r.Context().Err() }))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, http.MethodPost, "/validate-pods?timeout=10s", nil))
+	if err != nil {
+		t.Fatalf("the handler's context ended with the request's: %v", err)
+	}
+}
