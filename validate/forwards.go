@@ -84,6 +84,10 @@ func parseForward(entry, namespace string, p *field.Path) (Forward, field.ErrorL
 	var errs field.ErrorList
 	if ok, why := syntax.Host(host); !ok {
 		errs = append(errs, field.Invalid(p, entry, fmt.Sprintf("host %q is %s; give a Service name such as minio.user.svc.cluster.local or an IP address", host, why)))
+	} else if addr, err := netip.ParseAddr(host); err == nil && (addr.Unmap().IsLinkLocalUnicast() || addr.IsUnspecified()) {
+		// The shadow pod dials it: a link-local address is the node's or the cloud's metadata
+		// service, never a cluster Service, and the unspecified address is nobody.
+		errs = append(errs, field.Invalid(p, entry, fmt.Sprintf("host %q is a link-local or unspecified address, not a cluster endpoint; give a Service name or a Service IP", host)))
 	}
 	portNum, why := parsePort(port)
 	if why != "" {
