@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 20s
 
-.PHONY: all build test vet lint fmt fuzz deps clean image dev e2e-tools
+.PHONY: all build test vet lint fmt fuzz deps clean image dev e2e-tools cert-manager helm chart-docs
 
 all: build
 
@@ -18,13 +18,27 @@ deps:
 
 ## test: everything CI checks: formatting, vet, and every test (fuzz seed corpora included, and
 ## the e2e suite against a real kube-apiserver, etcd and kubectl)
-test: deps vet e2e-tools
+test: deps vet e2e-tools cert-manager helm
 	$(GO) test -count=1 ./...
 
 ## e2e-tools: build kube-apiserver, kubectl and etcd from the Go module proxy into bin/, keyed by
 ## version (minutes on a fresh machine; later runs reuse them)
 e2e-tools:
 	@./hack/e2e-tools.sh >/dev/null
+
+## cert-manager: build cert-manager's own controllers and cainjector (e2e/tools/certmanager)
+## into bin/ for the cert-manager e2e (minutes on a fresh machine; later runs reuse it)
+cert-manager:
+	@./hack/build-cert-manager.sh >/dev/null
+
+## helm: build helm (e2e/tools/helm) into bin/; the e2e tests lint, render and install the chart
+## with it (a few minutes on a fresh machine; later runs reuse it)
+helm:
+	@./hack/build-helm.sh >/dev/null
+
+## chart-docs: regenerate the values table in manifests/chart/shadowgate/README.md
+chart-docs:
+	$(GO) run ./hack/valuesdoc -w
 
 ## dev: run shadowgate serve against a local etcd and kube-apiserver until Ctrl-C
 dev: build e2e-tools
@@ -50,8 +64,10 @@ fuzz:
 clean:
 	rm -rf $(BIN)
 
-IMAGE ?= ghcr.io/interlink-hq/shadowgate:$(VERSION)
+IMAGE  ?= ghcr.io/interlink-hq/shadowgate:$(VERSION)
+ENGINE ?= $(shell command -v docker || command -v podman)
 
-## image: build the container image (needs a container engine; none runs on the dev machines)
+## image: build the container image with docker or podman (none runs on the dev machines)
 image:
-	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+	@test -n "$(ENGINE)" || { echo "make image: no container engine (docker or podman) found; set ENGINE" >&2; exit 1; }
+	$(ENGINE) build --build-arg VERSION=$(VERSION) -t $(IMAGE) .

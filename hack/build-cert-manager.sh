@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Builds cert-manager (its upstream controllers and cainjector, wired by e2e/tools/certmanager)
-# from the Go module proxy into bin/, keyed by the cert-manager version that module pins, so a
-# version bump rebuilds and later runs reuse the binary. Prints cert-manager=PATH.
+# from the Go module proxy into bin/, keyed by the cert-manager version that module pins and a
+# hash of our wiring, so a version bump or an edit of the main rebuilds and later runs reuse the
+# binary. Prints cert-manager=PATH, and cert-manager-crds=DIR: the CRDs of that same version,
+# from the module's deploy/crds.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dir="$root/e2e/tools/certmanager"
 version=$(cd "$dir" && go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager)
-out="$root/bin/cert-manager-$version"
+wiring=$(cat "$dir"/*.go "$dir/go.mod" "$dir/go.sum" | sha256sum | cut -c1-12)
+out="$root/bin/cert-manager-$version-$wiring"
 if [ ! -x "$out" ]; then
   mkdir -p "$root/bin"
+  rm -f "$root"/bin/cert-manager-* # builds of other versions or wirings
   echo "build-cert-manager: building cert-manager $version (minutes the first time)" >&2
   start=$SECONDS
   # -X sets the version cert-manager reports in its User-Agent and logs.
@@ -18,3 +22,4 @@ if [ ! -x "$out" ]; then
   echo "build-cert-manager: built cert-manager in $((SECONDS - start))s" >&2
 fi
 echo "cert-manager=$out"
+echo "cert-manager-crds=$(cd "$dir" && go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)/deploy/crds"

@@ -19,6 +19,7 @@ const (
 	ContainerKinit       = "kinit"
 	ContainerForward     = "ssh-forward"
 	ContainerKrbRefresh  = "krb-refresh"
+	ContainerReverse     = "ssh-reverse"
 )
 
 // Volumes of the shadow pod and where they are mounted. Scripts learn every path from their

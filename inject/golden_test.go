@@ -61,14 +61,23 @@ func goldenCases(t *testing.T) []goldenCase {
 	return cases
 }
 
-// shadowOf renders a case the way the webhook does: judge the pod, then build its shadow.
+// shadowOf renders a case the way the webhook does: judge the pod, mutate a copy of it, check
+// the mutation, then build the shadow. A case that asks for the reverse tunnel names its bind
+// address, so the golden file does not depend on the one MutatePod would choose.
 func (c goldenCase) shadowOf(t *testing.T) (*Shadow, []string) {
 	t.Helper()
-	o, d := validate.Pod(c.pod, c.policy)
+	pod := c.pod.DeepCopy()
+	o, d := validate.Pod(pod, c.policy)
 	if !d.Allowed() {
 		t.Fatalf("%s: pod refused: %v", c.name, d.Errors.ToAggregate())
 	}
-	s, warnings := BuildShadow(c.pod, o)
+	if w := MutatePod(pod, o); len(w) > 0 {
+		t.Fatalf("%s: MutatePod warned: %v", c.name, w)
+	}
+	if errs := CheckMutated(pod, o); len(errs) > 0 {
+		t.Fatalf("%s: %v", c.name, errs.ToAggregate())
+	}
+	s, warnings := BuildShadow(pod, o)
 	if s == nil {
 		t.Fatalf("%s: no shadow", c.name)
 	}
@@ -120,7 +129,8 @@ func TestGolden(t *testing.T) {
 }
 
 // withScriptNames returns a copy of d with each embedded script replaced by its name, failing
-// the test if a command or environment value holds anything but an embedded script verbatim.
+// the test if a command or environment value holds anything but an embedded script as the
+// shadow gets it.
 func withScriptNames(t *testing.T, d *appsv1.Deployment) *appsv1.Deployment {
 	t.Helper()
 	d = d.DeepCopy()
@@ -133,7 +143,8 @@ func withScriptNames(t *testing.T, d *appsv1.Deployment) *appsv1.Deployment {
 			}
 			c.Command[2] = scriptName(t, c.Command[2])
 			for j := range c.Env {
-				if c.Env[j].Name == EnvExecRelay {
+				switch c.Env[j].Name {
+				case EnvExecRelay, EnvReverseHop, EnvReverseNodeScript:
 					c.Env[j].Value = scriptName(t, c.Env[j].Value)
 				}
 			}
@@ -144,17 +155,13 @@ func withScriptNames(t *testing.T, d *appsv1.Deployment) *appsv1.Deployment {
 
 func scriptName(t *testing.T, text string) string {
 	t.Helper()
-	entries, err := scriptFiles.ReadDir("scripts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		data, _ := scriptFiles.ReadFile("scripts/" + e.Name())
-		if string(data) == text {
-			return "<scripts/" + e.Name() + ">"
+	for _, s := range []script{scriptWaitForNode, scriptForward, scriptExecRelay, scriptKerberos,
+		scriptReverse, scriptReverseHop, scriptReverseNode} {
+		if s.text == text {
+			return "<scripts/" + s.name + ">"
 		}
 	}
-	t.Fatalf("a container runs a script that is not one of scripts/*.sh verbatim:\n%s", text)
+	t.Fatalf("a container runs a script that is not one of the embedded scripts:\n%s", text)
 	return ""
 }
 

@@ -17,13 +17,17 @@ import (
 // the pre-exec snippet to slurm-job.vk.io/pre-exec, keeping the user's own pre-exec after it.
 // It works in place and is idempotent: the webhook may be invoked again (reinvocation), and
 // `shadowgate render` may be given a pod it rendered before. A pod that asks for no reverse
-// tunnel is left alone.
+// tunnel loses a snippet an earlier version of it asked for, and is otherwise left alone.
 func MutatePod(pod *corev1.Pod, o *validate.Offload) []string {
 	return mutatePod(pod, o, rand.Reader)
 }
 
 func mutatePod(pod *corev1.Pod, o *validate.Offload, random io.Reader) []string {
 	if o == nil || !o.WantsReverse() {
+		// The snippet would hold the job for ten minutes waiting for a tunnel nobody builds.
+		if preExec, ok := pod.Annotations[validate.AnnotationPreExec]; ok && len(snippetBlocks(preExec)) > 0 {
+			pod.Annotations[validate.AnnotationPreExec] = userPreExec(preExec)
+		}
 		return nil
 	}
 	var warnings []string
@@ -56,18 +60,42 @@ const failedSnippet = `echo "interLink: shadowgate could not set up this pod's r
 exit 1
 `
 
-// userPreExec strips a snippet an earlier invocation prepended, so what remains is the user's.
-// Only a block at the very start counts: that is where MutatePod puts it, and a marker the
-// user wrote further down is theirs.
+// userPreExec strips every snippet an earlier invocation added, so what remains is the user's
+// and whatever other webhooks put there, in their order. The block need not be at the start:
+// another mutating webhook may have prepended to the pre-exec after ours ran.
 func userPreExec(annotation string) string {
-	if !strings.HasPrefix(annotation, markerBegin+"\n") {
-		return annotation
+	var b strings.Builder
+	last := 0
+	for _, block := range snippetBlocks(annotation) {
+		b.WriteString(annotation[last:block[0]])
+		last = block[1]
 	}
-	end := strings.Index(annotation, "\n"+markerEnd+"\n")
-	if end < 0 {
-		return annotation
+	b.WriteString(annotation[last:])
+	return b.String()
+}
+
+// snippetBlocks returns where each of MutatePod's blocks lies in a pre-exec, as [start, end)
+// offsets: a markerBegin line, through the next markerEnd line, each a whole line. A begin line
+// without an end (the user's, or a block cut short) is not a block and stays; of two begin
+// lines before one end, the block starts at the later one.
+func snippetBlocks(preExec string) [][2]int {
+	var blocks [][2]int
+	start := -1
+	for off := 0; off < len(preExec); {
+		line, _, _ := strings.Cut(preExec[off:], "\n")
+		next := min(off+len(line)+1, len(preExec))
+		switch line {
+		case markerBegin:
+			start = off
+		case markerEnd:
+			if start >= 0 {
+				blocks = append(blocks, [2]int{start, next})
+				start = -1
+			}
+		}
+		off = next
 	}
-	return annotation[end+len(markerEnd)+2:]
+	return blocks
 }
 
 // chooseBind picks the relay's loopback address. The mutating phase knows neither the pod's

@@ -140,6 +140,50 @@ func TestMutatePodReplacesAnEarlierSnippet(t *testing.T) {
 	}
 }
 
+// Another mutating webhook may prepend to the pre-exec after ours ran; the API server then
+// invokes ours again, which must find its block where it now is and still add exactly one.
+func TestMutatePodAfterAForeignPrefix(t *testing.T) {
+	pod := reversePod(map[string]string{
+		validate.AnnotationReverseForwards: "minio.user.svc.cluster.local:9000",
+		validate.AnnotationPreExec:         "module load cuda\n",
+	})
+	MutatePod(pod, admit(t, pod))
+	block := userless(t, pod.Annotations[validate.AnnotationPreExec], "module load cuda\n")
+	pod.Annotations[validate.AnnotationPreExec] = "echo foreign\n" + pod.Annotations[validate.AnnotationPreExec]
+
+	MutatePod(pod, admit(t, pod))
+	want := block + "echo foreign\nmodule load cuda\n"
+	if got := pod.Annotations[validate.AnnotationPreExec]; got != want {
+		t.Fatalf("pre-exec after reinvocation:\n%s\nwant the snippet once, then the foreign prefix and the user's:\n%s", got, want)
+	}
+	once := pod.DeepCopy()
+	MutatePod(pod, admit(t, pod))
+	if diff := cmp.Diff(once, pod); diff != "" {
+		t.Errorf("a third invocation changed the pod (-second +third):\n%s", diff)
+	}
+}
+
+// userless returns the snippet block of a pre-exec that is the block followed by user.
+func userless(t *testing.T, preExec, user string) string {
+	t.Helper()
+	block, ok := strings.CutSuffix(preExec, user)
+	if !ok || !strings.HasPrefix(block, markerBegin+"\n") || !strings.HasSuffix(block, markerEnd+"\n") {
+		t.Fatalf("the pre-exec is not the snippet followed by %q:\n%s", user, preExec)
+	}
+	return block
+}
+
+func TestMutatePodStripsTheSnippetOfAPodThatNoLongerAsksForATunnel(t *testing.T) {
+	pod := reversePod(map[string]string{validate.AnnotationReverseForwards: "minio.user.svc.cluster.local:9000", validate.AnnotationPreExec: "module load cuda\n"})
+	MutatePod(pod, admit(t, pod))
+	delete(pod.Annotations, validate.AnnotationReverseForwards)
+	pod.Annotations[validate.AnnotationPreExec] = "echo foreign\n" + pod.Annotations[validate.AnnotationPreExec]
+	MutatePod(pod, admit(t, pod))
+	if got, want := pod.Annotations[validate.AnnotationPreExec], "echo foreign\nmodule load cuda\n"; got != want {
+		t.Errorf("pre-exec %q, want %q: the snippet would hold the job waiting for a tunnel nobody builds", got, want)
+	}
+}
+
 func TestMutatePodKeepsAMarkerTheUserWroteFurtherDown(t *testing.T) {
 	user := "echo start\n" + markerBegin + "\n"
 	pod := reversePod(map[string]string{validate.AnnotationReverseSocksPort: "1080", validate.AnnotationPreExec: user})

@@ -17,6 +17,8 @@ import (
 const (
 	markerBegin = "# >>> shadowgate: reverse tunnel (added by the admission webhook; do not edit) >>>"
 	markerEnd   = "# <<< shadowgate: reverse tunnel <<<"
+	// snippetCall is the snippet's function; its one call ends the block.
+	snippetCall = "shadowgate_reverse_tunnel"
 )
 
 var (
@@ -36,7 +38,7 @@ var preExecBody = func() string {
 // shellWord matches values that can stand between single quotes as they are. Everything the
 // snippet is called with has been validated to this already; a value that is not is refused,
 // never escaped.
-var shellWord = regexp.MustCompile(`^[A-Za-z0-9._/+:,-]*$`)
+var shellWord = regexp.MustCompile(`^[A-Za-z0-9._/+:,_-]*$`)
 
 // preExec renders the snippet for a pod whose relay listens on bind: the constant functions,
 // then one call whose arguments are the validated values, each single-quoted.
@@ -63,7 +65,7 @@ func preExec(o *validate.Offload, bind netip.Addr) (string, error) {
 		quoted[i] = "'" + a + "'"
 	}
 	return markerBegin + "\n" + preExecBody +
-		"shadowgate_reverse_tunnel " + strings.Join(quoted, " ") + " || exit 1\n" +
+		snippetCall + " " + strings.Join(quoted, " ") + " || exit 1\n" +
 		markerEnd + "\n", nil
 }
 

@@ -3,6 +3,7 @@ package inject
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"testing"
 
@@ -61,12 +62,7 @@ func TestRelayReadsProcNet(t *testing.T) {
 		queries[name] = c.q
 	}
 	in, _ := json.Marshal(queries)
-	cmd := exec.Command("python3", "-I", "-c", relayLookup)
-	cmd.Stdin = bytes.NewReader(in)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("python3: %v\n%s", err, out)
-	}
+	out := runRelayModule(t, relayLookup, in)
 	var got map[string]any
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -90,10 +86,7 @@ for _ in range(2500):
     log.failure("foreign", "refused")
 log.failure("down", "not up")
 `
-	out, err := exec.Command("python3", "-I", "-c", script).CombinedOutput()
-	if err != nil {
-		t.Fatalf("python3: %v\n%s", err, out)
-	}
+	out := runRelayModule(t, script, nil)
 	want := "interLink reverse tunnel: refused\n" +
 		"interLink reverse tunnel: refused (1000 times so far)\n" +
 		"interLink reverse tunnel: refused (2000 times so far)\n" +
@@ -101,4 +94,20 @@ log.failure("down", "not up")
 	if string(out) != want {
 		t.Errorf("logged:\n%s\nwant:\n%s", out, want)
 	}
+}
+
+// runRelayModule runs a python3 program that loads relay/relay.py, with stdin, and returns its
+// output. -B: loading the module would otherwise write its bytecode into the source tree.
+func runRelayModule(t *testing.T, program string, stdin []byte) []byte {
+	t.Helper()
+	cmd := exec.Command("python3", "-I", "-B", "-c", program)
+	cmd.Stdin = bytes.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("python3: %v\n%s", err, out)
+	}
+	if _, err := os.Stat("relay/__pycache__"); err == nil {
+		t.Error("relay/__pycache__ exists: a test or a run of relay.py wrote bytecode into the source tree")
+	}
+	return out
 }

@@ -9,9 +9,6 @@ import (
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
-// ContainerReverse carries the reverse tunnel (DESIGN.md "Shadow objects").
-const ContainerReverse = "ssh-reverse"
-
 // Environment ssh-reverse and reverse-hop read, besides what every ssh container gets.
 const (
 	EnvReverseBind         = "SHADOW_REVERSE_BIND"
@@ -21,14 +18,16 @@ const (
 	EnvReverseSshdPath     = "SHADOW_REVERSE_SSHD_PATH"
 	EnvReverseNodeExec     = "SHADOW_REVERSE_NODE_EXEC"
 	EnvReverseJobName      = "SHADOW_REVERSE_JOB_NAME"
+	EnvReversePython       = "SHADOW_REVERSE_PYTHON"        // with srun: runs the byte relay on the node
 	EnvReverseLoginOptions = "SHADOW_REVERSE_LOGIN_OPTIONS" // first on the login hop of srun
 	EnvReverseHop          = "SHADOW_REVERSE_HOP"
 	EnvReverseNodeScript   = "SHADOW_REVERSE_NODE_SCRIPT"
 )
 
 var (
-	scriptReverse     = mustScript("ssh-reverse.sh")
-	scriptReverseHop  = mustScript("reverse-hop.sh")
+	scriptReverse    = shadowScript("ssh-reverse.sh")
+	scriptReverseHop = shadowScript("reverse-hop.sh")
+	// reverse-node.sh is sent to the compute node's shell, which has none of the shadow's functions.
 	scriptReverseNode = mustScript("reverse-node.sh")
 )
 
@@ -57,9 +56,13 @@ func (b *builder) reverseContainer() corev1.Container {
 	if b.ssh.ForwardMode == policy.ForwardModeExec {
 		extra = append(extra, env(EnvExecConnect, b.ssh.ExecConnectCommand))
 	}
-	// srun on the login node may need the ticket; no other hop gets it.
-	if b.ssh.Auth == policy.AuthKerberos && rev.NodeExec == policy.NodeExecSrun {
-		extra = append(extra, env(EnvReverseLoginOptions, "GSSAPIDelegateCredentials=yes"))
+	if rev.NodeExec == policy.NodeExecSrun {
+		// The session to the node's sshd goes through srun too, by the job's python.
+		extra = append(extra, env(EnvReversePython, rev.PythonPath))
+		// srun on the login node may need the ticket; no other hop gets it.
+		if b.ssh.Auth == policy.AuthKerberos {
+			extra = append(extra, env(EnvReverseLoginOptions, "GSSAPIDelegateCredentials=yes"))
+		}
 	}
 	extra = append(extra, env(EnvReverseHop, scriptReverseHop.text), env(EnvReverseNodeScript, scriptReverseNode.text))
 	return b.sshContainer(ContainerReverse, scriptReverse, extra...)

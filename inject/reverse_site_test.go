@@ -109,6 +109,7 @@ type reverseSite struct {
 	authorized string // the authorized_keys of the job's account on every node
 	echo       string // the echo service's address
 	listen     int    // the job's port for it
+	second     int    // the job's port for the second forward, to the name "echo"
 	socks      int
 	bind       string
 	pod        *corev1.Pod
@@ -116,6 +117,7 @@ type reverseSite struct {
 	mounts     map[string]string
 	root       string // the socket directory root the plugin gives the job
 	nodeName   string // what the virtual kubelet publishes
+	nodePort   int    // the node sshd's port, as the shadow is told it
 	slurm      *slurm // with NodeExec srun
 }
 
@@ -134,13 +136,27 @@ func newReverseSite(t *testing.T, opt reverseOptions) *reverseSite {
 	s.authorized = filepath.Join(keys, "authorized_keys")
 	copyFile(t, key+".pub", s.authorized, 0o644)
 
-	s.node = sshtest.StartSSHD(t, append([]string{"AuthorizedKeysFile " + s.authorized}, opt.nodeConfig...)...)
+	nodeConfig := append([]string{"AuthorizedKeysFile " + s.authorized}, opt.nodeConfig...)
+	if opt.nodeExec == policy.NodeExecSrun {
+		// srun carries the session to the node's sshd on the batch host's loopback, where
+		// this one listens too, on a port of its own.
+		s.nodePort = sshtest.FreePort(t, "127.0.0.1")
+		nodeConfig = append(nodeConfig, "ListenAddress 127.0.0.1:"+strconv.Itoa(s.nodePort))
+	}
+	s.node = sshtest.StartSSHD(t, nodeConfig...)
 	s.nodeName = s.node.Host
+	nodeKnownHosts := sshtest.ReadFile(t, s.node.KnownHosts)
 	loginEnv := "SetEnv PATH=/usr/bin:/bin"
 	if opt.nodeExec == policy.NodeExecSrun {
 		s.slurm = startSlurm(t)
 		s.nodeName = slurmNode
 		loginEnv += " SLURM_CONF=" + s.slurm.conf
+		// The node's host key is checked under the name the virtual kubelet publishes, which
+		// resolves nowhere: nothing but srun can carry the session there.
+		nodeKnownHosts = strings.Replace(nodeKnownHosts, fmt.Sprintf("[%s]:%d", s.node.Host, s.node.Port),
+			fmt.Sprintf("[%s]:%d", slurmNode, s.nodePort), 1)
+	} else {
+		s.nodePort = s.node.Port
 	}
 	loginConfig := []string{"AuthorizedKeysFile " + s.authorized, loginEnv}
 	forwardMode := policy.ForwardModePortForward
@@ -152,7 +168,9 @@ func newReverseSite(t *testing.T, opt reverseOptions) *reverseSite {
 
 	s.echo = startEcho(t)
 	s.listen = sshtest.FreePort(t, "127.0.0.1")
-	forwards := fmt.Sprintf("%d:%s echo:%d", s.listen, s.echo, sshtest.FreePort(t, "127.0.0.1"))
+	// The second forward gives /etc/hosts a name to map; nothing answers for it in this cluster.
+	s.second = sshtest.FreePort(t, "127.0.0.1")
+	forwards := fmt.Sprintf("%d:%s echo:%d", s.listen, s.echo, s.second)
 	socks := ""
 	if opt.socks {
 		s.socks = sshtest.FreePort(t, "0.0.0.0") // free on the wildcard address, so on 127.0.0.1 too
@@ -187,7 +205,7 @@ virtualNodes:
 
 	s.mounts = map[string]string{nodeDir: t.TempDir(), stateDir: t.TempDir(), keyDir: t.TempDir(), knownHostsDir: t.TempDir()}
 	copyFile(t, key, filepath.Join(s.mounts[keyDir], keyFile), 0o400)
-	hosts := readText(t, s.login.KnownHosts) + readText(t, s.node.KnownHosts)
+	hosts := sshtest.ReadFile(t, s.login.KnownHosts) + nodeKnownHosts
 	writeAtomically(t, filepath.Join(s.mounts[knownHostsDir], knownHostsKey), hosts)
 	writeAtomically(t, filepath.Join(s.mounts[nodeDir], validate.ComputeNodeKey), s.nodeName)
 	return s
@@ -195,6 +213,11 @@ virtualNodes:
 
 // dir is the job's socket directory.
 func (s *reverseSite) dir() string { return filepath.Join(s.root, "il-rev-"+s.bind) }
+
+// socket is the socket in dir that the session forwards a listen port to.
+func (s *reverseSite) socket(port int) string {
+	return filepath.Join(s.dir(), "rev-"+strconv.Itoa(port)+".sock")
+}
 
 // jobEnv is what the plugin gives the job: the socket directory root, a node-local TMPDIR,
 // and a wait short enough for a test.
@@ -238,7 +261,7 @@ func (s *reverseSite) runJob(t *testing.T) jobRun {
 func (s *reverseSite) startShadow(t *testing.T) *process {
 	t.Helper()
 	return runContainer(t, container(t, s.shadow.Deployment, ContainerReverse), s.mounts,
-		"SHADOW_POLL_INTERVAL=0.2", "SHADOW_REVERSE_NODE_PORT="+strconv.Itoa(s.node.Port), "HOME="+t.TempDir())
+		"SHADOW_POLL_INTERVAL=0.2", "SHADOW_REVERSE_NODE_PORT="+strconv.Itoa(s.nodePort), "HOME="+t.TempDir())
 }
 
 // waitReady waits until the job's pre-exec has let the workload start.
@@ -309,13 +332,4 @@ func startEcho(t *testing.T) string {
 	}()
 	t.Cleanup(func() { l.Close() })
 	return l.Addr().String()
-}
-
-func readText(t *testing.T, name string) string {
-	t.Helper()
-	data, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(data)
 }

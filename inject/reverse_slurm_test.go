@@ -82,7 +82,7 @@ PartitionName=debug Nodes=%[5]s Default=YES MaxTime=INFINITE State=UP
 	eventually(t, 20*time.Second, func() error {
 		out, err := s.command("sinfo", "-h", "-n", slurmNode, "-o", "%t").CombinedOutput()
 		if state := strings.TrimSpace(string(out)); err != nil || state != "idle" {
-			return fmt.Errorf("slurm node %s is %q (%v); slurmd log:\n%s", slurmNode, state, err, readText(t, filepath.Join(s.dir, "slurmd.log")))
+			return fmt.Errorf("slurm node %s is %q (%v); slurmd log:\n%s", slurmNode, state, err, sshtest.ReadFile(t, filepath.Join(s.dir, "slurmd.log")))
 		}
 		return nil
 	})

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ func TestReverseTunnelCarriesTheJobsConnectionsIntoTheCluster(t *testing.T) {
 		"the node's sshd, reached through the checked node hop":                   {sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH},
 		"a user-space sshd started through the node hop":                          {sshd: policy.SshdUserspace, nodeExec: policy.NodeExecSSH},
 		"a user-space sshd started with srun in a real Slurm job":                 {sshd: policy.SshdUserspace, nodeExec: policy.NodeExecSrun},
+		"the node's sshd, reached through srun in a real Slurm job":               {sshd: policy.SshdNode, nodeExec: policy.NodeExecSrun},
 		"the node's sshd through a login node without TCP forwarding (exec mode)": {sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH, exec: true},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -57,18 +59,21 @@ func TestReverseTunnelSocketsAreTheJobUsersOnly(t *testing.T) {
 	job := s.startJob(t)
 	s.startShadow(t)
 	s.waitReady(t, job)
+	// Go writes a socket's mode with S where ls shows s: srw------- and drwx------.
 	for path, want := range map[string]string{
 		s.dir(): "drwx------",
-		filepath.Join(s.dir(), "rev-"+strconv.Itoa(s.listen)+".sock"): "Srwx------",
+		s.socket(s.listen): "Srw-------",
+		s.socket(s.second): "Srw-------",
 	} {
 		info, err := os.Stat(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Go writes a socket's mode with S; ls shows it as s. The owner's bits are what
-		// the socket's creator's umask left, and nobody else has any.
-		if got := info.Mode().String(); got != want && got != strings.Replace(want, "rwx", "rw-", 1) {
+		if got := info.Mode().String(); got != want {
 			t.Errorf("%s is %s, want %s", path, got, want)
+		}
+		if uid := info.Sys().(*syscall.Stat_t).Uid; uid != s.job.uid {
+			t.Errorf("%s belongs to uid %d, want the job's user %d", path, uid, s.job.uid)
 		}
 	}
 }
@@ -93,9 +98,10 @@ func TestReverseTunnelMapsTheNamesForTheContainer(t *testing.T) {
 	if env["SINGULARITY_BIND"] != "/data,"+hosts+":/etc/hosts" {
 		t.Errorf("SINGULARITY_BIND=%q", env["SINGULARITY_BIND"])
 	}
-	text := readText(t, hosts)
-	if !strings.HasPrefix(text, readText(t, "/etc/hosts")) || !strings.HasSuffix(text, "\n"+s.bind+" echo\n") {
-		t.Errorf("%s is not /etc/hosts followed by %q:\n%s", hosts, s.bind+" echo", text)
+	// The mapping comes first: the resolver takes the first line naming a host, so an entry
+	// /etc/hosts already has for a forwarded name would otherwise win.
+	if text, want := sshtest.ReadFile(t, hosts), s.bind+" echo\n"+sshtest.ReadFile(t, "/etc/hosts"); text != want {
+		t.Errorf("%s is not %q followed by /etc/hosts:\n%s", hosts, s.bind+" echo", text)
 	}
 }
 
@@ -109,9 +115,9 @@ func TestReverseTunnelFollowsTheJobToAnotherNode(t *testing.T) {
 	node11 := sshtest.Loopback(t)
 	port := strconv.Itoa(s.node.Port)
 	moved := sshtest.StartSSHD(t, "AuthorizedKeysFile "+s.authorized, "ListenAddress "+node11+":"+port)
-	known := strings.Replace(readText(t, moved.KnownHosts), fmt.Sprintf("[%s]:%d", moved.Host, moved.Port), "["+node11+"]:"+port, 1)
+	known := strings.Replace(sshtest.ReadFile(t, moved.KnownHosts), fmt.Sprintf("[%s]:%d", moved.Host, moved.Port), "["+node11+"]:"+port, 1)
 	knownHosts := filepath.Join(s.mounts[knownHostsDir], knownHostsKey)
-	writeAtomically(t, knownHosts, readText(t, knownHosts)+known)
+	writeAtomically(t, knownHosts, sshtest.ReadFile(t, knownHosts)+known)
 
 	job := s.startJob(t)
 	shadow := s.startShadow(t)

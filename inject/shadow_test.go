@@ -44,7 +44,7 @@ func TestNoShadowWhenThePodNeedsNone(t *testing.T) {
 		t.Run(sentence, func(t *testing.T) {
 			pod := offloadedPod("notebook", "user", tc.ports...)
 			pod.Annotations = tc.annotations
-			if s, _ := render(t, sprintf(sshNode, tc.enableTunnel, tc.shadowMode), pod); s != nil {
+			if s, _ := render(t, fmt.Sprintf(sshNode, tc.enableTunnel, tc.shadowMode), pod); s != nil {
 				t.Errorf("got a shadow: %+v", s.Objects())
 			}
 		})
@@ -67,7 +67,7 @@ func TestObjectsComeInApplyOrder(t *testing.T) {
 		t.Run(sentence, func(t *testing.T) {
 			pod := offloadedPod("notebook", "user", corev1.ContainerPort{ContainerPort: 8888})
 			pod.Annotations = tc.annotations
-			s, _ := render(t, sprintf(sshNode, "true", "ssh"), pod)
+			s, _ := render(t, fmt.Sprintf(sshNode, "true", "ssh"), pod)
 			var kinds []string
 			for _, obj := range s.Objects() {
 				kinds = append(kinds, obj.GetObjectKind().GroupVersionKind().Kind)
@@ -136,9 +136,15 @@ func TestContainersPerAuthAndMode(t *testing.T) {
 			s, _ := c.shadowOf(t)
 			ssh := c.policy.VirtualNodes["hpc-vk"].Network.SSH
 			spec := s.Deployment.Spec.Template.Spec
-			wantInit, want := []string{ContainerWaitForNode}, []string{ContainerForward}
+			wantInit, want := []string{ContainerWaitForNode}, []string(nil)
+			if s.Service != nil {
+				want = append(want, ContainerForward)
+			}
 			if ssh.Auth == policy.AuthKerberos {
 				wantInit, want = append(wantInit, ContainerKinit), append(want, ContainerKrbRefresh)
+			}
+			if _, reverse := c.pod.Annotations[validate.AnnotationReverseForwards]; reverse {
+				want = append(want, ContainerReverse)
 			}
 			if got := names(spec.InitContainers); !slices.Equal(got, wantInit) {
 				t.Errorf("init containers %v, want %v", got, wantInit)
@@ -146,8 +152,14 @@ func TestContainersPerAuthAndMode(t *testing.T) {
 			if got := names(spec.Containers); !slices.Equal(got, want) {
 				t.Errorf("containers %v, want %v", got, want)
 			}
-			forward := container(t, s.Deployment, ContainerForward)
-			opts := envValue(forward, EnvSSHOptions)
+			// Every ssh container logs in the same way; ssh-forward, or ssh-reverse alone, stands
+			// for them all.
+			ssh1 := ContainerForward
+			if s.Service == nil {
+				ssh1 = ContainerReverse
+			}
+			first := container(t, s.Deployment, ssh1)
+			opts := envValue(first, EnvSSHOptions)
 			wantHostKey := "StrictHostKeyChecking=accept-new"
 			if ssh.KnownHostsConfigMap != "" {
 				wantHostKey = "StrictHostKeyChecking=yes"
@@ -155,7 +167,7 @@ func TestContainersPerAuthAndMode(t *testing.T) {
 			if !slices.Contains(splitLines(opts), wantHostKey) {
 				t.Errorf("ssh options lack %s:\n%s", wantHostKey, opts)
 			}
-			if got := envValue(forward, EnvForwardMode); got != ssh.ForwardMode {
+			if got := envValue(first, EnvForwardMode); got != ssh.ForwardMode {
 				t.Errorf("forward mode %q, want %q", got, ssh.ForwardMode)
 			}
 		})
@@ -217,5 +229,3 @@ func firstOption(opts []string, key string) string {
 	}
 	return ""
 }
-
-func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }

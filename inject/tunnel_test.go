@@ -165,15 +165,21 @@ func TestForwardRebuildsTheTunnelWhenTheNodeChanges(t *testing.T) {
 			s.publish(t, "node07")
 			p := s.forward(t)
 			s.expectReply(t, "node07")
-			pid := p.cmd.Process.Pid
+			before := p.children(t, "ssh")
 			s.publish(t, "node11")
 			s.expectReply(t, "node11")
 			want := fmt.Sprintf("compute node changed from %s to %s, rebuilding the tunnel", s.nodes["node07"], s.nodes["node11"])
 			if !strings.Contains(p.out.String(), want) {
 				t.Errorf("the log lacks %q", want)
 			}
-			if !p.running() || p.cmd.Process.Pid != pid {
-				t.Errorf("the script exited while rebuilding; it must rebuild in place")
+			// In place: the script the container runs is still there, and it has replaced its
+			// ssh rather than left the old one running beside a new one.
+			if !p.running() {
+				t.Fatalf("the script exited while rebuilding; it must rebuild in place")
+			}
+			after := p.children(t, "ssh")
+			if len(before) != 1 || len(after) != 1 || after[0] == before[0] {
+				t.Errorf("ssh under the script: %v before the node changed, %v after; want one, replaced", before, after)
 			}
 		})
 	}
@@ -231,6 +237,22 @@ func TestForwardExitsNonZeroWhenSSHDiesOnAnUnchangedNode(t *testing.T) {
 	}
 }
 
+// Should exec mode's control master be gone, ssh logs in on its own: with the policy's login,
+// port, key and pinned host key, never with ssh's defaults.
+func TestExecRelayWithoutItsControlMasterLogsInWithThePolicysOptions(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, siteOptions{mode: policy.ForwardModeExec, pinned: true})
+	forward := container(t, s.shadow.Deployment, ContainerForward)
+	relay := forward
+	relay.Name = "exec-relay"
+	relay.Command = []string{"sh", "-c", envValue(forward, EnvExecRelay), "exec-relay"}
+	p := runContainer(t, relay, s.mounts, "SHADOW_CONTROL_PATH="+filepath.Join(t.TempDir(), "no-master"),
+		"SHADOW_RELAY_COMMAND=echo relayed without a master")
+	if code := p.wait(t, 10*time.Second); code != 0 || !strings.Contains(p.out.String(), "relayed without a master") {
+		t.Errorf("exec-relay without a master: exit code %d, output:\n%s", code, p.out)
+	}
+}
+
 func TestLoginNodeWithoutTCPForwarding(t *testing.T) {
 	t.Run("portforward mode fails as the guide says", func(t *testing.T) {
 		t.Parallel()
@@ -279,12 +301,22 @@ func TestWaitForNode(t *testing.T) {
 		s := newSite(t, siteOptions{mode: policy.ForwardModePortForward})
 		writeAtomically(t, s.nodeFile, "node07 -oProxyCommand=touch")
 		p := runContainer(t, container(t, s.shadow.Deployment, ContainerWaitForNode), s.mounts, pollEnv)
-		time.Sleep(500 * time.Millisecond)
-		if !p.running() {
-			t.Fatalf("wait-for-node accepted an invalid node:\n%s", p.out)
+		eventually(t, 5*time.Second, func() error {
+			if !p.running() {
+				return fmt.Errorf("wait-for-node exited on an invalid node:\n%s", p.out)
+			}
+			if !strings.Contains(p.out.String(), "not a hostname or IP address") {
+				return fmt.Errorf("the log does not say why the value is ignored")
+			}
+			return nil
+		})
+		// Still waiting: the first valid node is the one it takes.
+		s.publish(t, "node07")
+		if code := p.wait(t, 5*time.Second); code != 0 {
+			t.Fatalf("exit code %d once a valid node was published", code)
 		}
-		if !strings.Contains(p.out.String(), "not a hostname or IP address") {
-			t.Errorf("the log does not say why the value is ignored")
+		if want := "compute node is " + s.nodes["node07"]; !strings.Contains(p.out.String(), want) {
+			t.Errorf("the log lacks %q", want)
 		}
 	})
 	t.Run("a short timeout fails it with the likely causes", func(t *testing.T) {

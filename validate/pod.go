@@ -47,6 +47,9 @@ func (o *Offload) WantsReverse() bool { return len(o.Forwards) > 0 || o.SocksPor
 // workload's template.
 type Paths struct {
 	Meta, Spec *field.Path
+	// Template is set for a workload's pod template, whose annotations every pod created from
+	// it gets as they are.
+	Template bool
 }
 
 // PodPaths are the paths of a Pod.
@@ -82,7 +85,7 @@ func PodSpec(meta *metav1.ObjectMeta, spec *corev1.PodSpec, namespace string, po
 		}
 	}
 	o.parseAnnotations(ann, namespace, annPath, &d)
-	o.judgeReverse(ann, annPath, &d)
+	o.judgeReverse(ann, at, &d)
 	if o.Node.Network.SSHShadow() && o.Node.Network.EnableTunnel && !o.PodVPN {
 		warnSkippedPorts(spec, o.ExtraPorts, at.Spec, annPath, &d)
 	}
@@ -126,7 +129,8 @@ func (o *Offload) parseAnnotations(ann map[string]string, namespace string, annP
 
 // judgeReverse refuses a reverse tunnel the pod would run without: a pod never starts
 // without the tunnel it asked for.
-func (o *Offload) judgeReverse(ann map[string]string, annPath *field.Path, d *Decision) {
+func (o *Offload) judgeReverse(ann map[string]string, at Paths, d *Decision) {
+	annPath := at.Meta.Child("annotations")
 	network := &o.Node.Network
 	for _, key := range reverseRequest {
 		if _, ok := ann[key]; !ok {
@@ -149,6 +153,9 @@ func (o *Offload) judgeReverse(ann map[string]string, annPath *field.Path, d *De
 				annPath.Key(key), ann[key], AnnotationReverseForwards)
 		case key == AnnotationReverseBind && !o.WantsReverse():
 			d.warn("%s is ignored: the pod asks for no reverse forward or SOCKS proxy", annPath.Key(key))
+		case key == AnnotationReverseBind && at.Template && o.Bind.IsValid():
+			d.warn("%s is set in a pod template, so every pod created from it gets %s: two of them on one compute node collide, and the second job stops with \"another job of yours holds %[2]s\"; remove the annotation and shadowgate chooses an address for each pod",
+				annPath.Key(key), ann[key])
 		}
 	}
 }

@@ -39,6 +39,6 @@ func Workload(obj runtime.Object, namespace string, pol *policy.Policy) (Decisio
 	if !ok {
 		return Decision{}, false
 	}
-	_, d := PodSpec(&tmpl.ObjectMeta, &tmpl.Spec, namespace, pol, Paths{Meta: at.Child("metadata"), Spec: at.Child("spec")})
+	_, d := PodSpec(&tmpl.ObjectMeta, &tmpl.Spec, namespace, pol, Paths{Meta: at.Child("metadata"), Spec: at.Child("spec"), Template: true})
 	return d, true
 }

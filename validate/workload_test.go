@@ -57,3 +57,33 @@ func TestWorkloadTemplates(t *testing.T) {
 		}
 	})
 }
+
+// A bind address in a template is shared by every pod created from it, so their jobs collide
+// on a node; a Pod's own is its alone.
+func TestBindAddressInATemplateWarns(t *testing.T) {
+	pol := mustPolicy(t, testPolicy)
+	withBind := podOn("hpc-vk", ann(fwd, "minio:9000", bind, "127.0.10.1"))
+	tmpl := corev1.PodTemplateSpec{ObjectMeta: withBind.ObjectMeta, Spec: withBind.Spec}
+	meta := metav1.ObjectMeta{Name: "w", Namespace: "user"}
+	cases := map[string]struct {
+		obj          runtime.Object
+		wantWarnings []string
+	}{
+		"a Pod's own bind address is admitted without a warning": {obj: withBind},
+		"a Deployment's template is warned about, at its path": {obj: &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Template: tmpl}},
+			wantWarnings: []string{"spec.template.metadata.annotations[interlink.eu/reverse-bind] is set in a pod template"}},
+		"a CronJob's template is warned about, at its path": {obj: &batchv1.CronJob{ObjectMeta: meta,
+			Spec: batchv1.CronJobSpec{JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: tmpl}}}},
+			wantWarnings: []string{"spec.jobTemplate.spec.template.metadata.annotations[interlink.eu/reverse-bind] is set in a pod template"}},
+		"a template whose bind address is refused gets the error alone": {obj: &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{
+			Template: corev1.PodTemplateSpec{ObjectMeta: podOn("hpc-vk", ann(fwd, "minio:9000", bind, "127.0.0.1")).ObjectMeta, Spec: withBind.Spec}}}},
+		"a template without a bind address is admitted without a warning": {obj: &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{
+			Template: corev1.PodTemplateSpec{ObjectMeta: podOn("hpc-vk", ann(fwd, "minio:9000")).ObjectMeta, Spec: withBind.Spec}}}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			d, _ := validate.Object(tc.obj, pol, validate.PolicyRef{})
+			expectWarnings(t, d.Warnings, tc.wantWarnings)
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -29,7 +30,7 @@ func (f fixedPolicy) Current() *policy.Policy { return f.p }
 
 // handlers builds the validation handlers around the example policy. The pod validator has no
 // Applier: these tests only reach refusals and UPDATEs, which apply nothing.
-func handlers(t *testing.T) (*PodMutator, *PodValidator, *WorkloadValidator, *ConfigMapValidator, *policy.Policy) {
+func handlers(t testing.TB) (*PodMutator, *PodValidator, *WorkloadValidator, *ConfigMapValidator, *policy.Policy) {
 	t.Helper()
 	b, err := os.ReadFile("../manifests/examples/policy.yaml")
 	if err != nil {
@@ -47,17 +48,16 @@ func handlers(t *testing.T) (*PodMutator, *PodValidator, *WorkloadValidator, *Co
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := admission.NewDecoder(scheme)
 	ref := validate.PolicyRef{Namespace: "shadowgate-system", Name: policy.ConfigMapName}
 	src := fixedPolicy{pol}
-	return &PodMutator{decoder: dec, policies: src, metrics: m},
-		&PodValidator{decoder: dec, policies: src, metrics: m},
-		&WorkloadValidator{decoder: dec, scheme: scheme, policies: src, ref: ref, metrics: m},
-		&ConfigMapValidator{decoder: dec, policies: src, ref: ref, metrics: m},
+	return &PodMutator{policies: src, metrics: m},
+		&PodValidator{policies: src, metrics: m},
+		&WorkloadValidator{scheme: scheme, policies: src, ref: ref, metrics: m},
+		&ConfigMapValidator{policies: src, ref: ref, metrics: m},
 		pol
 }
 
-func request(t *testing.T, op admissionv1.Operation, kind metav1.GroupVersionKind, obj any) admission.Request {
+func request(t testing.TB, op admissionv1.Operation, kind metav1.GroupVersionKind, obj any) admission.Request {
 	t.Helper()
 	raw, err := json.Marshal(obj)
 	if err != nil {
@@ -174,20 +174,18 @@ func TestConfigMapValidatorKnowsWhichConfigMapIsThePolicy(t *testing.T) {
 }
 
 // The mutator patches the raw object, and a reinvocation on its own output patches nothing.
+// Responses are taken as served (admission.Webhook), with the patch encoded as sent.
 func TestMutatorPatchesOnceAndIsIdempotent(t *testing.T) {
 	mut, _, _, _, _ := handlers(t)
+	wh := newWebhook(mut)
 	ctx := context.Background()
 	p := pod("trainer", map[string]string{validate.AnnotationReverseForwards: "minio:9000"})
 	req := request(t, admissionv1.Create, podGVK, p)
-	resp := mut.Handle(ctx, req)
-	if !resp.Allowed || len(resp.Patches) == 0 || resp.PatchType == nil {
+	resp := wh.Handle(ctx, req)
+	if !resp.Allowed || len(resp.Patch) == 0 || resp.PatchType == nil {
 		t.Fatalf("no patch for a pod asking for the reverse tunnel: %+v", resp)
 	}
-	patch, err := json.Marshal(resp.Patches)
-	if err != nil {
-		t.Fatal(err)
-	}
-	decoded, err := jsonpatch.DecodePatch(patch)
+	decoded, err := jsonpatch.DecodePatch(resp.Patch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,19 +200,19 @@ func TestMutatorPatchesOnceAndIsIdempotent(t *testing.T) {
 	if out.Annotations[validate.AnnotationReverseBind] == "" || out.Annotations[validate.AnnotationPreExec] == "" {
 		t.Fatalf("patched pod lacks bind or pre-exec: %v", out.Annotations)
 	}
-	again := mut.Handle(ctx, admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+	again := wh.Handle(ctx, admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 		UID: "req2", Operation: admissionv1.Create, Kind: podGVK, Object: runtime.RawExtension{Raw: mutated},
 	}})
-	if !again.Allowed || len(again.Patches) != 0 {
-		t.Fatalf("reinvocation patched again: %+v", again.Patches)
+	if !again.Allowed || len(again.Patch) != 0 {
+		t.Fatalf("reinvocation patched again: %s", again.Patch)
 	}
 
 	plain := pod("web", nil)
-	if resp := mut.Handle(ctx, request(t, admissionv1.Create, podGVK, plain)); !resp.Allowed || len(resp.Patches) != 0 {
-		t.Fatalf("a pod asking for no reverse tunnel was patched: %+v", resp.Patches)
+	if resp := wh.Handle(ctx, request(t, admissionv1.Create, podGVK, plain)); !resp.Allowed || len(resp.Patch) != 0 {
+		t.Fatalf("a pod asking for no reverse tunnel was patched: %s", resp.Patch)
 	}
 	refused := pod("bad", map[string]string{validate.AnnotationReverseForwards: "minio:http"})
-	if resp := mut.Handle(ctx, request(t, admissionv1.Create, podGVK, refused)); !resp.Allowed || len(resp.Patches) != 0 {
+	if resp := wh.Handle(ctx, request(t, admissionv1.Create, podGVK, refused)); !resp.Allowed || len(resp.Patch) != 0 {
 		t.Fatalf("the mutator must leave refusals to /validate-pods: %+v", resp)
 	}
 }
@@ -227,6 +225,18 @@ func TestPodValidatorAppliesNothingOnUpdate(t *testing.T) {
 	resp := podV.Handle(context.Background(), request(t, admissionv1.Update, podGVK, p))
 	if !resp.Allowed {
 		t.Fatalf("refused: %+v", resp.Result)
+	}
+}
+
+// A pod the mutating webhook never saw (skipped, or failing open) is refused at CREATE before
+// any shadow is applied: its job would run without the tunnel it asks for.
+func TestPodValidatorRefusesAPodTheMutatingWebhookDidNotPrepare(t *testing.T) {
+	_, podV, _, _, _ := handlers(t)
+	p := pod("trainer", map[string]string{validate.AnnotationReverseForwards: "minio:9000"})
+	got := causes(t, podV.Handle(context.Background(), request(t, admissionv1.Create, podGVK, p)))
+	if len(got) != 1 || !strings.HasPrefix(got[0], "metadata.annotations[interlink.eu/reverse-bind]: Required value: ") ||
+		!strings.Contains(got[0], "mutating webhook (/mutate-pods) did not run") {
+		t.Errorf("causes %q, want the bind address required because the mutating webhook did not run", got)
 	}
 }
 

@@ -18,7 +18,6 @@ import (
 // StatefulSet, DaemonSet, ReplicaSet, Job or CronJob is judged as its pods will be, so a bad
 // template is refused at apply rather than in every pod the controller tries to create.
 type WorkloadValidator struct {
-	decoder  admission.Decoder
 	scheme   *runtime.Scheme
 	policies Policies
 	ref      validate.PolicyRef
@@ -35,7 +34,7 @@ func (v *WorkloadValidator) Handle(ctx context.Context, req admission.Request) a
 		v.metrics.decided(PathValidateWorkloads, resultError)
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	if err := v.decoder.DecodeRaw(req.Object, obj); err != nil {
+	if err := decodeObject(req.Object, obj); err != nil {
 		v.metrics.decided(PathValidateWorkloads, resultError)
 		return admission.Errored(http.StatusBadRequest, err)
 	}
@@ -57,7 +56,6 @@ func (v *WorkloadValidator) Handle(ctx context.Context, req admission.Request) a
 // policy, and a node ConfigMap's compute-node must be a hostname or IP literal, since the
 // shadow passes it to ssh.
 type ConfigMapValidator struct {
-	decoder  admission.Decoder
 	policies Policies
 	ref      validate.PolicyRef
 	metrics  *Metrics
@@ -68,7 +66,7 @@ var _ admission.Handler = (*ConfigMapValidator)(nil)
 // Handle implements admission.Handler.
 func (v *ConfigMapValidator) Handle(_ context.Context, req admission.Request) admission.Response {
 	cm := &corev1.ConfigMap{}
-	if err := v.decoder.Decode(req, cm); err != nil {
+	if err := decodeObject(req.Object, cm); err != nil {
 		v.metrics.decided(PathValidateConfigMaps, resultError)
 		return admission.Errored(http.StatusBadRequest, err)
 	}

@@ -2,12 +2,11 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
+	"maps"
 	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -27,7 +26,6 @@ var podKind = schema.GroupKind{Kind: "Pod"}
 // pre-exec snippet (inject.MutatePod). A pod validate.Pod refuses is passed through untouched:
 // /validate-pods refuses it with every error, and warnings are said there, once.
 type PodMutator struct {
-	decoder  admission.Decoder
 	policies Policies
 	metrics  *Metrics
 }
@@ -37,7 +35,7 @@ var _ admission.Handler = (*PodMutator)(nil)
 // Handle implements admission.Handler.
 func (m *PodMutator) Handle(_ context.Context, req admission.Request) admission.Response {
 	pod := &corev1.Pod{}
-	if err := m.decoder.Decode(req, pod); err != nil {
+	if err := decodeObject(req.Object, pod); err != nil {
 		m.metrics.decided(PathMutatePods, resultError)
 		return admission.Errored(http.StatusBadRequest, err)
 	}
@@ -46,28 +44,23 @@ func (m *PodMutator) Handle(_ context.Context, req admission.Request) admission.
 		m.metrics.decided(PathMutatePods, resultAllowed)
 		return admission.Allowed("")
 	}
-	before := pod.DeepCopy()
+	// MutatePod changes annotations only, so they are all the patch needs to compare.
+	before := maps.Clone(pod.Annotations)
 	warnings := inject.MutatePod(pod, o)
 	m.metrics.decided(PathMutatePods, resultAllowed)
-	if equality.Semantic.DeepEqual(before, pod) {
+	ops := annotationPatch(before, pod.Annotations)
+	if len(ops) == 0 {
 		// Nothing to patch, which is also what a reinvocation sees: no patch means the API
 		// server does not run the mutating webhooks yet again on our account.
 		return admission.Allowed("").WithWarnings(warnings...)
 	}
-	mutated, err := json.Marshal(pod)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
-	}
-	// The patch is computed against the raw object the API server sent, not a re-encoding of
-	// it, so fields this version of the Pod type does not know are left alone.
-	return admission.PatchResponseFromRaw(req.Object.Raw, mutated).WithWarnings(warnings...)
+	return patchResponse(ops, warnings)
 }
 
 // PodValidator serves /validate-pods: validate.Pod decides; on CREATE an admitted pod that
 // needs a shadow gets it applied before the pod is stored, and a pod whose shadow cannot be
 // applied is refused.
 type PodValidator struct {
-	decoder  admission.Decoder
 	policies Policies
 	shadows  *Applier
 	events   *PodEvents
@@ -79,11 +72,15 @@ var _ admission.Handler = (*PodValidator)(nil)
 // Handle implements admission.Handler.
 func (v *PodValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	pod := &corev1.Pod{}
-	if err := v.decoder.Decode(req, pod); err != nil {
+	if err := decodeObject(req.Object, pod); err != nil {
 		v.metrics.decided(PathValidatePods, resultError)
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	o, d := validate.Pod(pod, v.policies.Current())
+	if d.Allowed() && req.Operation == admissionv1.Create {
+		// A pod the mutating webhook never prepared would run its job without its tunnel.
+		d.Errors = append(d.Errors, inject.CheckMutated(pod, o)...)
+	}
 	if !d.Allowed() || o == nil || req.Operation != admissionv1.Create {
 		v.metrics.decided(PathValidatePods, result(d))
 		return respond(podKind, objectName(pod), d)

@@ -74,6 +74,12 @@ func (o *renderOptions) run(cmd *cobra.Command) error {
 		return &exitError{code: exitDenied}
 	}
 	warnings := append(d.Warnings, inject.MutatePod(pod, off)...)
+	if errs := inject.CheckMutated(pod, off); len(errs) > 0 {
+		// MutatePod could not set up the tunnel (its warning says why): refused, as the webhook would.
+		r.Allowed, r.errs, r.Warnings = false, errs, warnings
+		writeText(cmd.ErrOrStderr(), []result{r})
+		return &exitError{code: exitDenied}
+	}
 	out := []runtime.Object{pod}
 	shadow, more := inject.BuildShadow(pod, off)
 	warnings = append(warnings, more...)

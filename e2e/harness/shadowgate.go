@@ -33,6 +33,11 @@ type ServeOptions struct {
 	Dir         string        // its certificates and log
 	Port        int           // webhook port; 0 picks a free one
 	GracePeriod time.Duration // --shadow-grace-period
+	// Certs is served instead of a fresh self-signed certificate for 127.0.0.1 (the chart's).
+	Certs *certs.Bundle
+	// Args are more serve flags (the chart's container args), given before the harness's own,
+	// which take precedence: they must parse, and the ones the harness does not set apply.
+	Args []string
 }
 
 // Shadowgate is `shadowgate serve` on loopback, installed into a ControlPlane from the dev
@@ -117,10 +122,16 @@ func (s *Shadowgate) start(cp *ControlPlane, opts ServeOptions) error {
 	if s.ProbePort, err = freePort(); err != nil {
 		return err
 	}
-	if _, err := s.RotateCerts(); err != nil {
+	if opts.Certs != nil {
+		err = opts.Certs.WriteDir(s.CertDir)
+		s.CA = opts.Certs.CA
+	} else {
+		_, err = s.RotateCerts()
+	}
+	if err != nil {
 		return err
 	}
-	s.proc, err = startProcess("shadowgate serve", s.Log, opts.Bin, "serve",
+	args := append(append([]string{"serve"}, opts.Args...),
 		"--kubeconfig", cp.ShadowgateKubeconfig,
 		"--cert-dir", s.CertDir,
 		"--bind-address", "127.0.0.1",
@@ -130,6 +141,7 @@ func (s *Shadowgate) start(cp *ControlPlane, opts ServeOptions) error {
 		"--namespace", "shadowgate-system",
 		"--shadow-grace-period", opts.GracePeriod.String(),
 		"--log-format", "console")
+	s.proc, err = startProcess("shadowgate serve", s.Log, opts.Bin, args...)
 	if err != nil {
 		return err
 	}

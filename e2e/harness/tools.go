@@ -21,12 +21,29 @@ type Tools struct {
 // BuildTools runs hack/e2e-tools.sh in the repository at root: it builds what bin/ lacks
 // (minutes on a fresh machine) and names each binary. Its progress goes to progress.
 func BuildTools(root string, progress *os.File) (Tools, error) {
-	cmd := exec.Command(filepath.Join(root, "hack", "e2e-tools.sh"))
+	paths, err := runBuildScript(root, "e2e-tools.sh", progress, "etcd", "kube-apiserver", "kubectl")
+	if err != nil {
+		return Tools{}, err
+	}
+	return Tools{Etcd: paths["etcd"], KubeAPIServer: paths["kube-apiserver"], Kubectl: paths["kubectl"]}, nil
+}
+
+// BuildHelm runs hack/build-helm.sh in the repository at root, which builds helm into bin/
+// unless it is there already, and returns its path.
+func BuildHelm(root string, progress *os.File) (string, error) {
+	paths, err := runBuildScript(root, "build-helm.sh", progress, "helm")
+	return paths["helm"], err
+}
+
+// runBuildScript runs a hack/ script that builds tools and prints NAME=PATH for each, and
+// returns the paths of the names wanted, each checked to exist.
+func runBuildScript(root, script string, progress *os.File, want ...string) (map[string]string, error) {
+	cmd := exec.Command(filepath.Join(root, "hack", script))
 	cmd.Dir = root
 	cmd.Stderr = progress
 	out, err := cmd.Output()
 	if err != nil {
-		return Tools{}, fmt.Errorf("building the control plane with hack/e2e-tools.sh: %w", err)
+		return nil, fmt.Errorf("building with hack/%s: %w", script, err)
 	}
 	paths := map[string]string{}
 	sc := bufio.NewScanner(bytes.NewReader(out))
@@ -35,16 +52,15 @@ func BuildTools(root string, progress *os.File) (Tools, error) {
 			paths[name] = path
 		}
 	}
-	t := Tools{Etcd: paths["etcd"], KubeAPIServer: paths["kube-apiserver"], Kubectl: paths["kubectl"]}
-	for name, p := range map[string]string{"etcd": t.Etcd, "kube-apiserver": t.KubeAPIServer, "kubectl": t.Kubectl} {
-		if p == "" {
-			return Tools{}, fmt.Errorf("hack/e2e-tools.sh named no %s binary; it printed:\n%s", name, out)
+	for _, name := range want {
+		if paths[name] == "" {
+			return nil, fmt.Errorf("hack/%s named no %s binary; it printed:\n%s", script, name, out)
 		}
-		if _, err := os.Stat(p); err != nil {
-			return Tools{}, fmt.Errorf("%s: %w", name, err)
+		if _, err := os.Stat(paths[name]); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	return t, nil
+	return paths, nil
 }
 
 // BuildShadowgate builds cmd/shadowgate of the repository at root into dir.

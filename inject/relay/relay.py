@@ -14,6 +14,11 @@ wait DIR PORTS SOCKS TIMEOUT
     Waits up to TIMEOUT seconds until every DIR/rev-<port>.sock answers and, when SOCKS is
     a port, until the listener on 127.0.0.1:SOCKS belongs to this user. Exit 2 when that
     listener is on a wildcard address.
+connect HOST PORT
+    Relays stdin and stdout to HOST:PORT until either side ends. With Reverse.NodeExec srun
+    the shadow's session to the node's sshd travels this way: srun runs it on the batch host
+    from DIR, so the session ends up on the host that holds the relay, and needs no ssh to
+    the node.
 """
 
 import ipaddress
@@ -261,6 +266,45 @@ def wait(directory, ports, socks, timeout):
         time.sleep(POLL)
 
 
+def write_all(fd, data):
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def connect(host, port):
+    try:
+        s = socket.create_connection((host, port), timeout=30)
+    except OSError as e:
+        say("cannot connect to %s:%d: %s" % (host, port, e.strerror or e))
+        return 1
+    s.settimeout(None)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def upstream():
+        try:
+            while True:
+                data = os.read(0, 65536)
+                if not data:
+                    break
+                s.sendall(data)
+        except OSError:
+            pass
+        try:
+            s.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    threading.Thread(target=upstream, daemon=True).start()
+    try:
+        while True:
+            data = s.recv(65536)
+            if not data:
+                return 0
+            write_all(1, data)
+    except OSError:
+        return 1  # the other end went; the session that used it ends with it
+
+
 def port_list(arg):
     ports = [int(p) for p in arg.split(",") if p]
     if any(p < 1 or p > 65535 for p in ports):
@@ -276,7 +320,10 @@ def main(argv):
     if len(argv) == 5 and argv[0] == "wait":
         directory, ports, socks, timeout = argv[1:]
         return wait(directory, port_list(ports), int(socks) if socks else 0, int(timeout))
-    say("usage: relay.py serve DIR BIND SHELL_PID PORTS HOSTS_FILE | wait DIR PORTS SOCKS TIMEOUT")
+    if len(argv) == 3 and argv[0] == "connect":
+        port, = port_list(argv[2])
+        return connect(argv[1], port)
+    say("usage: relay.py serve DIR BIND SHELL_PID PORTS HOSTS_FILE | wait DIR PORTS SOCKS TIMEOUT | connect HOST PORT")
     return 64
 
 

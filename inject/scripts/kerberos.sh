@@ -11,8 +11,6 @@ principal=${SHADOW_KRB_PRINCIPAL:?}
 keytab=${SHADOW_KRB_KEYTAB:?}
 : "${KRB5CCNAME:?}"
 
-log() { printf '%s %s: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$0" "$*" >&2; }
-
 get_ticket() {
   if kinit -k -t "$keytab" "$principal"; then
     log "got a ticket for ${principal}"
@@ -26,6 +24,8 @@ if [ -z "${SHADOW_KRB_REFRESH_SECONDS:-}" ]; then
   get_ticket
   exit
 fi
+valid_seconds "$SHADOW_KRB_REFRESH_SECONDS" ||
+  die "SHADOW_KRB_REFRESH_SECONDS holds '${SHADOW_KRB_REFRESH_SECONDS}', not a number of seconds"
 while :; do
   sleep "$SHADOW_KRB_REFRESH_SECONDS"
   # A failed renewal is retried sooner; the ticket in the cache usually outlives a few tries.

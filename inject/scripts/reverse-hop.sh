@@ -9,20 +9,22 @@
 #                   the checked node hop (the shadow's own ssh to the node's sshd, its host key
 #                   verified like the login node's); with srun, srun --jobid --overlap pinned
 #                   to the job's batch host, found with squeue on the login node
+#   node NODE PORT  a byte stream to the node's sshd on PORT: with NodeExec ssh, jump NODE PORT;
+#                   with srun, the job's relay (relay.py connect) run through "run" on the batch
+#                   host, to that host's sshd on 127.0.0.1, so neither the session nor its
+#                   forwards can land on another node of the job or need ssh to reach the node
 #   sshd            the user-space sshd -i on the compute node, through "run"
 #
 # Environment: SHADOW_LOGIN_HOST, SHADOW_SSH_OPTIONS, SHADOW_FORWARD_MODE,
 # SHADOW_EXEC_CONNECT_COMMAND, SHADOW_REVERSE_LOGIN_OPTIONS (options that go first on the
 # login hop of srun), SHADOW_REVERSE_NODE_EXEC, SHADOW_REVERSE_JOB_NAME,
-# SHADOW_REVERSE_NODE_PORT, SHADOW_REVERSE_SSHD_PATH; SG_REV_NODE and SG_REV_DIR for sshd.
+# SHADOW_REVERSE_PYTHON, SHADOW_REVERSE_NODE_PORT, SHADOW_REVERSE_SSHD_PATH; SG_REV_NODE and
+# SG_REV_DIR, the node and socket directory prepared there.
 set -euo pipefail
 
 login_host=${SHADOW_LOGIN_HOST:?}
-mapfile -t ssh_options <<<"${SHADOW_SSH_OPTIONS:?}"
-login_args=()
-for opt in "${ssh_options[@]}"; do
-	[[ -n $opt ]] && login_args+=(-o "$opt")
-done
+: "${SHADOW_SSH_OPTIONS:?}"
+mapfile -t login_args < <(ssh_option_words "$SHADOW_SSH_OPTIONS")
 
 bracket() { if [[ $1 == *:* ]]; then printf '[%s]' "$1"; else printf '%s' "$1"; fi; }
 
@@ -36,17 +38,13 @@ jump() {
 }
 
 run() {
-	local node=$1 job found id batch
+	local node=$1 job found id batch srun_args
 	shift
 	if [[ ${SHADOW_REVERSE_NODE_EXEC:?} == ssh ]]; then
 		exec ssh -o "ProxyCommand=bash '$0' jump %h %p" -o "Port=${SHADOW_REVERSE_NODE_PORT:-22}" \
 			"${login_args[@]}" -T -- "$node" "$@"
 	fi
-	local srun_args=()
-	mapfile -t ssh_options <<<"${SHADOW_REVERSE_LOGIN_OPTIONS-}"
-	for opt in "${ssh_options[@]}"; do
-		[[ -n $opt ]] && srun_args+=(-o "$opt")
-	done
+	mapfile -t srun_args < <(ssh_option_words "${SHADOW_REVERSE_LOGIN_OPTIONS-}")
 	srun_args+=("${login_args[@]}")
 	job=${SHADOW_REVERSE_JOB_NAME:?}
 	# The plugin names the batch job after the pod's UID; the relay and the socket directory
@@ -61,15 +59,23 @@ run() {
 	exec ssh "${srun_args[@]}" -T -- "$login_host" srun "--jobid=${id}" --overlap -w "$batch" -N1 -n1 -u -Q "$@"
 }
 
+node_sshd() {
+	if [[ ${SHADOW_REVERSE_NODE_EXEC:?} == ssh ]]; then
+		jump "$1" "$2"
+	fi
+	run "$1" "${SHADOW_REVERSE_PYTHON:?}" -I "${SG_REV_DIR:?}/rev-relay.py" connect 127.0.0.1 "$2"
+}
+
 case ${1:-} in
 jump) jump "$2" "$3" ;;
+node) node_sshd "$2" "$3" ;;
 run)
 	shift
 	run "$@"
 	;;
 sshd) run "${SG_REV_NODE:?}" "${SHADOW_REVERSE_SSHD_PATH:?}" -i -f "${SG_REV_DIR:?}/sshd_config" ;;
 *)
-	echo "usage: reverse-hop jump HOST PORT | run NODE CMD... | sshd" >&2
+	echo "usage: reverse-hop jump HOST PORT | node NODE PORT | run NODE CMD... | sshd" >&2
 	exit 64
 	;;
 esac

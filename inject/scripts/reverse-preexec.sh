@@ -41,6 +41,12 @@ shadowgate_reverse_tunnel() {
       echo "interLink: $sg_rev_dir already exists and does not belong to $(id -un); the reverse tunnel cannot start." >&2
       return 1
     fi
+    # So does another job of the same user with the same bind address (replicas of a template
+    # that sets it): its relay still runs, and removing its directory would end its tunnel.
+    if false; then
+      echo "interLink: another job of yours holds $sg_rev_bind: its relay runs from $sg_rev_dir. Each pod needs its own interlink.eu/reverse-bind; remove the annotation and shadowgate chooses one per pod. The job stops here." >&2
+      return 1
+    fi
     rm -rf -- "$sg_rev_dir"
   fi
   if ! mkdir -m 700 -- "$sg_rev_dir"; then
@@ -64,7 +70,9 @@ SHADOWGATE_RELAY_PY
       return 1
       ;;
     esac
-    if ! { cat /etc/hosts && printf '%s %s\n' "$sg_rev_bind" "$(printf '%s' "$sg_rev_names" | tr ',' ' ')"; } >"$sg_rev_hosts" ||
+    # The mapping comes first: the first line naming a host wins, so an entry /etc/hosts
+    # already has for a forwarded name does not take the connection elsewhere.
+    if ! { printf '%s %s\n' "$sg_rev_bind" "$(printf '%s' "$sg_rev_names" | tr ',' ' ')" && cat /etc/hosts; } >"$sg_rev_hosts" ||
       ! chmod 644 "$sg_rev_hosts"; then
       echo "interLink: cannot write $sg_rev_hosts; the reverse tunnel cannot start." >&2
       return 1
@@ -94,7 +102,17 @@ SHADOWGATE_RELAY_PY
   esac
   echo "interLink: reverse tunnel ready on $sg_rev_bind${sg_rev_names:+ for $sg_rev_names}${sg_rev_socks:+, SOCKS5 proxy on 127.0.0.1:$sg_rev_socks (every user of this node can use it)}"
   unset sg_rev_bind sg_rev_py sg_rev_ports sg_rev_socks sg_rev_names sg_rev_wait sg_rev_root \
-    sg_rev_dir sg_rev_hosts sg_rev_relay sg_rev_rc
+    sg_rev_dir sg_rev_hosts sg_rev_relay sg_rev_rc sg_rev_pid
+}
+
+# shadowgate_reverse_relay_runs DIR reports whether DIR/rev-relay.ready names a process that is
+# still the relay serving DIR (a pid of a job that has gone may since belong to anything).
+shadowgate_reverse_relay_runs() {
+  sg_rev_pid=$(cat -- "$1/rev-relay.ready" 2>/dev/null) || return 1
+  case $sg_rev_pid in
+  '' | *[!0-9]*) return 1 ;;
+  esac
+  tr '\0' '\n' 2>/dev/null <"/proc/$sg_rev_pid/cmdline" | grep -qxF -- "$1/rev-relay.py"
 }
 
 # shadowgate_reverse_bind_hosts FILE binds FILE over the container's /etc/hosts, after the

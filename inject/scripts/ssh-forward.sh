@@ -24,32 +24,18 @@ mode=${SHADOW_FORWARD_MODE:?}
 listen=${SHADOW_LISTEN_ADDRESS:-0.0.0.0}
 poll=${SHADOW_POLL_INTERVAL:-5}
 read -r -a ports <<<"${SHADOW_PORTS:?}"
-mapfile -t ssh_options <<<"${SHADOW_SSH_OPTIONS:?}"
-
-log() { printf '%s %s: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$0" "$*" >&2; }
-die() {
-  log "$*"
-  exit 1
-}
-
-# The webhook refuses anything else before it reaches the ConfigMap; checking again here keeps
-# a value that got past it from becoming an ssh option or breaking out of the relay command.
-valid_host() { [[ -n $1 && $1 != -* && $1 != *[!A-Za-z0-9.:-]* ]]; }
-current_node() { cat -- "$node_file" 2>/dev/null || true; }
+: "${SHADOW_SSH_OPTIONS:?}"
+mapfile -t ssh_args < <(ssh_option_words "$SHADOW_SSH_OPTIONS")
 
 for port in "${ports[@]}"; do
-  [[ $port =~ ^[1-9][0-9]{0,4}$ ]] || die "SHADOW_PORTS holds '${port}', not a port number"
+  valid_port "$port" || die "SHADOW_PORTS holds '${port}', not a port number"
 done
+valid_seconds "$poll" || die "SHADOW_POLL_INTERVAL holds '${poll}', not a number of seconds"
 [[ $listen =~ ^[0-9.]+$ ]] || die "SHADOW_LISTEN_ADDRESS holds '${listen}', not an IPv4 address"
 if [[ $mode == exec ]]; then
-  [[ ${SHADOW_EXEC_CONNECT_COMMAND:?} =~ ^[A-Za-z0-9_./:=+-]+( [A-Za-z0-9_./:=+-]+)*$ ]] ||
+  valid_words "${SHADOW_EXEC_CONNECT_COMMAND:?}" ||
     die "SHADOW_EXEC_CONNECT_COMMAND holds '${SHADOW_EXEC_CONNECT_COMMAND}', not plain words"
 fi
-
-ssh_args=()
-for opt in "${ssh_options[@]}"; do
-  [[ -n $opt ]] && ssh_args+=(-o "$opt")
-done
 
 control="${state}/control"
 pids=()
@@ -105,20 +91,8 @@ stop_tunnel() {
   rm -f -- "$control"
 }
 
-# watch_node returns once the node file holds something other than $1.
-watch_node() {
-  while sleep "$poll"; do
-    [[ $(current_node) == "$1" ]] || return 0
-  done
-}
-
 watcher=
-shutdown() {
-  [[ -n $watcher ]] && kill "$watcher" 2>/dev/null
-  stop_tunnel
-  exit 0
-}
-trap shutdown TERM INT
+trap 'shutdown stop_tunnel' TERM INT
 
 if [[ $mode == exec ]]; then
   cd -- "$state"
@@ -130,7 +104,7 @@ valid_host "$node" || die "no valid compute node in ${node_file} ('${node}'); wa
 start_tunnel "$node"
 seen=$node
 while :; do
-  watch_node "$seen" &
+  watch_node "$seen" "$poll" &
   watcher=$!
   done_pid=
   status=0

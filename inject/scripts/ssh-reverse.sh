@@ -4,8 +4,10 @@
 # by the pod's bind address), then holds an ssh session whose -R forwards end in
 # <dir>/rev-<port>.sock and are dialled from here, inside the cluster.
 #
-#   Sshd node       the forwards are made by the compute node's own sshd, reached through the
-#                   login node (reverse-hop jump), its host key checked like the login node's
+#   Sshd node       the forwards are made by the compute node's own sshd, its host key checked
+#                   like the login node's, reached through the login node (reverse-hop node):
+#                   with NodeExec ssh directly, with srun through a byte relay that srun runs on
+#                   the job's batch host, to that host's sshd on its loopback
 #   Sshd userspace  a user-space sshd -i started on the node for each session, as the job's
 #                   user, with a host key made there and a client key made here per start
 #
@@ -17,8 +19,8 @@
 # Environment: SHADOW_LOGIN_HOST, SHADOW_SSH_OPTIONS, SHADOW_NODE_FILE, SHADOW_STATE_DIR,
 # SHADOW_REVERSE_BIND, SHADOW_REVERSE_FORWARDS (one "<listen port> <host> <port>" a line),
 # SHADOW_REVERSE_SOCKS_PORT, SHADOW_REVERSE_SSHD (node|userspace), SHADOW_REVERSE_HOP and
-# SHADOW_REVERSE_NODE_SCRIPT (the scripts), and what reverse-hop reads;
-# SHADOW_POLL_INTERVAL (seconds, default 5) for tests.
+# SHADOW_REVERSE_NODE_SCRIPT (the scripts), and what reverse-hop reads; SHADOW_POLL_INTERVAL
+# (seconds, default 5) and SHADOW_REVERSE_NODE_PORT (the node sshd's, default 22) for tests.
 set -euo pipefail
 set -f
 
@@ -29,30 +31,29 @@ bind=${SHADOW_REVERSE_BIND:?}
 socks=${SHADOW_REVERSE_SOCKS_PORT-}
 sshd_mode=${SHADOW_REVERSE_SSHD:?}
 poll=${SHADOW_POLL_INTERVAL:-5}
+node_exec=${SHADOW_REVERSE_NODE_EXEC:?}
 mapfile -t forwards <<<"${SHADOW_REVERSE_FORWARDS-}"
-mapfile -t ssh_options <<<"${SHADOW_SSH_OPTIONS:?}"
-
-log() { printf '%s %s: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$0" "$*" >&2; }
-die() {
-	log "$*"
-	exit 1
-}
-
-valid_host() { [[ -n $1 && $1 != -* && $1 != *[!A-Za-z0-9.:-]* ]]; }
-valid_port() { [[ $1 =~ ^[1-9][0-9]{0,4}$ ]]; }
-current_node() { cat -- "$node_file" 2>/dev/null || true; }
+: "${SHADOW_SSH_OPTIONS:?}"
+mapfile -t ssh_args < <(ssh_option_words "$SHADOW_SSH_OPTIONS")
 
 [[ $bind =~ ^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || die "SHADOW_REVERSE_BIND holds '${bind}', not a 127.x.y.z address"
 [[ -z $socks ]] || valid_port "$socks" || die "SHADOW_REVERSE_SOCKS_PORT holds '${socks}', not a port"
 [[ $sshd_mode == node || $sshd_mode == userspace ]] || die "SHADOW_REVERSE_SSHD is '${sshd_mode}', not node or userspace"
-[[ ${SHADOW_REVERSE_NODE_EXEC:?} == ssh || $SHADOW_REVERSE_NODE_EXEC == srun ]] ||
-	die "SHADOW_REVERSE_NODE_EXEC is '${SHADOW_REVERSE_NODE_EXEC}', not ssh or srun"
+[[ $node_exec == ssh || $node_exec == srun ]] || die "SHADOW_REVERSE_NODE_EXEC is '${node_exec}', not ssh or srun"
+# The poll interval is also the hold command's, on the compute node.
+valid_seconds "$poll" || die "SHADOW_POLL_INTERVAL holds '${poll}', not a number of seconds"
 valid_port "${SHADOW_REVERSE_NODE_PORT:-22}" || die "SHADOW_REVERSE_NODE_PORT is not a port"
 if [[ ${SHADOW_FORWARD_MODE:?} == exec ]]; then
-	[[ ${SHADOW_EXEC_CONNECT_COMMAND:?} =~ ^[A-Za-z0-9_./:=+-]+( [A-Za-z0-9_./:=+-]+)*$ ]] ||
+	valid_words "${SHADOW_EXEC_CONNECT_COMMAND:?}" ||
 		die "SHADOW_EXEC_CONNECT_COMMAND holds '${SHADOW_EXEC_CONNECT_COMMAND}', not plain words"
 fi
-[[ ${SHADOW_REVERSE_JOB_NAME-} =~ ^[A-Za-z0-9-]*$ ]] || die "SHADOW_REVERSE_JOB_NAME holds '${SHADOW_REVERSE_JOB_NAME}'"
+if [[ $node_exec == srun ]]; then
+	# squeue -n "" would list every job of the user: the first one is not necessarily this pod's.
+	[[ ${SHADOW_REVERSE_JOB_NAME-} =~ ^[A-Za-z0-9-]+$ ]] ||
+		die "SHADOW_REVERSE_JOB_NAME holds '${SHADOW_REVERSE_JOB_NAME-}', not the pod UID the batch job is named after"
+	[[ ${SHADOW_REVERSE_PYTHON:?} =~ ^/?[A-Za-z0-9_.+][A-Za-z0-9_./+-]*$ ]] ||
+		die "SHADOW_REVERSE_PYTHON holds '${SHADOW_REVERSE_PYTHON}', not a command name or absolute path"
+fi
 # The state directory is named in ssh's ProxyCommand, single-quoted, where % starts a token.
 [[ $state == /* && $state != *[\'%]* ]] || die "SHADOW_STATE_DIR holds '${state}', not an absolute path without ' or %"
 [[ ${SHADOW_REVERSE_SSHD_PATH-/} =~ ^/[A-Za-z0-9_./+-]*$ ]] || die "SHADOW_REVERSE_SSHD_PATH is not an absolute path"
@@ -74,10 +75,9 @@ ports_csv=$(
 	printf '%s' "${ports[*]}"
 )
 
-ssh_args=()
+# The login user is the job's user: the user-space sshd lets in only it.
 user=
-for opt in "${ssh_options[@]}"; do
-	[[ -n $opt ]] && ssh_args+=(-o "$opt")
+for opt in "${ssh_args[@]}"; do
 	[[ -z $user && $opt == User=* ]] && user=${opt#User=}
 done
 
@@ -136,7 +136,7 @@ session() {
 			-o BatchMode=yes -o "User=${user}" -o ExitOnForwardFailure=yes
 			-o ServerAliveInterval=30 -o ServerAliveCountMax=3)
 	else
-		args=(-o "ProxyCommand=bash '${hop}' jump %h %p" -o "Port=${SHADOW_REVERSE_NODE_PORT:-22}" "${ssh_args[@]}")
+		args=(-o "ProxyCommand=bash '${hop}' node %h %p" -o "Port=${SHADOW_REVERSE_NODE_PORT:-22}" "${ssh_args[@]}")
 	fi
 	exec ssh "${args[@]}" "$@" -T -- "$node" sh -s -- "${hold[@]}" <"$w/node.sh" >/dev/null
 }
@@ -169,19 +169,8 @@ stop_sessions() {
 	pids=()
 }
 
-watch_node() {
-	while sleep "$poll"; do
-		[[ $(current_node) == "$1" ]] || return 0
-	done
-}
-
 watcher=
-shutdown() {
-	[[ -n $watcher ]] && kill "$watcher" 2>/dev/null
-	stop_sessions
-	exit 0
-}
-trap shutdown TERM INT
+trap 'shutdown stop_sessions' TERM INT
 
 [[ -z $socks ]] || log "WARNING: pod asks for a SOCKS5 proxy on port ${socks}: it listens on 127.0.0.1 of the compute node, and every user of that node can use it to reach this cluster"
 
@@ -205,7 +194,7 @@ while :; do
 		fi
 	fi
 	if [[ ${#pids[@]} -gt 0 ]]; then
-		watch_node "$node" &
+		watch_node "$node" "$poll" &
 		watcher=$!
 		done_pid=
 		status=0

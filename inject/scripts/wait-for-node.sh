@@ -8,25 +8,18 @@
 # SHADOW_POLL_INTERVAL (seconds, default 5).
 set -eu
 
-node_file=${SHADOW_NODE_FILE:?}
+: "${SHADOW_NODE_FILE:?}" # current_node reads it
 configmap=${SHADOW_NODE_CONFIGMAP:?}
 wait_secs=${SHADOW_NODE_WAIT_SECONDS:?}
 poll=${SHADOW_POLL_INTERVAL:-5}
-
-log() { printf '%s %s: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$0" "$*" >&2; }
-
-# valid_host accepts what the webhook lets into the ConfigMap: a hostname or an IP literal.
-valid_host() {
-  case $1 in
-  '' | -* | *[!A-Za-z0-9.:-]*) return 1 ;;
-  esac
-}
+case $wait_secs in '' | *[!0-9]*) die "SHADOW_NODE_WAIT_SECONDS holds '${wait_secs}', not a number of seconds" ;; esac
+valid_seconds "$poll" || die "SHADOW_POLL_INTERVAL holds '${poll}', not a number of seconds"
 
 deadline=$(($(date +%s) + wait_secs))
 refused=
 log "waiting for the compute node in ${configmap} (the job may still be queued)"
 while :; do
-  node=$(cat -- "$node_file" 2>/dev/null || true)
+  node=$(current_node)
   if valid_host "$node"; then
     log "compute node is ${node}"
     exit 0

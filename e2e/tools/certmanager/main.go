@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	controllerpkg "github.com/cert-manager/cert-manager/pkg/controller"
 	"github.com/cert-manager/cert-manager/pkg/controller/certificaterequests/approver"
@@ -56,24 +57,27 @@ var controllers = []string{
 }
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the cluster to run against")
-	clusterNS := flag.String("cluster-resource-namespace", "kube-system", "namespace of the Secrets that ClusterIssuers refer to (upstream's default)")
-	klog.InitFlags(nil)
-	flag.Parse()
+	// A flag set of our own: controller-runtime registers its own --kubeconfig on the global one.
+	fs := flag.NewFlagSet("cert-manager", flag.ExitOnError)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster to run against")
+	klog.InitFlags(fs)
+	_ = fs.Parse(os.Args[1:]) // ExitOnError: Parse exits on a bad flag
 	logf.InitLogs()
+	// cainjector logs through controller-runtime's logger; send it where cert-manager's goes.
+	ctrl.SetLogger(logf.Log)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	ctx = logf.NewContext(ctx, logf.Log, "cert-manager")
-	if err := run(ctx, *kubeconfig, *clusterNS); err != nil {
+	if err := run(ctx, *kubeconfig); err != nil {
 		fmt.Fprintln(os.Stderr, "cert-manager:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, kubeconfig, clusterNS string) error {
+func run(ctx context.Context, kubeconfig string) error {
 	g, ctx := errgroup.WithContext(ctx)
-	if err := startControllers(ctx, g, kubeconfig, clusterNS); err != nil {
+	if err := startControllers(ctx, g, kubeconfig); err != nil {
 		return err
 	}
 	g.Go(func() error { return runCAInjector(ctx, kubeconfig) })
@@ -82,12 +86,11 @@ func run(ctx context.Context, kubeconfig, clusterNS string) error {
 
 // startControllers builds the controllers the way cmd/controller does, with upstream's default
 // options, then starts the shared informers they registered with.
-func startControllers(ctx context.Context, g *errgroup.Group, kubeconfig, clusterNS string) error {
+func startControllers(ctx context.Context, g *errgroup.Group, kubeconfig string) error {
 	factory, err := controllerpkg.NewContextFactory(ctx, controllerpkg.ContextOptions{
 		Kubeconfig:         kubeconfig,
 		KubernetesAPIQPS:   20,
 		KubernetesAPIBurst: 50,
-		IssuerOptions:      controllerpkg.IssuerOptions{ClusterResourceNamespace: clusterNS},
 		CertificateOptions: controllerpkg.CertificateOptions{
 			CopiedAnnotationPrefixes:                 []string{"*", "-kubectl.kubernetes.io/", "-fluxcd.io/", "-argocd.argoproj.io/"},
 			CertificateRequestMinimumBackoffDuration: time.Hour,

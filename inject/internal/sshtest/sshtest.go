@@ -61,9 +61,9 @@ func StartSSHD(t testing.TB, config ...string) *Server {
 	if err := os.Chmod(s.ClientKey, 0o400); err != nil {
 		t.Fatal(err)
 	}
-	hostPub := readFile(t, hostKey+".pub")
+	hostPub := ReadFile(t, hostKey+".pub")
 	writeFile(t, s.KnownHosts, fmt.Sprintf("[%s]:%d %s", s.Host, s.Port, hostPub))
-	writeFile(t, filepath.Join(dir, "authorized_keys"), readFile(t, s.ClientKey+".pub"))
+	writeFile(t, filepath.Join(dir, "authorized_keys"), ReadFile(t, s.ClientKey+".pub"))
 	lines := append(append([]string{}, config...),
 		fmt.Sprintf("ListenAddress %s:%d", s.Host, s.Port),
 		"HostKey "+hostKey,
@@ -209,7 +209,8 @@ func keygen(t testing.TB, file string) {
 	}
 }
 
-func readFile(t testing.TB, name string) string {
+// ReadFile returns a file's content, failing the test when it cannot be read.
+func ReadFile(t testing.TB, name string) string {
 	t.Helper()
 	data, err := os.ReadFile(name)
 	if err != nil {

@@ -1,0 +1,208 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	"github.com/interlink-hq/shadowgate/e2e/harness"
+)
+
+// chartDir is the Helm chart, relative to the repository root.
+const chartDir = "manifests/chart/shadowgate"
+
+// certManager renders the chart in its cert-manager mode.
+var certManager = []string{"--set", "certManager.enabled=true"}
+
+var helmBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// helm runs the helm that hack/build-helm.sh builds (once per run) and returns its stdout.
+func helm(t *testing.T, args ...string) string {
+	t.Helper()
+	helmBuild.once.Do(func() { helmBuild.path, helmBuild.err = harness.BuildHelm(cluster.root, os.Stderr) })
+	if helmBuild.err != nil {
+		t.Fatal(helmBuild.err)
+	}
+	cmd := exec.Command(helmBuild.path, args...)
+	cmd.Dir = cluster.root
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+	}
+	return string(out)
+}
+
+// helmTemplate renders the chart as `helm install shadowgate -n shadowgate-system` would.
+func helmTemplate(t *testing.T, args ...string) string {
+	t.Helper()
+	return helm(t, append([]string{"template", "shadowgate", chartDir, "--namespace", "shadowgate-system"}, args...)...)
+}
+
+func TestChartLints(t *testing.T) {
+	for _, args := range [][]string{nil, certManager} {
+		out := helm(t, append([]string{"lint", "--strict", chartDir}, args...)...)
+		expectContains(t, out, "1 chart(s) linted, 0 chart(s) failed")
+	}
+}
+
+// rendered indexes objects by kind/name.
+type rendered map[string]*unstructured.Unstructured
+
+func parseRendered(t *testing.T, docs string) rendered {
+	t.Helper()
+	objs := rendered{}
+	for _, doc := range strings.Split(docs, "\n---") {
+		o := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &o.Object); err != nil {
+			t.Fatalf("%v in:\n%s", err, doc)
+		}
+		if len(o.Object) > 0 {
+			objs[o.GetKind()+"/"+o.GetName()] = o
+		}
+	}
+	return objs
+}
+
+// typed converts the object named key into out, failing when it is missing.
+func (r rendered) typed(t *testing.T, key string, out any) {
+	t.Helper()
+	o, ok := r[key]
+	if !ok {
+		t.Fatalf("no %s among the rendered objects", key)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, out); err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+}
+
+// The chart grants exactly the kustomize install's RBAC and registers exactly its webhooks:
+// same names, rules, selectors, matchConditions, failure policies, timeouts and Service
+// references; only a self-signed caBundle is the chart's own. In cert-manager mode it also
+// renders the cert-manager overlay's Issuers and Certificates and annotates the webhooks as
+// it does.
+func TestChartMatchesKustomize(t *testing.T) {
+	for _, c := range []struct {
+		kustomization string
+		values        []string
+	}{{"manifests/base", nil}, {"manifests/overlays/cert-manager", certManager}} {
+		t.Run(filepath.Base(c.kustomization), func(t *testing.T) {
+			want := parseRendered(t, mustKubectl(t, "", "kustomize", filepath.Join(cluster.root, c.kustomization)))
+			got := parseRendered(t, helmTemplate(t, c.values...))
+			for key, o := range want {
+				switch g, ok := got[key]; {
+				case !ok && o.GetKind() != "Namespace": // the namespace is made before `helm install`
+					t.Errorf("the chart renders no %s", key)
+				case ok && strings.HasPrefix(o.GetAPIVersion(), "cert-manager.io/"):
+					compare(t, key, o.Object["spec"], g.Object["spec"])
+				}
+			}
+			for _, key := range []string{"ClusterRole/shadowgate", "Role/shadowgate-leader-election"} {
+				var w, g rbacv1.ClusterRole // a Role's rules have the same shape
+				want.typed(t, key, &w)
+				got.typed(t, key, &g)
+				compare(t, key+" rules", w.Rules, g.Rules)
+			}
+			for _, key := range []string{"ClusterRoleBinding/shadowgate", "RoleBinding/shadowgate-leader-election"} {
+				var w, g rbacv1.ClusterRoleBinding
+				want.typed(t, key, &w)
+				got.typed(t, key, &g)
+				compare(t, key, []any{w.RoleRef, w.Subjects}, []any{g.RoleRef, g.Subjects})
+			}
+			var wm, gm admissionv1.MutatingWebhookConfiguration
+			want.typed(t, "MutatingWebhookConfiguration/shadowgate", &wm)
+			got.typed(t, "MutatingWebhookConfiguration/shadowgate", &gm)
+			for i := range gm.Webhooks {
+				gm.Webhooks[i].ClientConfig.CABundle = nil // the chart's self-signed CA
+			}
+			compare(t, "mutating webhooks", []any{wm.Annotations, wm.Webhooks}, []any{gm.Annotations, gm.Webhooks})
+			var wv, gv admissionv1.ValidatingWebhookConfiguration
+			want.typed(t, "ValidatingWebhookConfiguration/shadowgate", &wv)
+			got.typed(t, "ValidatingWebhookConfiguration/shadowgate", &gv)
+			for i := range gv.Webhooks {
+				gv.Webhooks[i].ClientConfig.CABundle = nil // the chart's self-signed CA
+			}
+			compare(t, "validating webhooks", []any{wv.Annotations, wv.Webhooks}, []any{gv.Annotations, gv.Webhooks})
+		})
+	}
+}
+
+func compare(t *testing.T, what string, kustomize, chart any) {
+	t.Helper()
+	if d := cmp.Diff(kustomize, chart); d != "" {
+		t.Errorf("%s: the chart differs from kustomize (-kustomize +chart):\n%s", what, d)
+	}
+}
+
+// The policy value is the policy document: given as a string (--set-file) it is stored
+// verbatim, given as a mapping it is stored as YAML, and either way the ConfigMap the chart
+// renders is one `shadowgate policy check` accepts.
+func TestChartStoresThePolicyDocument(t *testing.T) {
+	doc := examplePolicyDocument(t)
+	docFile := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(docFile, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var mapping any
+	if err := yaml.Unmarshal([]byte(doc), &mapping); err != nil {
+		t.Fatal(err)
+	}
+	values, err := yaml.Marshal(map[string]any{"policy": mapping})
+	if err != nil {
+		t.Fatal(err)
+	}
+	valuesFile := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(valuesFile, values, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"--set-file", "policy=" + docFile}, {"--values", valuesFile}} {
+		out := helmTemplate(t, append(args, "--show-only", "templates/policy.yaml")...)
+		stored := parseRendered(t, out)["ConfigMap/shadowgate-policy"]
+		got, _, _ := unstructured.NestedString(stored.Object, "data", "policy.yaml")
+		if args[0] == "--set-file" && got != doc {
+			t.Errorf("--set-file: stored %q, want the document verbatim", got)
+		}
+		var gotMapping any
+		if err := yaml.Unmarshal([]byte(got), &gotMapping); err != nil || !cmp.Equal(gotMapping, mapping) {
+			t.Errorf("%s: stored a different policy (%v):\n%s", args[0], err, cmp.Diff(mapping, gotMapping))
+		}
+		cmFile := filepath.Join(t.TempDir(), "configmap.yaml")
+		if err := os.WriteFile(cmFile, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(cluster.bin, "policy", "check", "--policy", cmFile).CombinedOutput(); err != nil {
+			t.Errorf("%s: shadowgate policy check refuses the rendered ConfigMap: %v\n%s", args[0], err, out)
+		}
+	}
+}
+
+// examplePolicyDocument is the document in manifests/examples/policy.yaml.
+func examplePolicyDocument(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(exampleFile("policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := yaml.Unmarshal(b, &cm); err != nil || cm.Data["policy.yaml"] == "" {
+		t.Fatalf("manifests/examples/policy.yaml holds no policy document (%v)", err)
+	}
+	return cm.Data["policy.yaml"]
+}

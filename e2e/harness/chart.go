@@ -1,0 +1,104 @@
+package harness
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/interlink-hq/shadowgate/certs"
+)
+
+// InstallChart installs what `helm template` rendered for the chart without cert-manager, and
+// serves it with a local `shadowgate serve` running as the chart's ServiceAccount, with the
+// chart's container args and the certificate of the chart's TLS Secret. The release namespace
+// must exist. The order is Install's: everything but the webhook configurations, then serve,
+// then the webhooks.
+//
+// There is no kubelet or kube-proxy, so the chart's Deployment never runs and its Service
+// routes nowhere. The Service alone is changed: to an ExternalName Service for localhost, and
+// each webhook's clientConfig.service.port to the local serve's port. The API server still
+// resolves the webhooks' service reference and checks the chart's certificate, for
+// <service>.<namespace>.svc, against the chart's caBundle.
+func InstallChart(ctx context.Context, k Kubectl, cp *ControlPlane, rendered string, opts ServeOptions) (*Shadowgate, error) {
+	objs, err := decodeAll(rendered)
+	if err != nil {
+		return nil, fmt.Errorf("reading helm template's output: %w", err)
+	}
+	var webhooks, rest []*unstructured.Unstructured
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
+			webhooks = append(webhooks, o)
+			continue
+		case "Secret":
+			if opts.Certs, err = tlsBundle(o); err != nil {
+				return nil, err
+			}
+		case "Service":
+			o = o.DeepCopy()
+			o.Object["spec"] = map[string]any{"type": "ExternalName", "externalName": "localhost"}
+		case "Deployment":
+			if opts.Args, err = serveArgs(o); err != nil {
+				return nil, err
+			}
+		}
+		rest = append(rest, o)
+	}
+	if len(webhooks) == 0 || opts.Certs == nil || opts.Args == nil {
+		return nil, fmt.Errorf("the chart renders no webhook configuration, TLS Secret or Deployment running serve (certManager.enabled must be false):\n%s", rendered)
+	}
+	if err := applyObjects(ctx, k, rest); err != nil {
+		return nil, err
+	}
+	s, err := Serve(k, cp, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range webhooks {
+		hooks, _, _ := unstructured.NestedSlice(o.Object, "webhooks")
+		for _, h := range hooks {
+			if err := unstructured.SetNestedField(h.(map[string]any), int64(s.Port), "clientConfig", "service", "port"); err != nil {
+				_ = s.Stop()
+				return nil, err
+			}
+		}
+		_ = unstructured.SetNestedSlice(o.Object, hooks, "webhooks") // hooks came from there
+	}
+	if err := applyObjects(ctx, k, webhooks); err != nil {
+		_ = s.Stop()
+		return nil, err
+	}
+	if err := s.waitCalled(ctx); err != nil {
+		_ = s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// tlsBundle reads a kubernetes.io/tls Secret with the CA beside the certificate.
+func tlsBundle(secret *unstructured.Unstructured) (*certs.Bundle, error) {
+	data, _, _ := unstructured.NestedStringMap(secret.Object, "data")
+	var pem [3][]byte
+	for i, key := range []string{certs.CAFile, certs.CertFile, certs.KeyFile} {
+		b, err := base64.StdEncoding.DecodeString(data[key])
+		if err != nil || len(b) == 0 {
+			return nil, fmt.Errorf("secret %s: no %s (%v)", secret.GetName(), key, err)
+		}
+		pem[i] = b
+	}
+	return &certs.Bundle{CA: pem[0], Cert: pem[1], Key: pem[2]}, nil
+}
+
+// serveArgs returns the flags of the Deployment's container that runs `shadowgate serve`.
+func serveArgs(d *unstructured.Unstructured) ([]string, error) {
+	containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	for _, c := range containers {
+		args, _, _ := unstructured.NestedStringSlice(c.(map[string]any), "args")
+		if len(args) > 0 && args[0] == "serve" {
+			return args[1:], nil
+		}
+	}
+	return nil, fmt.Errorf("deployment %s: no container runs serve", d.GetName())
+}

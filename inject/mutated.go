@@ -1,0 +1,58 @@
+package inject
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/interlink-hq/shadowgate/validate"
+)
+
+// mutatingWebhookHint says what to check when a pod reaches validation without MutatePod's work.
+const mutatingWebhookHint = "shadowgate's mutating webhook (/mutate-pods) did not run for this pod, or failed open: " +
+	"check that the MutatingWebhookConfiguration shadowgate exists, selects this pod and has failurePolicy: Fail, " +
+	"read its admission warnings, and recreate the pod"
+
+// CheckMutated refuses a pod that validate.Pod admitted but that MutatePod has not prepared, as
+// when the mutating webhook was skipped or failed open: a pod that asks for the reverse tunnel
+// must have its bind address recorded and exactly one snippet block, calling the snippet with
+// that address, in its pre-exec; a pod that asks for none must have no block. Otherwise its job
+// would run without the tunnel, or wait for one that nobody builds. o is validate.Pod's.
+func CheckMutated(pod *corev1.Pod, o *validate.Offload) field.ErrorList {
+	if o == nil {
+		return nil
+	}
+	ann := validate.PodPaths.Meta.Child("annotations")
+	preExecPath := ann.Key(validate.AnnotationPreExec)
+	preExec := pod.Annotations[validate.AnnotationPreExec]
+	blocks := snippetBlocks(preExec)
+	if !o.WantsReverse() {
+		if len(blocks) > 0 {
+			return field.ErrorList{field.Forbidden(preExecPath,
+				"holds shadowgate's reverse-tunnel snippet, but the pod asks for no reverse tunnel; "+mutatingWebhookHint)}
+		}
+		return nil
+	}
+	if !o.Bind.IsValid() {
+		return field.ErrorList{field.Required(ann.Key(validate.AnnotationReverseBind),
+			"the pod asks for the reverse tunnel, but no relay address is recorded; "+mutatingWebhookHint)}
+	}
+	// The pre-exec, relay and all, is too long to repeat in a message: these name no value.
+	if len(blocks) == 0 {
+		return field.ErrorList{field.Required(preExecPath,
+			"the pod asks for the reverse tunnel, but its pre-exec lacks shadowgate's snippet, so the job would run without it; "+mutatingWebhookHint)}
+	}
+	if len(blocks) > 1 {
+		return field.ErrorList{field.Forbidden(preExecPath, fmt.Sprintf(
+			"holds %d blocks of shadowgate's reverse-tunnel snippet, want exactly 1; %s", len(blocks), mutatingWebhookHint))}
+	}
+	block := preExec[blocks[0][0]:blocks[0][1]]
+	if !strings.Contains(block, "\n"+snippetCall+" '"+o.Bind.String()+"' ") {
+		return field.ErrorList{field.Forbidden(preExecPath, fmt.Sprintf(
+			"shadowgate's reverse-tunnel snippet does not set up the tunnel on the recorded %s %s; %s",
+			validate.AnnotationReverseBind, o.Bind, mutatingWebhookHint))}
+	}
+	return nil
+}

@@ -1,0 +1,80 @@
+{{/* The name of every object: the release name when it names shadowgate already, so
+`helm install shadowgate` gives the kustomize base's names. */}}
+{{- define "shadowgate.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "shadowgate.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "shadowgate.labels" -}}
+{{ include "shadowgate.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "shadowgate.policyName" -}}{{ include "shadowgate.fullname" . }}-policy{{- end -}}
+{{- define "shadowgate.tlsSecretName" -}}{{ include "shadowgate.fullname" . }}-tls{{- end -}}
+{{- define "shadowgate.servingCertName" -}}{{ include "shadowgate.fullname" . }}-serving{{- end -}}
+
+{{/* The name the API server checks the serving certificate against: it calls the webhooks'
+Service as <service>.<namespace>.svc. */}}
+{{- define "shadowgate.dnsName" -}}
+{{- printf "%s.%s.svc" (include "shadowgate.fullname" .) .Release.Namespace -}}
+{{- end -}}
+
+{{/* clientConfig of a webhook: (dict "root" $ "path" PATH "caBundle" BASE64-OR-EMPTY). */}}
+{{- define "shadowgate.clientConfig" -}}
+clientConfig:
+  service:
+    name: {{ include "shadowgate.fullname" .root }}
+    namespace: {{ .root.Release.Namespace }}
+    path: {{ .path }}
+    port: 443
+  {{- with .caBundle }}
+  caBundle: {{ . }}
+  {{- end }}
+{{- end -}}
+
+{{/* namespaceSelector of a webhook: (dict "exempt" NAMESPACES "extra" LABEL-SELECTOR). The
+namespaces are excluded by the label the API server sets on every namespace; the extra
+selector's terms must hold as well. */}}
+{{- define "shadowgate.namespaceSelector" -}}
+{{- if or .exempt .extra -}}
+namespaceSelector:
+  {{- with .extra.matchLabels }}
+  matchLabels:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- if or .exempt .extra.matchExpressions }}
+  matchExpressions:
+  {{- with .exempt }}
+  - key: kubernetes.io/metadata.name
+    operator: NotIn
+    values: {{ toJson . }}
+  {{- end }}
+  {{- with .extra.matchExpressions }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+  {{- end }}
+{{- end -}}
+{{- end -}}
+
+{{/* matchConditions of the pod webhooks: pods that carry an interLink annotation or tolerate
+the virtual node's taint, then the values' own. */}}
+{{- define "shadowgate.podConditions" -}}
+- name: offloaded-pod
+  expression: >-
+    (has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.startsWith('interlink.eu/') || k == 'slurm-job.vk.io/pre-exec'))
+    || (has(object.spec.tolerations) && object.spec.tolerations.exists(t, has(t.key) ? t.key == 'virtual-node.interlink/no-schedule' : (has(t.operator) && t.operator == 'Exists')))
+{{- with .Values.webhooks.matchConditions }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
