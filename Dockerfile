@@ -5,7 +5,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
-RUN go build -ldflags "-s -w -X main.version=${VERSION}" -o /out/shadowgate ./cmd/shadowgate
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/shadowgate ./cmd/shadowgate
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/shadowgate /shadowgate

@@ -68,8 +68,22 @@ func TestCertManagerNamesMatchBase(t *testing.T) {
 			secrets = append(secrets, name)
 		}
 	}
-	if !slices.Equal(secrets, []string{ServingSecretName}) {
-		t.Errorf("base Deployment mounts Secrets %v, the serving Certificate writes %q", secrets, ServingSecretName)
+	if !slices.Equal(secrets, []string{ServingSecretName}) || len(volumes) != 1 {
+		t.Errorf("base Deployment mounts Secrets %v (volumes[0] is patched optional), the serving Certificate writes %q", secrets, ServingSecretName)
+	}
+	// The overlay appends --cert-manager-certificate to containers[0]'s args.
+	containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
+	if len(containers) == 0 {
+		t.Fatal("base Deployment has no containers")
+	}
+	if args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args"); len(args) == 0 || args[0] != "serve" {
+		t.Errorf("base Deployment's first container runs %v, the overlay gives its flag to serve", args)
+	}
+	if deploy.GetName() != workloadName {
+		t.Errorf("base Deployment is %q, the overlay patches %q", deploy.GetName(), workloadName)
+	}
+	if sa, _, _ := unstructured.NestedString(deploy.Object, "spec", "template", "spec", "serviceAccountName"); sa != workloadName {
+		t.Errorf("base Deployment runs as ServiceAccount %q, the overlay lets %q read Certificates", sa, workloadName)
 	}
 	for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
 		cfg := baseObject(t, "webhooks.yaml", kind)

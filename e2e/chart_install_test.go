@@ -15,65 +15,73 @@ import (
 	"github.com/interlink-hq/shadowgate/e2e/harness"
 )
 
-// chartCluster is a second control plane with shadowgate installed from the chart's rendering
-// for default values: the chart's objects have the names of the suite's kustomize install.
+// chartCluster is a control plane of its own for installing the chart, whose objects have the
+// names of the suite's kustomize install.
 type chartCluster struct {
-	k  harness.Kubectl
-	sg *harness.Shadowgate
+	k   harness.Kubectl
+	cp  *harness.ControlPlane
+	dir string
+	sg  *harness.Shadowgate
 }
 
-func startChartCluster(t *testing.T) chartCluster {
+// newChartCluster starts the control plane and, as the README installs, creates the release
+// namespace with its Pod Security level.
+func newChartCluster(t *testing.T) *chartCluster {
 	t.Helper()
 	tools, err := harness.BuildTools(cluster.root, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := os.MkdirTemp("", "shadowgate-chart-")
-	if err != nil {
+	c := &chartCluster{}
+	if c.dir, err = os.MkdirTemp("", "shadowgate-chart-"); err != nil {
 		t.Fatal(err)
 	}
-	cp, err := harness.StartControlPlane(tools, dir)
-	if err != nil {
+	if c.cp, err = harness.StartControlPlane(tools, c.dir); err != nil {
 		t.Fatal(err)
 	}
-	c := chartCluster{k: harness.Kubectl{Path: tools.Kubectl, Kubeconfig: cp.AdminKubeconfig}}
+	c.k = harness.Kubectl{Path: tools.Kubectl, Kubeconfig: c.cp.AdminKubeconfig}
 	t.Cleanup(func() {
 		if c.sg != nil {
 			if err := c.sg.Stop(); err != nil {
 				t.Errorf("shadowgate serve did not stop cleanly: %v", err)
 			}
 		}
-		if err := cp.Stop(); err != nil {
+		if err := c.cp.Stop(); err != nil {
 			t.Errorf("stopping the chart's control plane: %v", err)
 		}
 		if t.Failed() {
-			t.Logf("the chart's control plane and shadowgate logs are kept in %s", dir)
+			t.Logf("the chart's control plane and shadowgate logs are kept in %s", c.dir)
 		} else {
-			os.RemoveAll(dir)
+			os.RemoveAll(c.dir)
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	// As the README installs: the namespace first, with its Pod Security level, then the chart,
-	// then the Secrets and ConfigMaps the policy names (the dev overlay's stand-ins).
 	c.must(t, "", "create", "namespace", "shadowgate-system")
 	c.must(t, "", "label", "namespace", "shadowgate-system", "pod-security.kubernetes.io/enforce=restricted")
-	c.sg, err = harness.InstallChart(ctx, c.k, cp, helmTemplate(t), harness.ServeOptions{Bin: cluster.bin, Dir: dir, GracePeriod: gracePeriod})
+	return c
+}
+
+// install installs the chart's rendering for default values and serves it, then creates the
+// Secrets and ConfigMaps the example policy names (the dev overlay's stand-ins).
+func (c *chartCluster) install(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var err error
+	c.sg, err = harness.InstallChart(ctx, c.k, c.cp, helmTemplate(t), harness.ServeOptions{Bin: cluster.bin, Dir: c.dir, GracePeriod: gracePeriod})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.must(t, "", "apply", "-f", filepath.Join(cluster.root, "manifests/overlays/dev/credentials.yaml"))
-	return c
 }
 
-func (c chartCluster) run(t *testing.T, stdin string, args ...string) harness.Result {
+func (c *chartCluster) run(t *testing.T, stdin string, args ...string) harness.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	return c.k.Run(ctx, stdin, args...)
 }
 
-func (c chartCluster) must(t *testing.T, stdin string, args ...string) string {
+func (c *chartCluster) must(t *testing.T, stdin string, args ...string) string {
 	t.Helper()
 	r := c.run(t, stdin, args...)
 	if r.Err != nil {
@@ -113,7 +121,8 @@ func judge(r harness.Result) verdict {
 // apply a shadow, and its webhooks reach serve through their Service reference with the
 // chart's own certificate.
 func TestChartInstallJudgesLikeKustomize(t *testing.T) {
-	c := startChartCluster(t)
+	c := newChartCluster(t)
+	c.install(t)
 	const ns = "chart-parity"
 	createNamespaces(t, ns)
 	c.must(t, "", "create", "namespace", ns)
@@ -154,6 +163,44 @@ func TestChartInstallJudgesLikeKustomize(t *testing.T) {
 	p := offloaded{name: "trainer", namespace: ns, node: "hpc-vk", ports: []int32{8888}}
 	expectContains(t, c.must(t, p.json(), "apply", "-f", "-"), "pod/trainer created")
 	c.must(t, "", "get", "deployment", p.shadowName(), "-n", p.shadowNamespace())
+
+	// The README's metrics list is what the chart's install serves.
+	names := readmeMetrics(t)
+	eventually(t, 15*time.Second, "every metric the README lists is served", func() (bool, string) {
+		text, err := c.sg.Metrics()
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, name := range names {
+			if !strings.Contains(text, "\n"+name) {
+				return false, name + " is missing"
+			}
+		}
+		return true, ""
+	})
+}
+
+// readmeMetrics are the metric names in the table under "### Metrics" in the README's install
+// section.
+func readmeMetrics(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(cluster.root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(b), "<!-- section: install -->")
+	section, _, _ = strings.Cut(section, "<!-- /section: install -->")
+	_, table, _ := strings.Cut(section, "### Metrics")
+	var names []string
+	for _, line := range strings.Split(table, "\n") {
+		if name, ok := strings.CutPrefix(line, "| `"); ok {
+			names = append(names, name[:strings.Index(name, "`")])
+		}
+	}
+	if len(names) == 0 {
+		t.Fatal("the README's install section lists no metrics under ### Metrics")
+	}
+	return names
 }
 
 type parityCase struct {

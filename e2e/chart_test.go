@@ -1,15 +1,18 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -30,8 +33,9 @@ var helmBuild struct {
 	err  error
 }
 
-// helm runs the helm that hack/build-helm.sh builds (once per run) and returns its stdout.
-func helm(t *testing.T, args ...string) string {
+// runHelm runs the helm that hack/build-helm.sh builds (once per run), and returns its stdout
+// and, when it fails, an error carrying what it printed.
+func runHelm(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	helmBuild.once.Do(func() { helmBuild.path, helmBuild.err = harness.BuildHelm(cluster.root, os.Stderr) })
 	if helmBuild.err != nil {
@@ -43,9 +47,19 @@ func helm(t *testing.T, args ...string) string {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+		err = fmt.Errorf("helm %s: %w\n%s%s", strings.Join(args, " "), err, out, stderr.String())
 	}
-	return string(out)
+	return string(out), err
+}
+
+// helm runs helm and fails the test when it fails.
+func helm(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := runHelm(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // helmTemplate renders the chart as `helm install shadowgate -n shadowgate-system` would.
@@ -58,6 +72,23 @@ func TestChartLints(t *testing.T) {
 	for _, args := range [][]string{nil, certManager} {
 		out := helm(t, append([]string{"lint", "--strict", chartDir}, args...)...)
 		expectContains(t, out, "1 chart(s) linted, 0 chart(s) failed")
+	}
+}
+
+// values.schema.json refuses a misspelt key or a value serve or the API server would refuse,
+// at `helm install` rather than in a crash-looping pod or a failed webhook registration.
+func TestChartRefusesBadValues(t *testing.T) {
+	for set, want := range map[string]string{
+		"replicaCount=3":                          "additional properties 'replicaCount' not allowed",
+		"webhooks.failurePolicy=fail":             "/webhooks/failurePolicy",
+		"logFormat=text":                          "/logFormat",
+		"shadowGracePeriod=2 minutes":             "/shadowGracePeriod",
+		"webhooks.timeoutSeconds.validatePods=60": "/webhooks/timeoutSeconds/validatePods",
+	} {
+		_, err := runHelm(t, "template", "shadowgate", chartDir, "--set", set)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--set %s: got %v, want an error naming %s", set, err, want)
+		}
 	}
 }
 
@@ -93,9 +124,9 @@ func (r rendered) typed(t *testing.T, key string, out any) {
 
 // The chart grants exactly the kustomize install's RBAC and registers exactly its webhooks:
 // same names, rules, selectors, matchConditions, failure policies, timeouts and Service
-// references; only a self-signed caBundle is the chart's own. In cert-manager mode it also
-// renders the cert-manager overlay's Issuers and Certificates and annotates the webhooks as
-// it does.
+// references; only a self-signed caBundle is the chart's own. Its Deployment mounts the same
+// volumes and passes every argument kustomize's does. In cert-manager mode it also renders the
+// cert-manager overlay's Issuers and Certificates and annotates the webhooks as it does.
 func TestChartMatchesKustomize(t *testing.T) {
 	for _, c := range []struct {
 		kustomization string
@@ -112,17 +143,29 @@ func TestChartMatchesKustomize(t *testing.T) {
 					compare(t, key, o.Object["spec"], g.Object["spec"])
 				}
 			}
-			for _, key := range []string{"ClusterRole/shadowgate", "Role/shadowgate-leader-election"} {
-				var w, g rbacv1.ClusterRole // a Role's rules have the same shape
-				want.typed(t, key, &w)
-				got.typed(t, key, &g)
-				compare(t, key+" rules", w.Rules, g.Rules)
-			}
-			for _, key := range []string{"ClusterRoleBinding/shadowgate", "RoleBinding/shadowgate-leader-election"} {
-				var w, g rbacv1.ClusterRoleBinding
-				want.typed(t, key, &w)
-				got.typed(t, key, &g)
-				compare(t, key, []any{w.RoleRef, w.Subjects}, []any{g.RoleRef, g.Subjects})
+			for key, o := range want {
+				switch o.GetKind() {
+				case "ClusterRole", "Role": // a Role's rules have a ClusterRole's shape
+					var w, g rbacv1.ClusterRole
+					want.typed(t, key, &w)
+					got.typed(t, key, &g)
+					compare(t, key+" rules", w.Rules, g.Rules)
+				case "ClusterRoleBinding", "RoleBinding":
+					var w, g rbacv1.ClusterRoleBinding
+					want.typed(t, key, &w)
+					got.typed(t, key, &g)
+					compare(t, key, []any{w.RoleRef, w.Subjects}, []any{g.RoleRef, g.Subjects})
+				case "Deployment":
+					var w, g appsv1.Deployment
+					want.typed(t, key, &w)
+					got.typed(t, key, &g)
+					compare(t, key+" volumes", w.Spec.Template.Spec.Volumes, g.Spec.Template.Spec.Volumes)
+					for _, arg := range w.Spec.Template.Spec.Containers[0].Args {
+						if !slices.Contains(g.Spec.Template.Spec.Containers[0].Args, arg) {
+							t.Errorf("%s: the chart's container lacks the argument %s", key, arg)
+						}
+					}
+				}
 			}
 			var wm, gm admissionv1.MutatingWebhookConfiguration
 			want.typed(t, "MutatingWebhookConfiguration/shadowgate", &wm)

@@ -28,21 +28,28 @@ declare -A need=(
 
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }
 
-missing=()
+missing=() tools=()
 for cmd in "${!need[@]}"; do
-  have "$cmd" || missing+=("${need[$cmd]}")
+  if ! have "$cmd"; then
+    missing+=("${need[$cmd]}")
+    tools+=("$cmd")
+  fi
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 mapfile -t pkgs < <(printf '%s\n' "${missing[@]}" | sort -u)
+mapfile -t tools < <(printf '%s\n' "${tools[@]}" | sort)
 if [ "$(id -u)" -ne 0 ]; then
   echo "test-deps: missing ${pkgs[*]}; run as root or install them: apt-get install ${pkgs[*]}" >&2
   exit 1
 fi
 echo "test-deps: installing ${pkgs[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >/dev/null
-apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
+# apt-get's own message comes first; this one says what it was for.
+if ! apt-get update -qq >/dev/null || ! apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null; then
+  echo "test-deps: apt-get could not install ${pkgs[*]} (its message is above), so the tests lack ${tools[*]}; install them from Debian's packages, or fix the package sources" >&2
+  exit 1
+fi
 for cmd in "${!need[@]}"; do
   have "$cmd" || { echo "test-deps: $cmd is still missing after installing ${need[$cmd]}" >&2; exit 1; }
 done

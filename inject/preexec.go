@@ -38,7 +38,7 @@ var preExecBody = func() string {
 // shellWord matches values that can stand between single quotes as they are. Everything the
 // snippet is called with has been validated to this already; a value that is not is refused,
 // never escaped.
-var shellWord = regexp.MustCompile(`^[A-Za-z0-9._/+:,_-]*$`)
+var shellWord = regexp.MustCompile(`^[A-Za-z0-9._/+:,-]*$`)
 
 // preExec renders the snippet for a pod whose relay listens on bind: the constant functions,
 // then one call whose arguments are the validated values, each single-quoted.

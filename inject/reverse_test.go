@@ -5,6 +5,7 @@ import (
 	"path"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -107,6 +108,28 @@ func TestReverseScriptsPassSyntaxChecksAndShellcheck(t *testing.T) {
 				if out, err := cmd.CombinedOutput(); err != nil {
 					t.Errorf("%s: %v\n%s", strings.Join(check, " "), err, out)
 				}
+			}
+		})
+	}
+}
+
+// ssh-reverse checks what reaches a shell before it runs anything: the job name squeue looks
+// for with srun, and the poll interval, which the node's shell sleeps too.
+func TestReverseScriptRefusesValuesItWouldPassOn(t *testing.T) {
+	sshtest.Require(t, "bash")
+	for name, c := range map[string]struct {
+		nodeExec, env, want string
+	}{
+		"srun with an empty job name, which squeue -n would take for any job": {"srun", EnvReverseJobName + "=", "SHADOW_REVERSE_JOB_NAME holds ''"},
+		"a poll interval that is not a number":                                {"ssh", "SHADOW_POLL_INTERVAL=1;reboot", "SHADOW_POLL_INTERVAL holds '1;reboot', not a number of seconds"},
+		"a poll interval of a number and more":                                {"ssh", "SHADOW_POLL_INTERVAL=1.5.2", "not a number of seconds"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, s := reverseShadow(t, "        KeySecret: hpc-ssh-key\n        Reverse: {Enabled: true, NodeExec: "+c.nodeExec+"}\n")
+			mounts := map[string]string{nodeDir: t.TempDir(), stateDir: t.TempDir(), keyDir: t.TempDir()}
+			p := runContainer(t, container(t, s.Deployment, ContainerReverse), mounts, c.env)
+			if code := p.wait(t, 5*time.Second); code == 0 || !strings.Contains(p.out.String(), c.want) {
+				t.Errorf("exit code %d, output:\n%s\nwant it to fail saying %q", code, p.out, c.want)
 			}
 		})
 	}

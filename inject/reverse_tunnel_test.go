@@ -61,7 +61,7 @@ func TestReverseTunnelSocketsAreTheJobUsersOnly(t *testing.T) {
 	s.waitReady(t, job)
 	// Go writes a socket's mode with S where ls shows s: srw------- and drwx------.
 	for path, want := range map[string]string{
-		s.dir(): "drwx------",
+		s.dir():            "drwx------",
 		s.socket(s.listen): "Srw-------",
 		s.socket(s.second): "Srw-------",
 	} {

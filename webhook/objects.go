@@ -65,8 +65,8 @@ var _ admission.Handler = (*ConfigMapValidator)(nil)
 
 // Handle implements admission.Handler.
 func (v *ConfigMapValidator) Handle(_ context.Context, req admission.Request) admission.Response {
-	cm := &corev1.ConfigMap{}
-	if err := decodeObject(req.Object, cm); err != nil {
+	cm, err := objectOf[corev1.ConfigMap](req.Object)
+	if err != nil {
 		v.metrics.decided(PathValidateConfigMaps, resultError)
 		return admission.Errored(http.StatusBadRequest, err)
 	}

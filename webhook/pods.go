@@ -34,8 +34,8 @@ var _ admission.Handler = (*PodMutator)(nil)
 
 // Handle implements admission.Handler.
 func (m *PodMutator) Handle(_ context.Context, req admission.Request) admission.Response {
-	pod := &corev1.Pod{}
-	if err := decodeObject(req.Object, pod); err != nil {
+	pod, err := objectOf[corev1.Pod](req.Object)
+	if err != nil {
 		m.metrics.decided(PathMutatePods, resultError)
 		return admission.Errored(http.StatusBadRequest, err)
 	}
@@ -71,8 +71,8 @@ var _ admission.Handler = (*PodValidator)(nil)
 
 // Handle implements admission.Handler.
 func (v *PodValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
-	pod := &corev1.Pod{}
-	if err := decodeObject(req.Object, pod); err != nil {
+	pod, err := objectOf[corev1.Pod](req.Object)
+	if err != nil {
 		v.metrics.decided(PathValidatePods, resultError)
 		return admission.Errored(http.StatusBadRequest, err)
 	}

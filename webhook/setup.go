@@ -3,8 +3,11 @@ package webhook
 import (
 	"context"
 	"errors"
+	"net/http"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -59,13 +62,17 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 	}
 	events := newPodEvents(mgr.GetClient(), recorder)
 	server := mgr.GetWebhookServer()
-	for path, h := range map[string]admission.Handler{
-		PathMutatePods:         &PodMutator{policies: store, metrics: metrics},
-		PathValidatePods:       &PodValidator{policies: store, shadows: applier, events: events, metrics: metrics},
-		PathValidateWorkloads:  &WorkloadValidator{scheme: mgr.GetScheme(), policies: store, ref: opts.Policy, metrics: metrics},
-		PathValidateConfigMaps: &ConfigMapValidator{policies: store, ref: opts.Policy, metrics: metrics},
+	pods := func() runtime.Object { return &corev1.Pod{} }
+	configMaps := func() runtime.Object { return &corev1.ConfigMap{} }
+	for path, h := range map[string]http.Handler{
+		PathMutatePods:         &reviewServer{newWebhook(&PodMutator{policies: store, metrics: metrics}), pods},
+		PathValidatePods:       &reviewServer{newWebhook(&PodValidator{policies: store, shadows: applier, events: events, metrics: metrics}), pods},
+		PathValidateConfigMaps: &reviewServer{newWebhook(&ConfigMapValidator{policies: store, ref: opts.Policy, metrics: metrics}), configMaps},
+		// Workloads come in six kinds, known from the request once it is read: the Webhook
+		// reads the review, and the handler the object.
+		PathValidateWorkloads: newWebhook(&WorkloadValidator{scheme: mgr.GetScheme(), policies: store, ref: opts.Policy, metrics: metrics}),
 	} {
-		server.Register(path, withCallDeadline(newWebhook(h)))
+		server.Register(path, withCallDeadline(h))
 	}
 	for _, r := range []manager.Runnable{store, events} {
 		if err := mgr.Add(r); err != nil {

@@ -29,6 +29,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/interlink-hq/shadowgate/certs"
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
@@ -47,6 +48,7 @@ const (
 type serveOptions struct {
 	kubeconfig      string
 	certDir         string
+	certificate     string
 	host            string
 	port            int
 	metricsAddr     string
@@ -67,15 +69,17 @@ func newServeCommand() *cobra.Command {
 		Short: "Run the admission webhook and the shadow reconciler",
 		Long: `Serve the admission endpoints /mutate-pods, /validate-pods, /validate-workloads and
 /validate-configmaps over TLS, apply each admitted pod's shadow with server-side apply, and
-reconcile shadows with their pods. Ready (/readyz) once the policy is loaded and the webhook
-server is serving; SIGTERM or Ctrl-C finishes the admissions in flight, then exits.`,
+reconcile shadows with their pods. Ready (/readyz) once the policy is loaded, tls.crt and
+tls.key are read from --cert-dir (/readyz/serving-certificate says what is awaited) and the
+webhook server is serving; SIGTERM or Ctrl-C finishes the admissions in flight, then exits.`,
 		Example: `  shadowgate serve --kubeconfig ~/.kube/config --cert-dir ./certs --log-format console`,
 		Args:    cobra.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; default $KUBECONFIG, the in-cluster service account, then ~/.kube/config")
-	f.StringVar(&o.certDir, "cert-dir", "/etc/shadowgate/tls", "directory holding tls.crt and tls.key; files replaced there are served without a restart")
+	f.StringVar(&o.certDir, "cert-dir", "/etc/shadowgate/tls", "directory holding tls.crt and tls.key; files replaced there are served without a restart, and serve is not ready while they are missing")
+	f.StringVar(&o.certificate, certs.CertificateFlag, "", "name of the cert-manager Certificate, in --namespace, that writes the Secret mounted as --cert-dir; while the files are missing, serve reports its Ready condition")
 	f.StringVar(&o.host, "bind-address", "", "address the webhook server listens on; empty for all")
 	f.IntVar(&o.port, "port", 9443, "port of the webhook server")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (/metrics); 0 disables it")
@@ -106,8 +110,18 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 	if namespace == "" {
 		namespace = ownNamespace()
 	}
-	mgr, err := ctrl.NewManager(cfg, o.managerOptions(namespace, logger))
+	serving, err := o.servingCertificate(cfg, namespace, logger.WithName("certs"))
 	if err != nil {
+		return &exitError{code: exitServeFailed, msg: err.Error()}
+	}
+	mgr, err := ctrl.NewManager(cfg, o.managerOptions(namespace, serving, logger))
+	if err != nil {
+		return &exitError{code: exitServeFailed, msg: err.Error()}
+	}
+	if err := mgr.Add(serving); err != nil {
+		return &exitError{code: exitServeFailed, msg: err.Error()}
+	}
+	if err := mgr.AddReadyzCheck("serving-certificate", serving.Check); err != nil {
 		return &exitError{code: exitServeFailed, msg: err.Error()}
 	}
 	metrics, err := webhook.NewMetrics(ctrlmetrics.Registry)
@@ -163,7 +177,7 @@ func (o *serveOptions) restConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-func (o *serveOptions) managerOptions(namespace string, logger logr.Logger) manager.Options {
+func (o *serveOptions) managerOptions(namespace string, serving *certs.Serving, logger logr.Logger) manager.Options {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme) // registering built-in types into a new scheme cannot fail
 	shadows := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{inject.LabelManagedBy: inject.ManagedBy})}
@@ -184,10 +198,11 @@ func (o *serveOptions) managerOptions(namespace string, logger logr.Logger) mana
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       &o.shutdownTimeout,
 		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
-			Host:    o.host,
-			Port:    o.port,
-			CertDir: o.certDir,
+			Host: o.host,
+			Port: o.port,
 			TLSOpts: []func(*tls.Config){func(c *tls.Config) {
+				// serving waits for the files rather than failing the server without them.
+				c.GetCertificate = serving.GetCertificate
 				c.MinVersion = tls.VersionTLS12
 				// HTTP/1.1 only: the API server needs nothing more, and HTTP/2 brings the
 				// stream-reset floods (CVE-2023-44487) into a component on every pod's path.

@@ -196,32 +196,40 @@ func (s *Shadowgate) InstallWebhooks(ctx context.Context) error {
 	return s.waitCalled(ctx)
 }
 
-// waitCalled returns once the API server sends pods to /validate-pods: a server-side dry run
-// of a pod with a reverse annotation, on no virtual node, comes back with shadowgate's warning.
+// waitCalled returns once the API server sends pods to /validate-pods.
 func (s *Shadowgate) waitCalled(ctx context.Context) error {
+	return s.waitWebhooks(ctx, true, "the API server does not call shadowgate 30s after its webhooks were registered")
+}
+
+// waitWebhooks polls until the API server calls shadowgate (called) or no longer does: a
+// server-side dry run of a pod with a reverse annotation, on no virtual node, comes back with
+// shadowgate's warning while it does. The API server learns of a change to the webhook
+// configurations from a watch, a moment after it is stored.
+func (s *Shadowgate) waitWebhooks(ctx context.Context, called bool, timeoutMsg string) error {
 	const probe = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"webhook-probe","namespace":"default",` +
 		`"annotations":{"interlink.eu/reverse-forwards":"probe:1"}},"spec":{"containers":[{"name":"c","image":"busybox"}]}}`
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		r := s.kubectl.Run(ctx, probe, "create", "--dry-run=server", "-f", "-")
-		if r.Err == nil && strings.Contains(r.Stderr, "Warning: metadata.annotations[interlink.eu/reverse-forwards] is ignored") {
+		if r.Err == nil && called == strings.Contains(r.Stderr, "Warning: metadata.annotations[interlink.eu/reverse-forwards] is ignored") {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the API server does not call shadowgate 30s after its webhooks were registered; kubectl printed: %s", r.Output())
+			return fmt.Errorf("%s; kubectl printed: %s", timeoutMsg, r.Output())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 }
 
-// RemoveWebhooks deletes the webhook configurations, leaving shadowgate running.
+// RemoveWebhooks deletes the webhook configurations, leaving shadowgate running, and returns
+// once the API server no longer calls it.
 func (s *Shadowgate) RemoveWebhooks(ctx context.Context) error {
 	for _, o := range s.webhooks {
 		if _, err := s.kubectl.Must(ctx, "", "delete", strings.ToLower(o.GetKind()), o.GetName(), "--ignore-not-found"); err != nil {
 			return err
 		}
 	}
-	return nil
+	return s.waitWebhooks(ctx, false, "the API server still calls shadowgate 30s after its webhooks were deleted")
 }
 
 // Probe GETs a path (/readyz, /healthz) of the health probe endpoint.

@@ -1,6 +1,7 @@
 // Package harness runs a real control plane on loopback for the e2e suite and `make dev`:
 // etcd and kube-apiserver built from the Go module proxy (hack/e2e-tools.sh), the real
-// kubectl, and `shadowgate serve` installed from the manifests/ dev overlay.
+// kubectl, and `shadowgate serve` installed from the manifests/ dev overlay or from the Helm
+// chart's rendering (helm built by hack/build-helm.sh).
 package harness
 
 import (

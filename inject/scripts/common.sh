@@ -62,6 +62,16 @@ ssh_option_words() {
   done
 }
 
+# stop_children PID... stops these children of the script and waits until they are gone.
+stop_children() {
+  for child in "$@"; do
+    kill "$child" 2>/dev/null || true
+  done
+  for child in "$@"; do
+    wait "$child" 2>/dev/null || true
+  done
+}
+
 # shutdown STOP is the TERM and INT handler of a supervising script: it stops the node watcher
 # ($watcher, when one runs), then runs STOP, which stops the tunnel, and exits 0.
 shutdown() {

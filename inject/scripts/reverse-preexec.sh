@@ -43,7 +43,7 @@ shadowgate_reverse_tunnel() {
     fi
     # So does another job of the same user with the same bind address (replicas of a template
     # that sets it): its relay still runs, and removing its directory would end its tunnel.
-    if false; then
+    if shadowgate_reverse_relay_runs "$sg_rev_dir"; then
       echo "interLink: another job of yours holds $sg_rev_bind: its relay runs from $sg_rev_dir. Each pod needs its own interlink.eu/reverse-bind; remove the annotation and shadowgate chooses one per pod. The job stops here." >&2
       return 1
     fi

@@ -80,13 +80,7 @@ start_tunnel() {
 }
 
 stop_tunnel() {
-  local pid
-  for pid in "${pids[@]}"; do
-    kill "$pid" 2>/dev/null || true
-  done
-  for pid in "${pids[@]}"; do
-    wait "$pid" 2>/dev/null || true
-  done
+  stop_children "${pids[@]}"
   pids=()
   rm -f -- "$control"
 }

@@ -159,13 +159,7 @@ start_sessions() {
 }
 
 stop_sessions() {
-	local pid
-	for pid in "${pids[@]}"; do
-		kill "$pid" 2>/dev/null || true
-	done
-	for pid in "${pids[@]}"; do
-		wait "$pid" 2>/dev/null || true
-	done
+	stop_children "${pids[@]}"
 	pids=()
 }
 

@@ -1,0 +1,50 @@
+package e2e
+
+import (
+	"encoding/base64"
+	"strings"
+	"testing"
+)
+
+// `helm install` as the README says, without cert-manager, then `helm upgrade`: the chart's
+// self-signed CA and serving certificate are kept (read back with lookup), so the webhooks'
+// caBundle keeps trusting what the running pods serve. There is no kubelet, so nothing runs and
+// nothing calls the webhooks; Helm neither waits nor needs them.
+func TestChartUpgradeKeepsItsCertificate(t *testing.T) {
+	c := newChartCluster(t)
+	release := []string{"shadowgate", chartDir, "--namespace", "shadowgate-system", "--kubeconfig", c.k.Kubeconfig}
+	helm(t, append([]string{"install"}, release...)...)
+	before := c.tlsState(t)
+	helm(t, append([]string{"upgrade", "--reuse-values", "--set", "logLevel=debug"}, release...)...)
+	after := c.tlsState(t)
+	if before != after {
+		t.Errorf("helm upgrade replaced the certificate or the caBundle:\nbefore %s\nafter  %s", before, after)
+	}
+	if args := c.must(t, "", "get", "deployment", "shadowgate", "-n", "shadowgate-system", "-o", "jsonpath={.spec.template.spec.containers[0].args}"); !strings.Contains(args, "--log-level=debug") {
+		t.Errorf("the upgrade did not reach the Deployment: args %s", args)
+	}
+}
+
+// tlsState is the serving certificate and CA in Secret shadowgate-tls and the caBundle of
+// each webhook, after checking that the caBundles are that CA.
+func (c *chartCluster) tlsState(t *testing.T) string {
+	t.Helper()
+	secret := c.must(t, "", "get", "secret", "shadowgate-tls", "-n", "shadowgate-system", "-o", `jsonpath={.data.ca\.crt} {.data.tls\.crt}`)
+	ca, cert, _ := strings.Cut(secret, " ")
+	if ca == "" || cert == "" {
+		t.Fatalf("Secret shadowgate-tls lacks ca.crt or tls.crt: %q", secret)
+	}
+	for _, kind := range []string{"mutatingwebhookconfiguration", "validatingwebhookconfiguration"} {
+		bundles := strings.Fields(c.must(t, "", "get", kind, "shadowgate", "-o", "jsonpath={.webhooks[*].clientConfig.caBundle}"))
+		if len(bundles) == 0 {
+			t.Errorf("%s has no caBundle", kind)
+		}
+		for _, b := range bundles {
+			if b != ca {
+				pem, _ := base64.StdEncoding.DecodeString(b)
+				t.Errorf("%s caBundle is not Secret shadowgate-tls's ca.crt:\n%s", kind, pem)
+			}
+		}
+	}
+	return secret
+}

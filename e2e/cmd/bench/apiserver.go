@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/interlink-hq/shadowgate/e2e/bench"
+	"github.com/interlink-hq/shadowgate/e2e/harness"
+	"github.com/interlink-hq/shadowgate/inject"
+)
+
+// scenario is one way of creating pods through the API server.
+type scenario struct {
+	name     string
+	webhooks bool // shadowgate's webhook configurations registered
+	port     bool // the pod has a port, so it gets a shadow
+}
+
+// The scenarios create the same offloaded pod, with a port for shadows: the API server's own
+// work differs only by what shadowgate adds.
+var scenarios = []scenario{
+	{name: "baseline"},
+	{name: "noshadow", webhooks: true},
+	{name: "shadow", webhooks: true, port: true},
+}
+
+// apiServerLoad creates pods through the harness's API server as the cluster admin.
+type apiServerLoad struct {
+	cs        kubernetes.Interface
+	sg        *harness.Shadowgate
+	namespace string
+	pids      []int // kube-apiserver, etcd, shadowgate serve: the CPU a pod create costs
+	hooked    bool
+	created   int
+}
+
+type batch struct {
+	latencies []time.Duration
+	wall, cpu time.Duration
+	pods      int
+}
+
+// runAPIServer creates pods with each number of concurrent clients, for each scenario, in
+// rounds: within a round the scenarios run one after the other, in alternating order, so the
+// webhooks are registered or removed once between blocks, and drifting load touches every
+// scenario alike. Latency percentiles pool the rounds; ratios are to the baseline's.
+func runAPIServer(ctx context.Context, l *apiServerLoad, r *bench.Report, clients []int, podsPer map[int]int, rounds int) error {
+	if _, err := l.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: l.namespace}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	// Warm up every path (the shadow namespace, connections, caches), unrecorded.
+	for _, s := range []scenario{scenarios[1], scenarios[2], scenarios[0]} {
+		if _, err := l.batch(ctx, s, 10, 20); err != nil {
+			return fmt.Errorf("warming up %s: %w", s.name, err)
+		}
+	}
+	got := map[string]*batch{}
+	block := 0
+	for range rounds {
+		for _, n := range clients {
+			order := scenarios
+			if block%2 == 1 {
+				order = []scenario{scenarios[2], scenarios[1], scenarios[0]}
+			}
+			block++
+			for _, s := range order {
+				b, err := l.batch(ctx, s, n, podsPer[n])
+				if err != nil {
+					return fmt.Errorf("%s with %d clients: %w", s.name, n, err)
+				}
+				key := s.name + "-" + strconv.Itoa(n)
+				if got[key] == nil {
+					got[key] = &batch{}
+				}
+				t := got[key]
+				t.latencies = append(t.latencies, b.latencies...)
+				t.wall, t.cpu, t.pods = t.wall+b.wall, t.cpu+b.cpu, t.pods+b.pods
+			}
+		}
+	}
+	for _, n := range clients {
+		base := got["baseline-"+strconv.Itoa(n)]
+		base50, base99 := bench.Percentile(base.latencies, 50), bench.Percentile(base.latencies, 99)
+		for _, s := range scenarios {
+			t := got[s.name+"-"+strconv.Itoa(n)]
+			name := fmt.Sprintf("apiserver-%s-%dclients", s.name, n)
+			p50, p99 := bench.Percentile(t.latencies, 50), bench.Percentile(t.latencies, 99)
+			r.Duration(name+"-p50", p50)
+			r.Duration(name+"-p99", p99)
+			r.Figure(name+"-throughput", float64(t.pods)/t.wall.Seconds(), "pods/s")
+			r.Figure(name+"-cpu-per-pod", float64(t.cpu)/float64(time.Millisecond)/float64(t.pods), "ms")
+			if s.name == "baseline" {
+				continue
+			}
+			r50, r99 := ratio(p50, base50), ratio(p99, base99)
+			r.Figure(name+"-p50-vs-baseline", r50, "x")
+			r.Figure(name+"-p99-vs-baseline", r99, "x")
+			switch {
+			case s.name == "noshadow" && n >= 10:
+				r.Target(fmt.Sprintf("no shadow, %d clients: p99 <= 1.3x baseline", n),
+					fmt.Sprintf("%.2fx (p99 %s vs %s)", r99, p99.Round(100*time.Microsecond), base99.Round(100*time.Microsecond)), r99 <= 1.3)
+			case s.name == "shadow" && n == 10:
+				r.Target("with shadows, 10 clients: p50 <= 2.5x baseline",
+					fmt.Sprintf("%.2fx (p50 %s vs %s)", r50, p50.Round(100*time.Microsecond), base50.Round(100*time.Microsecond)), r50 <= 2.5)
+			}
+		}
+	}
+	return nil
+}
+
+func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
+
+// batch creates pods pods of scenario s with n concurrent clients, each creating its share
+// one after the other, and returns every create's latency.
+func (l *apiServerLoad) batch(ctx context.Context, s scenario, n, pods int) (batch, error) {
+	if err := l.hook(ctx, s.webhooks); err != nil {
+		return batch{}, err
+	}
+	objs := make([]*corev1.Pod, pods)
+	for i := range objs {
+		objs[i] = bench.TypicalPod(fmt.Sprintf("%s-%d", s.name, l.created+i), l.namespace, s.port, false)
+	}
+	l.created += pods
+	cpu0, err := l.cpu()
+	if err != nil {
+		return batch{}, err
+	}
+	latencies, wall, failed := createPods(ctx, l.cs, objs, n)
+	if len(failed) > 0 {
+		return batch{}, fmt.Errorf("%d of %d creates failed, the first: %w", len(failed), pods, failed[0])
+	}
+	cpu1, err := l.cpu()
+	return batch{latencies: latencies, wall: wall, cpu: cpu1 - cpu0, pods: pods}, err
+}
+
+func (l *apiServerLoad) hook(ctx context.Context, on bool) error {
+	if on == l.hooked {
+		return nil
+	}
+	l.hooked = on
+	if on {
+		return l.sg.InstallWebhooks(ctx)
+	}
+	return l.sg.RemoveWebhooks(ctx)
+}
+
+func (l *apiServerLoad) cpu() (time.Duration, error) {
+	var total time.Duration
+	for _, pid := range l.pids {
+		t, err := bench.ProcessCPU(pid)
+		if err != nil {
+			return 0, err
+		}
+		total += t
+	}
+	return total, nil
+}
+
+// createPods creates pods with n concurrent clients taking the next pod as each finishes, and
+// returns each create's latency, the wall time of them all, and the errors of those that failed.
+func createPods(ctx context.Context, cs kubernetes.Interface, pods []*corev1.Pod, n int) ([]time.Duration, time.Duration, []error) {
+	latencies := make([]time.Duration, len(pods))
+	errs := make([]error, len(pods))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range n {
+		wg.Go(func() {
+			for i := range next {
+				t := time.Now()
+				_, errs[i] = cs.CoreV1().Pods(pods[i].Namespace).Create(ctx, pods[i], metav1.CreateOptions{})
+				latencies[i] = time.Since(t)
+			}
+		})
+	}
+	for i := range pods {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	var failed []error
+	for _, err := range errs {
+		if err != nil {
+			failed = append(failed, err)
+		}
+	}
+	return latencies, time.Since(start), failed
+}
+
+// runBurst creates count pods with shadows, all at once with concurrency clients, then checks
+// that every pod was created and has every object of its shadow.
+func runBurst(ctx context.Context, l *apiServerLoad, r *bench.Report, count, concurrency int) error {
+	if err := l.hook(ctx, true); err != nil {
+		return err
+	}
+	ns := l.namespace + "-burst"
+	if _, err := l.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	pods := make([]*corev1.Pod, count)
+	for i := range pods {
+		pods[i] = bench.TypicalPod("burst-"+strconv.Itoa(i), ns, true, false)
+	}
+	latencies, wall, failed := createPods(ctx, l.cs, pods, concurrency)
+	missing, err := missingShadows(ctx, l.cs, pods)
+	if err != nil {
+		return err
+	}
+	name := fmt.Sprintf("apiserver-burst-%dpods-%dclients", count, concurrency)
+	r.Figure(name+"-throughput", float64(count)/wall.Seconds(), "pods/s")
+	r.Duration(name+"-p50", bench.Percentile(latencies, 50))
+	r.Duration(name+"-p99", bench.Percentile(latencies, 99))
+	r.Figure(name+"-errors", float64(len(failed)), "pods")
+	r.Figure(name+"-missing-shadows", float64(missing), "pods")
+	verdict := fmt.Sprintf("%d errors, %d pods without their whole shadow, in %s", len(failed), missing, wall.Round(100*time.Millisecond))
+	if len(failed) > 0 {
+		verdict += "; the first error: " + failed[0].Error()
+	}
+	r.Target(fmt.Sprintf("%d pods created concurrently: each has its shadow, no error", count), verdict, len(failed) == 0 && missing == 0)
+	return nil
+}
+
+// missingShadows counts the pods whose Deployment, Service or node ConfigMap is missing.
+func missingShadows(ctx context.Context, cs kubernetes.Interface, pods []*corev1.Pod) (int, error) {
+	shadowNS := inject.ShadowNamespace(pods[0].Namespace, false)
+	have := map[string]bool{}
+	deployments, err := cs.AppsV1().Deployments(shadowNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	for _, d := range deployments.Items {
+		have["Deployment/"+d.Name] = true
+	}
+	services, err := cs.CoreV1().Services(shadowNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	for _, s := range services.Items {
+		have["Service/"+s.Name] = true
+	}
+	configMaps, err := cs.CoreV1().ConfigMaps(shadowNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	for _, c := range configMaps.Items {
+		have["ConfigMap/"+c.Name] = true
+	}
+	missing := 0
+	for _, p := range pods {
+		name := inject.ShadowName(p.Name, p.Namespace)
+		if !have["Deployment/"+name] || !have["Service/"+name] || !have["ConfigMap/"+inject.NodeConfigMapName(name)] {
+			missing++
+		}
+	}
+	return missing, nil
+}

@@ -1,0 +1,138 @@
+// Command bench is `make bench`: shadowgate measured in one run, printing one line per figure
+// (`BENCH <name> <value> <unit>`) and a summary of the targets of issue 7. In order: the Go
+// benchmarks of the in-process path, interleaved; `shadowgate serve` over HTTPS, driven by the
+// load generator here; pod creates through a real kube-apiserver and etcd (e2e/harness) with
+// no webhook, with shadowgate and pods without shadows, and with shadows, interleaved; and a
+// burst of pods created at once, each checked for its shadow. Wall-clock figures depend on
+// what else the machine runs: the load average is printed with them, and ratios, allocation
+// counts and per-core figures (requests per CPU-second) depend on it far less.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/interlink-hq/shadowgate/e2e/bench"
+	"github.com/interlink-hq/shadowgate/e2e/harness"
+)
+
+type options struct {
+	root                           string
+	goRounds                       int
+	goBenchtime                    time.Duration
+	httpsRounds, httpsRate         int
+	httpsWorkers                   int
+	httpsDuration                  time.Duration
+	apiRounds                      int
+	burst, burstClients            int
+	podsPer1, podsPer10, podsPer50 int
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.root, "root", ".", "the shadowgate repository")
+	flag.IntVar(&o.goRounds, "go-rounds", 5, "rounds of the Go benchmarks")
+	flag.DurationVar(&o.goBenchtime, "go-benchtime", time.Second, "-test.benchtime of each Go benchmark in each round")
+	flag.IntVar(&o.httpsRounds, "https-rounds", 2, "rounds of each HTTPS measurement")
+	flag.IntVar(&o.httpsRate, "https-rate", 1000, "fixed offered load for the HTTPS latencies, requests per second")
+	flag.IntVar(&o.httpsWorkers, "https-workers", 8, "concurrent connections of the HTTPS throughput runs")
+	flag.DurationVar(&o.httpsDuration, "https-duration", 3*time.Second, "length of each HTTPS run")
+	flag.IntVar(&o.apiRounds, "api-rounds", 3, "rounds of pod creates through the API server")
+	flag.IntVar(&o.podsPer1, "pods-1", 30, "pods per batch with 1 client")
+	flag.IntVar(&o.podsPer10, "pods-10", 100, "pods per batch with 10 clients")
+	flag.IntVar(&o.podsPer50, "pods-50", 200, "pods per batch with 50 clients")
+	flag.IntVar(&o.burst, "burst", 1000, "pods with shadows created at once at the end")
+	flag.IntVar(&o.burstClients, "burst-clients", 1000, "concurrent clients creating the burst")
+	flag.Parse()
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	started := time.Now()
+	root, err := filepath.Abs(o.root)
+	if err != nil {
+		return err
+	}
+	r := bench.NewReport(os.Stdout)
+	r.Note("%s, %s; load average at start %s", bench.Machine(), runtime.Version(), bench.LoadAverage())
+	dir, err := os.MkdirTemp("", "shadowgate-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	r.Note("in-process: Go benchmarks, %d interleaved rounds of %s each", o.goRounds, o.goBenchtime)
+	if err := runGoBenchmarks(ctx, root, dir, o.goRounds, o.goBenchtime, r); err != nil {
+		return err
+	}
+
+	tools, err := harness.BuildTools(root, os.Stderr)
+	if err != nil {
+		return err
+	}
+	bin, err := harness.BuildShadowgate(root, dir)
+	if err != nil {
+		return err
+	}
+	cp, err := harness.StartControlPlane(tools, dir)
+	if err != nil {
+		return err
+	}
+	defer stopLogged("the control plane", cp.Stop)
+	kubectl := harness.Kubectl{Path: tools.Kubectl, Kubeconfig: cp.AdminKubeconfig}
+	sg, err := harness.Install(ctx, root, kubectl, cp, harness.ServeOptions{Bin: bin, Dir: dir, GracePeriod: 2 * time.Minute})
+	if err != nil {
+		return err
+	}
+	defer stopLogged("shadowgate serve", sg.Stop)
+
+	r.Note("HTTPS: shadowgate serve, %d connections closed-loop, then %d requests/s offered; %d rounds of %s; load average %s",
+		o.httpsWorkers, o.httpsRate, o.httpsRounds, o.httpsDuration, bench.LoadAverage())
+	https := newHTTPSLoad(sg.Port, sg.CA, sg.PID(), 64)
+	if err := runHTTPS(ctx, https, r, o.httpsRounds, o.httpsRate, o.httpsWorkers, o.httpsDuration); err != nil {
+		return fmt.Errorf("HTTPS: %w", err)
+	}
+
+	cfg := rest.CopyConfig(cp.Admin)
+	cfg.QPS = -1 // no client-side limit: the clients are the load
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	apiserverPID, etcdPID := cp.PIDs()
+	load := &apiServerLoad{cs: cs, sg: sg, namespace: "bench", pids: []int{apiserverPID, etcdPID, sg.PID()}, hooked: true}
+	r.Note("API server: pod creates, %d interleaved rounds; CPU per pod is kube-apiserver + etcd + shadowgate; load average %s", o.apiRounds, bench.LoadAverage())
+	podsPer := map[int]int{1: o.podsPer1, 10: o.podsPer10, 50: o.podsPer50}
+	if err := runAPIServer(ctx, load, r, []int{1, 10, 50}, podsPer, o.apiRounds); err != nil {
+		return fmt.Errorf("API server: %w", err)
+	}
+	if o.burst > 0 {
+		r.Note("burst: %d pods with shadows, %d clients at once; load average %s", o.burst, o.burstClients, bench.LoadAverage())
+		if err := runBurst(ctx, load, r, o.burst, o.burstClients); err != nil {
+			return fmt.Errorf("burst: %w", err)
+		}
+	}
+	r.Summary(started)
+	return nil
+}
+
+func stopLogged(what string, stop func() error) {
+	if err := stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: stopping %s: %v\n", what, err)
+	}
+}

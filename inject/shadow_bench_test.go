@@ -1,0 +1,37 @@
+package inject
+
+import (
+	"os"
+	"testing"
+
+	"github.com/interlink-hq/shadowgate/e2e/bench"
+	"github.com/interlink-hq/shadowgate/validate"
+	"github.com/interlink-hq/shadowgate/validate/policy"
+)
+
+// BenchmarkBuildShadow is what /validate-pods computes, besides the decision, for an admitted
+// pod with a port: its shadow objects (server-side applying them is the API server's work,
+// measured by make bench through a real one).
+func BenchmarkBuildShadow(b *testing.B) {
+	doc, err := os.ReadFile("../manifests/examples/policy.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	pol, errs := policy.Parse(doc)
+	if len(errs) > 0 {
+		b.Fatal(errs.ToAggregate())
+	}
+	pod := bench.TypicalPod("notebook", "user", true, false)
+	pod.UID = "4d1c7f5e-0b57-4a0e-9f4c-3f2a6c1d9e01"
+	o, d := validate.Pod(pod, pol)
+	if !d.Allowed() {
+		b.Fatal(d.Errors.ToAggregate())
+	}
+	if s, _ := BuildShadow(pod, o); s == nil {
+		b.Fatal("no shadow for a pod with a port")
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		BuildShadow(pod, o)
+	}
+}
