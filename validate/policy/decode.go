@@ -68,29 +68,32 @@ func ParseDocument(doc []byte, docPath *field.Path) (*Policy, field.ErrorList) {
 		return nil, field.ErrorList{field.Invalid(documentPath(docPath), describe(generic),
 			"the policy must be a mapping with a virtualNodes key")}
 	}
-	if errs := checkShape(top, reflect.TypeFor[Policy](), docPath); len(errs) > 0 {
-		return nil, errs
-	}
+	// Keys of the wrong shape are reported and dropped, so the rest is still decoded and
+	// validated: every problem of the document is reported at once.
+	shapeErrs, _ := checkShape(top, reflect.TypeFor[Policy](), docPath)
 	nodesPath := child(docPath, "virtualNodes")
 	nodes, ok := top["virtualNodes"].(map[string]any)
 	if _, present := top["virtualNodes"]; !present {
-		return nil, field.ErrorList{field.Required(nodesPath, "list the virtual nodes this policy applies to, by node name")}
+		if len(shapeErrs) == 0 {
+			shapeErrs = field.ErrorList{field.Required(nodesPath, "list the virtual nodes this policy applies to, by node name")}
+		}
+		return nil, shapeErrs
 	}
 	p := &Policy{VirtualNodes: make(map[string]VirtualNode, len(nodes))}
 	if !ok {
-		return p, p.Validate(docPath) // virtualNodes: null, an empty policy
+		return p, append(shapeErrs, p.Validate(docPath)...) // virtualNodes: null, an empty policy
 	}
 	for name, settings := range nodes {
 		vn := Defaults()
 		if settings != nil {
-			b, _ := json.Marshal(settings) // re-encoding a decoded value cannot fail
+			b, _ := json.Marshal(settings) // re-encoding a decoded, shape-checked value cannot fail
 			if err := json.Unmarshal(b, &vn); err != nil {
-				return nil, field.ErrorList{field.Invalid(nodesPath.Key(name), "", err.Error())}
+				return nil, append(shapeErrs, field.Invalid(nodesPath.Key(name), "", err.Error()))
 			}
 		}
 		p.VirtualNodes[name] = vn
 	}
-	return p, p.Validate(docPath)
+	return p, append(shapeErrs, p.Validate(docPath)...)
 }
 
 func documentPath(docPath *field.Path) *field.Path {
@@ -108,67 +111,79 @@ func child(parent *field.Path, name string) *field.Path {
 }
 
 // checkShape walks a decoded document against the Go type it will be decoded into and
-// reports every key the type does not know and every value of the wrong kind.
-func checkShape(v any, t reflect.Type, p *field.Path) field.ErrorList {
+// reports every key the type does not know and every value of the wrong kind, removing them
+// from the document. keep is false when v itself has the wrong kind and must be removed.
+func checkShape(v any, t reflect.Type, p *field.Path) (errs field.ErrorList, keep bool) {
 	if v == nil {
-		return nil // an empty value leaves the default in place
+		return nil, true // an empty value leaves the default in place
 	}
 	switch t.Kind() {
 	case reflect.Struct:
 		m, ok := v.(map[string]any)
 		if !ok {
-			return field.ErrorList{field.Invalid(p, describe(v), "must be a mapping")}
+			return field.ErrorList{field.Invalid(p, describe(v), "must be a mapping")}, false
 		}
 		known := map[string]reflect.Type{}
 		for i := range t.NumField() {
 			f := t.Field(i)
 			known[strings.Split(f.Tag.Get("json"), ",")[0]] = f.Type
 		}
-		var errs field.ErrorList
 		for _, k := range sortedKeys(m) {
 			ft, ok := known[k]
 			if !ok {
 				errs = append(errs, unknownKey(child(p, k), k, known))
+				delete(m, k)
 				continue
 			}
-			errs = append(errs, checkShape(m[k], ft, child(p, k))...)
+			errs = append(errs, checkChild(m, k, ft, child(p, k))...)
 		}
-		return errs
+		return errs, true
 	case reflect.Map:
 		m, ok := v.(map[string]any)
 		if !ok {
-			return field.ErrorList{field.Invalid(p, describe(v), "must be a mapping")}
+			return field.ErrorList{field.Invalid(p, describe(v), "must be a mapping")}, false
 		}
-		var errs field.ErrorList
 		for _, k := range sortedKeys(m) {
-			errs = append(errs, checkShape(m[k], t.Elem(), p.Key(k))...)
+			errs = append(errs, checkChild(m, k, t.Elem(), p.Key(k))...)
 		}
-		return errs
+		return errs, true
 	case reflect.Slice:
 		l, ok := v.([]any)
 		if !ok {
-			return field.ErrorList{field.Invalid(p, describe(v), "must be a list")}
+			return field.ErrorList{field.Invalid(p, describe(v), "must be a list")}, false
 		}
-		var errs field.ErrorList
 		for i, e := range l {
-			errs = append(errs, checkShape(e, t.Elem(), p.Index(i))...)
+			elemErrs, keep := checkShape(e, t.Elem(), p.Index(i))
+			errs = append(errs, elemErrs...)
+			if !keep {
+				l[i] = nil // decodes as the element's zero value, which validation then reports
+			}
 		}
-		return errs
+		return errs, true
 	case reflect.String:
 		if _, ok := v.(string); !ok {
-			return field.ErrorList{field.Invalid(p, describe(v), "must be a string; quote it")}
+			return field.ErrorList{field.Invalid(p, describe(v), "must be a string; quote it")}, false
 		}
 	case reflect.Bool:
 		if _, ok := v.(bool); !ok {
-			return field.ErrorList{field.Invalid(p, describe(v), "must be true or false")}
+			return field.ErrorList{field.Invalid(p, describe(v), "must be true or false")}, false
 		}
 	case reflect.Int:
 		n, ok := v.(json.Number)
 		if _, err := n.Int64(); !ok || err != nil {
-			return field.ErrorList{field.Invalid(p, describe(v), "must be a whole number")}
+			return field.ErrorList{field.Invalid(p, describe(v), "must be a whole number")}, false
 		}
 	}
-	return nil
+	return nil, true
+}
+
+// checkChild checks m[k] and removes it when it has the wrong kind.
+func checkChild(m map[string]any, k string, t reflect.Type, p *field.Path) field.ErrorList {
+	errs, keep := checkShape(m[k], t, p)
+	if !keep {
+		delete(m, k)
+	}
+	return errs
 }
 
 func unknownKey(p *field.Path, key string, known map[string]reflect.Type) *field.Error {
