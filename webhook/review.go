@@ -71,6 +71,9 @@ func (s *reviewServer) read(r *http.Request) (*typedReview, error) {
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(body, review); err != nil {
 		return nil, err
 	}
+	// A null object empties the field. One left out leaves the empty object in place, which
+	// is judged as such (admitted unchanged): the API server sends an object with every
+	// CREATE and UPDATE, the only operations the webhook configurations send here.
 	if review.Request == nil || review.Request.Object == nil {
 		return nil, errors.New("the AdmissionReview holds no request object")
 	}

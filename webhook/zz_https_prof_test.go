@@ -15,8 +15,8 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
-
-
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/interlink-hq/shadowgate/certs"
@@ -37,8 +37,8 @@ func BenchmarkZZHTTPS(b *testing.B) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	srv := ctrlwebhook.NewServer(ctrlwebhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir, TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}})
-	srv.Register(PathMutatePods, withCallDeadline(newWebhook(mut)))
-	srv.Register(PathValidatePods, withCallDeadline(newWebhook(podV)))
+	srv.Register(PathMutatePods, withCallDeadline(&reviewServer{newWebhook(mut), func() runtime.Object { return &corev1.Pod{} }}))
+	srv.Register(PathValidatePods, withCallDeadline(&reviewServer{newWebhook(podV), func() runtime.Object { return &corev1.Pod{} }}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go srv.Start(ctx)

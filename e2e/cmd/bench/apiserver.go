@@ -36,14 +36,17 @@ type apiServerLoad struct {
 	cs        kubernetes.Interface
 	sg        *harness.Shadowgate
 	namespace string
-	pids      []int // kube-apiserver, etcd, shadowgate serve: the CPU a pod create costs
+	// The processes a pod create costs CPU in, by name: kube-apiserver, etcd, shadowgate.
+	pids      []int
+	processes []string
 	hooked    bool
 	created   int
 }
 
 type batch struct {
 	latencies []time.Duration
-	wall, cpu time.Duration
+	wall      time.Duration
+	cpu       []time.Duration // per process of pids
 	pods      int
 }
 
@@ -81,7 +84,13 @@ func runAPIServer(ctx context.Context, l *apiServerLoad, r *bench.Report, client
 				}
 				t := got[key]
 				t.latencies = append(t.latencies, b.latencies...)
-				t.wall, t.cpu, t.pods = t.wall+b.wall, t.cpu+b.cpu, t.pods+b.pods
+				t.wall, t.pods = t.wall+b.wall, t.pods+b.pods
+				if t.cpu == nil {
+					t.cpu = make([]time.Duration, len(b.cpu))
+				}
+				for i := range b.cpu {
+					t.cpu[i] += b.cpu[i]
+				}
 			}
 		}
 	}
@@ -95,7 +104,12 @@ func runAPIServer(ctx context.Context, l *apiServerLoad, r *bench.Report, client
 			r.Duration(name+"-p50", p50)
 			r.Duration(name+"-p99", p99)
 			r.Figure(name+"-throughput", float64(t.pods)/t.wall.Seconds(), "pods/s")
-			r.Figure(name+"-cpu-per-pod", float64(t.cpu)/float64(time.Millisecond)/float64(t.pods), "ms")
+			var total time.Duration
+			for i, cpu := range t.cpu {
+				total += cpu
+				r.Figure(name+"-cpu-per-pod-"+l.processes[i], float64(cpu)/float64(time.Millisecond)/float64(t.pods), "ms")
+			}
+			r.Figure(name+"-cpu-per-pod", float64(total)/float64(time.Millisecond)/float64(t.pods), "ms")
 			if s.name == "baseline" {
 				continue
 			}
@@ -137,7 +151,10 @@ func (l *apiServerLoad) batch(ctx context.Context, s scenario, n, pods int) (bat
 		return batch{}, fmt.Errorf("%d of %d creates failed, the first: %w", len(failed), pods, failed[0])
 	}
 	cpu1, err := l.cpu()
-	return batch{latencies: latencies, wall: wall, cpu: cpu1 - cpu0, pods: pods}, err
+	for i := range cpu1 {
+		cpu1[i] -= cpu0[i]
+	}
+	return batch{latencies: latencies, wall: wall, cpu: cpu1, pods: pods}, err
 }
 
 func (l *apiServerLoad) hook(ctx context.Context, on bool) error {
@@ -151,16 +168,16 @@ func (l *apiServerLoad) hook(ctx context.Context, on bool) error {
 	return l.sg.RemoveWebhooks(ctx)
 }
 
-func (l *apiServerLoad) cpu() (time.Duration, error) {
-	var total time.Duration
-	for _, pid := range l.pids {
+func (l *apiServerLoad) cpu() ([]time.Duration, error) {
+	cpu := make([]time.Duration, len(l.pids))
+	for i, pid := range l.pids {
 		t, err := bench.ProcessCPU(pid)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		total += t
+		cpu[i] = t
 	}
-	return total, nil
+	return cpu, nil
 }
 
 // createPods creates pods with n concurrent clients taking the next pod as each finishes, and

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -36,6 +37,7 @@ type options struct {
 	apiRounds                      int
 	burst, burstClients            int
 	podsPer1, podsPer10, podsPer50 int
+	phases                         map[string]bool
 }
 
 func main() {
@@ -53,7 +55,12 @@ func main() {
 	flag.IntVar(&o.podsPer50, "pods-50", 200, "pods per batch with 50 clients")
 	flag.IntVar(&o.burst, "burst", 1000, "pods with shadows created at once at the end")
 	flag.IntVar(&o.burstClients, "burst-clients", 1000, "concurrent clients creating the burst")
+	phases := flag.String("phases", "go,https,apiserver,burst", "what to measure, comma-separated")
 	flag.Parse()
+	o.phases = map[string]bool{}
+	for _, p := range strings.Split(*phases, ",") {
+		o.phases[p] = true
+	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -76,9 +83,15 @@ func run(o options) error {
 	}
 	defer os.RemoveAll(dir)
 
-	r.Note("in-process: Go benchmarks, %d interleaved rounds of %s each", o.goRounds, o.goBenchtime)
-	if err := runGoBenchmarks(ctx, root, dir, o.goRounds, o.goBenchtime, r); err != nil {
-		return err
+	if o.phases["go"] {
+		r.Note("in-process: Go benchmarks, %d interleaved rounds of %s each", o.goRounds, o.goBenchtime)
+		if err := runGoBenchmarks(ctx, root, dir, o.goRounds, o.goBenchtime, r); err != nil {
+			return err
+		}
+	}
+	if !o.phases["https"] && !o.phases["apiserver"] && !o.phases["burst"] {
+		r.Summary(started)
+		return nil
 	}
 
 	tools, err := harness.BuildTools(root, os.Stderr)
@@ -101,11 +114,13 @@ func run(o options) error {
 	}
 	defer stopLogged("shadowgate serve", sg.Stop)
 
-	r.Note("HTTPS: shadowgate serve, %d connections closed-loop, then %d requests/s offered; %d rounds of %s; load average %s",
-		o.httpsWorkers, o.httpsRate, o.httpsRounds, o.httpsDuration, bench.LoadAverage())
-	https := newHTTPSLoad(sg.Port, sg.CA, sg.PID(), 64)
-	if err := runHTTPS(ctx, https, r, o.httpsRounds, o.httpsRate, o.httpsWorkers, o.httpsDuration); err != nil {
-		return fmt.Errorf("HTTPS: %w", err)
+	if o.phases["https"] {
+		r.Note("HTTPS: shadowgate serve, %d connections closed-loop, then %d requests/s offered; %d rounds of %s; load average %s",
+			o.httpsWorkers, o.httpsRate, o.httpsRounds, o.httpsDuration, bench.LoadAverage())
+		https := newHTTPSLoad(sg.Port, sg.CA, sg.PID(), 64)
+		if err := runHTTPS(ctx, https, r, o.httpsRounds, o.httpsRate, o.httpsWorkers, o.httpsDuration); err != nil {
+			return fmt.Errorf("HTTPS: %w", err)
+		}
 	}
 
 	cfg := rest.CopyConfig(cp.Admin)
@@ -115,13 +130,15 @@ func run(o options) error {
 		return err
 	}
 	apiserverPID, etcdPID := cp.PIDs()
-	load := &apiServerLoad{cs: cs, sg: sg, namespace: "bench", pids: []int{apiserverPID, etcdPID, sg.PID()}, hooked: true}
-	r.Note("API server: pod creates, %d interleaved rounds; CPU per pod is kube-apiserver + etcd + shadowgate; load average %s", o.apiRounds, bench.LoadAverage())
-	podsPer := map[int]int{1: o.podsPer1, 10: o.podsPer10, 50: o.podsPer50}
-	if err := runAPIServer(ctx, load, r, []int{1, 10, 50}, podsPer, o.apiRounds); err != nil {
-		return fmt.Errorf("API server: %w", err)
+	load := &apiServerLoad{cs: cs, sg: sg, namespace: "bench", pids: []int{apiserverPID, etcdPID, sg.PID()}, processes: []string{"apiserver", "etcd", "shadowgate"}, hooked: true}
+	if o.phases["apiserver"] {
+		r.Note("API server: pod creates, %d interleaved rounds; CPU per pod is kube-apiserver + etcd + shadowgate; load average %s", o.apiRounds, bench.LoadAverage())
+		podsPer := map[int]int{1: o.podsPer1, 10: o.podsPer10, 50: o.podsPer50}
+		if err := runAPIServer(ctx, load, r, []int{1, 10, 50}, podsPer, o.apiRounds); err != nil {
+			return fmt.Errorf("API server: %w", err)
+		}
 	}
-	if o.burst > 0 {
+	if o.phases["burst"] {
 		r.Note("burst: %d pods with shadows, %d clients at once; load average %s", o.burst, o.burstClients, bench.LoadAverage())
 		if err := runBurst(ctx, load, r, o.burst, o.burstClients); err != nil {
 			return fmt.Errorf("burst: %w", err)
