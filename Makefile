@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 20s
 
-.PHONY: all build test vet lint fmt fuzz deps clean image dev e2e-tools cert-manager helm chart-docs
+.PHONY: all build test vet lint fmt fuzz deps clean image dev e2e-tools cert-manager helm chart-docs bench
 
 all: build
 
@@ -20,14 +20,16 @@ deps:
 ## the e2e suite against a real kube-apiserver, etcd and kubectl)
 test: deps vet e2e-tools cert-manager helm
 	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime=1x ./webhook ./inject
 
 ## e2e-tools: build kube-apiserver, kubectl and etcd from the Go module proxy into bin/, keyed by
 ## version (minutes on a fresh machine; later runs reuse them)
 e2e-tools:
 	@./hack/e2e-tools.sh >/dev/null
 
-## cert-manager: build cert-manager's own controllers and cainjector (e2e/tools/certmanager)
-## into bin/ for the cert-manager e2e (minutes on a fresh machine; later runs reuse it)
+## cert-manager: build cert-manager's own controllers and cainjector (e2e/tools/certmanager),
+## and the kubelet's secret volume writer (e2e/tools/secretvolume), into bin/ for the
+## cert-manager e2e (minutes on a fresh machine; later runs reuse them)
 cert-manager:
 	@./hack/build-cert-manager.sh >/dev/null
 
@@ -39,6 +41,13 @@ helm:
 ## chart-docs: regenerate the values table in manifests/chart/shadowgate/README.md
 chart-docs:
 	$(GO) run ./hack/valuesdoc -w
+
+## bench: measure shadowgate (issue 7) in one run, printing BENCH <name> <value> <unit> lines and
+## a summary against the targets: the Go benchmarks of the in-process path, the webhook over
+## HTTPS, and pod creates through a real API server beside a no-webhook baseline, interleaved
+## (about 5 minutes once e2e-tools are built)
+bench: e2e-tools
+	$(GO) run ./e2e/cmd/bench
 
 ## dev: run shadowgate serve against a local etcd and kube-apiserver until Ctrl-C
 dev: build e2e-tools

@@ -31,6 +31,7 @@ func BenchmarkBuildShadow(b *testing.B) {
 		b.Fatal("no shadow for a pod with a port")
 	}
 	b.ReportAllocs()
+	defer bench.CPUPerOp(b)()
 	for b.Loop() {
 		BuildShadow(pod, o)
 	}

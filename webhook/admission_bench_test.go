@@ -51,6 +51,7 @@ func runAdmission(b *testing.B, h admission.Handler, req admission.Request, want
 		b.Fatalf("allowed %v, patch of %d bytes, want a patch: %v; %+v", resp.Allowed, len(resp.Patch), wantPatch, resp.Result)
 	}
 	b.ReportAllocs()
+	defer bench.CPUPerOp(b)()
 	for b.Loop() {
 		wh.Handle(ctx, req)
 	}

@@ -3,10 +3,12 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -29,8 +31,8 @@ const cleanupTimeout = 10 * time.Second
 
 // Applier server-side applies shadows and copies the credentials they mount.
 type Applier struct {
-	client client.Client // writes
-	reader client.Reader // uncached reads: whether an object exists, credential contents
+	client client.Client // writes, through a transport that records statuses (newApplyClient)
+	reader client.Reader // uncached reads: credential contents and copies
 	scheme *runtime.Scheme
 	// credentialsNamespace is where the policy's Secrets and ConfigMaps are copied from.
 	credentialsNamespace string
@@ -39,8 +41,9 @@ type Applier struct {
 
 // Apply applies a shadow: its namespace first, then the node ConfigMap, Service and
 // credentials together, then the Deployment, which mounts them, so its pods never start
-// before what they mount exists. On an error nothing this call created is left behind.
-// A dry run applies with dry-run and persists nothing.
+// before what they mount exists. On an error nothing this call created is left behind but
+// the namespace, which every shadow of the pod's namespace shares: concurrent admissions may
+// have applied theirs into it. A dry run applies with dry-run and persists nothing.
 func (a *Applier) Apply(ctx context.Context, s *inject.Shadow, dryRun bool) ([]string, error) {
 	start := time.Now()
 	created := &createdObjects{}
@@ -82,34 +85,25 @@ func (a *Applier) apply(ctx context.Context, s *inject.Shadow, dryRun bool, crea
 	return nil, err
 }
 
-// applyObject server-side applies obj and reports whether it existed before. An object this
-// call brought into being is recorded in created, so a failure can take it back.
+// applyObject server-side applies obj and reports whether it existed before: the API server
+// answers an apply that created its object with 201 (dry run or not), so no read beforehand
+// is needed. An object this call brought into being is recorded in created, so a failure can
+// take it back; a namespace is not, as other pods' shadows may have gone into it meanwhile.
 func (a *Applier) applyObject(ctx context.Context, obj client.Object, dryRun bool, created *createdObjects) (bool, error) {
-	gvk, err := apiutil.GVKForObject(obj, a.scheme)
-	if err != nil {
-		return false, err
-	}
-	what := describeObject(gvk.Kind, obj)
-	probe := &metav1.PartialObjectMetadata{}
-	probe.SetGroupVersionKind(gvk)
-	existed := true
-	if err := a.reader.Get(ctx, client.ObjectKeyFromObject(obj), probe); apierrors.IsNotFound(err) {
-		existed = false
-	} else if err != nil {
-		return false, fmt.Errorf("reading %s: %w", what, err)
-	}
 	u, err := toApply(obj, a.scheme)
 	if err != nil {
-		return existed, err
+		return false, err
 	}
 	opts := []client.ApplyOption{client.FieldOwner(FieldManager), client.ForceOwnership}
 	if dryRun {
 		opts = append(opts, client.DryRunAll)
 	}
-	if err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), opts...); err != nil {
-		return existed, fmt.Errorf("applying %s: %w", what, err)
+	var status int
+	if err := a.client.Apply(withStatusRecorded(ctx, &status), client.ApplyConfigurationFromUnstructured(u), opts...); err != nil {
+		return false, fmt.Errorf("applying %s: %w", describeObject(u.GetKind(), obj), err)
 	}
-	if !existed && !dryRun {
+	existed := status != http.StatusCreated
+	if _, isNamespace := obj.(*corev1.Namespace); !existed && !dryRun && !isNamespace {
 		created.add(u)
 	}
 	return existed, nil

@@ -38,11 +38,16 @@ func (a *Applier) replicate(ctx context.Context, c inject.Credential, dryRun boo
 		return fmt.Errorf("reading %s %s/%s: %w", c.Kind, a.credentialsNamespace, c.Name, err)
 	}
 	existing, _ := newCredential(c.Kind)
+	from := a.credentialsNamespace + "/" + c.Name
 	err = a.reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Name}, existing)
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return fmt.Errorf("reading %s %s/%s: %w", c.Kind, c.Namespace, c.Name, err)
+	case existing.GetAnnotations()[validate.AnnotationReplicatedFrom] == from && sameContent(src, existing):
+		// Every shadow in the namespace mounts the same copy: applying it again, for each
+		// pod, would change nothing and cost the API server a server-side apply.
+		return nil
 	case existing.GetAnnotations()[validate.AnnotationReplicatedFrom] != "":
 	case sameContent(src, existing):
 	default:
@@ -54,7 +59,7 @@ func (a *Applier) replicate(ctx context.Context, c inject.Credential, dryRun boo
 				strings.ToLower(c.Kind), c.Namespace, c.Name),
 		}}
 	}
-	_, err = a.applyObject(ctx, copyOf(src, c.Namespace, a.credentialsNamespace+"/"+c.Name), dryRun, created)
+	_, err = a.applyObject(ctx, copyOf(src, c.Namespace, from), dryRun, created)
 	return err
 }
 

@@ -53,8 +53,12 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 	if err != nil {
 		return err
 	}
+	applyClient, err := newApplyClient(mgr)
+	if err != nil {
+		return err
+	}
 	applier := &Applier{
-		client:               mgr.GetClient(),
+		client:               applyClient,
 		reader:               mgr.GetAPIReader(),
 		scheme:               mgr.GetScheme(),
 		credentialsNamespace: opts.Policy.Namespace,

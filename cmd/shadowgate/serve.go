@@ -171,9 +171,10 @@ func (o *serveOptions) restConfig() (*rest.Config, error) {
 		return nil, err
 	}
 	cfg.UserAgent = "shadowgate/" + version
-	// One admission makes several calls (existence checks, applies, credentials); client-go's
-	// default of 5 per second would queue them behind each other under load.
-	cfg.QPS, cfg.Burst = 50, 100
+	// No client-side rate limit: one admission makes several calls (applies, credentials), and
+	// a limit here would queue pods behind each other under load, toward the API server's
+	// timeout for the webhook call. The API server's priority and fairness protects it.
+	cfg.QPS = -1
 	return cfg, nil
 }
 

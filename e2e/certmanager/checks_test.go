@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"testing"
 
@@ -43,14 +42,7 @@ func verifyServing(t *testing.T, caPEM, certPEM []byte) {
 	if !roots.AppendCertsFromPEM(caPEM) {
 		t.Fatalf("ca.crt holds no PEM certificate: %q", caPEM)
 	}
-	block, _ := pem.Decode(certPEM)
-	if block == nil {
-		t.Fatalf("tls.crt holds no PEM certificate: %q", certPEM)
-	}
-	leaf, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
+	leaf := parseCertificate(t, certPEM)
 	dnsName := certs.ServiceName + "." + certs.Namespace + ".svc"
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: dnsName, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
 		t.Errorf("the serving certificate does not verify for %s against its CA: %v", dnsName, err)

@@ -37,8 +37,7 @@ func InstallChart(ctx context.Context, k Kubectl, cp *ControlPlane, rendered str
 				return nil, err
 			}
 		case "Service":
-			o = o.DeepCopy()
-			o.Object["spec"] = map[string]any{"type": "ExternalName", "externalName": "localhost"}
+			o = localService(o)
 		case "Deployment":
 			if opts.Args, err = serveArgs(o); err != nil {
 				return nil, err
@@ -56,15 +55,9 @@ func InstallChart(ctx context.Context, k Kubectl, cp *ControlPlane, rendered str
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range webhooks {
-		hooks, _, _ := unstructured.NestedSlice(o.Object, "webhooks")
-		for _, h := range hooks {
-			if err := unstructured.SetNestedField(h.(map[string]any), int64(s.Port), "clientConfig", "service", "port"); err != nil {
-				_ = s.Stop()
-				return nil, err
-			}
-		}
-		_ = unstructured.SetNestedSlice(o.Object, hooks, "webhooks") // hooks came from there
+	if err := callServiceAt(webhooks, s.Port); err != nil {
+		_ = s.Stop()
+		return nil, err
 	}
 	if err := applyObjects(ctx, k, webhooks); err != nil {
 		_ = s.Stop()

@@ -130,7 +130,8 @@ func (cp *ControlPlane) startAPIServer(bin string) error {
 		"--secure-port="+strconv.Itoa(port),
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		"--endpoint-reconciler-type=none",
-		"--service-cluster-ip-range=10.0.0.0/24",
+		// Room for a Service per shadow: make bench creates more than a thousand.
+		"--service-cluster-ip-range=10.0.0.0/16",
 		"--authorization-mode=RBAC",
 		"--token-auth-file="+tokens,
 		"--service-account-issuer="+cp.Server,

@@ -120,3 +120,24 @@ func poll(p *process, timeout time.Duration, ready func() error) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// Process is a child process started with StartProcess: a tool a test runs beside the control
+// plane, such as cert-manager.
+type Process struct{ p *process }
+
+// StartProcess starts bin with args, its output in logPath. Like etcd, it dies with the test
+// binary.
+func StartProcess(name, logPath, bin string, args ...string) (*Process, error) {
+	p, err := startProcess(name, logPath, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	return &Process{p: p}, nil
+}
+
+// Stop sends SIGTERM, waits up to 30s, then kills; it reports a process that did not exit
+// cleanly, with the end of its log.
+func (p *Process) Stop() error { return p.p.stop(30 * time.Second) }
+
+// Tail is the last n lines of the process's log, for failure messages.
+func (p *Process) Tail(n int) string { return p.p.tail(n) }

@@ -35,6 +35,9 @@ type ServeOptions struct {
 	GracePeriod time.Duration // --shadow-grace-period
 	// Certs is served instead of a fresh self-signed certificate for 127.0.0.1 (the chart's).
 	Certs *certs.Bundle
+	// CertDir, when set, is serve's --cert-dir, kept by someone else (a secret volume, see
+	// CertManager.StartSecretVolume): nothing is written there, and Certs is ignored.
+	CertDir string
 	// Args are more serve flags (the chart's container args), given before the harness's own,
 	// which take precedence: they must parse, and the ones the harness does not set apply.
 	Args []string
@@ -99,7 +102,23 @@ func Install(ctx context.Context, root string, k Kubectl, cp *ControlPlane, opts
 // Serve starts shadowgate serve with its certificates and log under opts.Dir and returns once
 // it is ready. It registers no webhooks: a second replica is started this way.
 func Serve(k Kubectl, cp *ControlPlane, opts ServeOptions) (*Shadowgate, error) {
+	s, err := StartServe(k, cp, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.WaitReady(30 * time.Second); err != nil {
+		_ = s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// StartServe is Serve without waiting for /readyz: for a serve that has no certificate yet.
+func StartServe(k Kubectl, cp *ControlPlane, opts ServeOptions) (*Shadowgate, error) {
 	s := &Shadowgate{kubectl: k, CertDir: filepath.Join(opts.Dir, "certs"), Log: filepath.Join(opts.Dir, "shadowgate.log")}
+	if opts.CertDir != "" {
+		s.CertDir = opts.CertDir
+	}
 	if err := s.start(cp, opts); err != nil {
 		if s.proc != nil {
 			_ = s.Stop()
@@ -122,10 +141,12 @@ func (s *Shadowgate) start(cp *ControlPlane, opts ServeOptions) error {
 	if s.ProbePort, err = freePort(); err != nil {
 		return err
 	}
-	if opts.Certs != nil {
+	switch {
+	case opts.CertDir != "": // the caller keeps it
+	case opts.Certs != nil:
 		err = opts.Certs.WriteDir(s.CertDir)
 		s.CA = opts.Certs.CA
-	} else {
+	default:
 		_, err = s.RotateCerts()
 	}
 	if err != nil {
@@ -142,10 +163,12 @@ func (s *Shadowgate) start(cp *ControlPlane, opts ServeOptions) error {
 		"--shadow-grace-period", opts.GracePeriod.String(),
 		"--log-format", "console")
 	s.proc, err = startProcess("shadowgate serve", s.Log, opts.Bin, args...)
-	if err != nil {
-		return err
-	}
-	return poll(s.proc, 30*time.Second, func() error {
+	return err
+}
+
+// WaitReady polls /readyz until it answers 200, serve exits, or timeout passes.
+func (s *Shadowgate) WaitReady(timeout time.Duration) error {
+	return poll(s.proc, timeout, func() error {
 		code, body, err := s.Probe("/readyz")
 		if err == nil && code != http.StatusOK {
 			err = fmt.Errorf("/readyz %d: %s", code, body)

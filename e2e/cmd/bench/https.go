@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/interlink-hq/shadowgate/e2e/bench"
+	"github.com/interlink-hq/shadowgate/e2e/harness"
 )
 
 // call is one admission request as the API server sends it: the endpoint and the
@@ -55,20 +56,35 @@ func newHTTPSLoad(port int, ca []byte, pid, conns int) *httpsLoad {
 	}
 }
 
-// Pod admissions measured over HTTPS. validate-only: /validate-pods for an offloaded pod that
-// needs no shadow (the whole decision, nothing applied). mutate+validate: /mutate-pods for a
-// pod asking for the reverse tunnel (bind address, snippet, patch), then the same decision.
-// Neither applies a shadow: that is the API server's work, measured through it.
-func admissionCalls() (validateOnly, mutateValidate []call, err error) {
+// The admissions measured over HTTPS, as the API server calls for one pod create. validate:
+// /validate-pods for an offloaded pod that needs no shadow (the whole decision, nothing
+// applied). mutate-validate: /mutate-pods then /validate-pods for the typical offloaded pod,
+// which the mutator leaves alone. mutate-validate-reverse: the same for a pod asking for the
+// reverse tunnel, whose mutation records a bind address and prepends the 18 KB snippet, sent
+// back as a patch. None applies a shadow: that is the API server's work, measured through it.
+type admissionKind struct {
+	name  string
+	calls []call
+}
+
+func admissionKinds() ([]admissionKind, error) {
 	validate, err := review("/validate-pods", bench.TypicalPod("notebook", "bench", false, false), false)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	mutate, err := review("/mutate-pods", bench.TypicalPod("trainer", "bench", true, true), true)
+	mutate, err := review("/mutate-pods", bench.TypicalPod("notebook", "bench", true, false), false)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return []call{validate}, []call{mutate, validate}, nil
+	mutateReverse, err := review("/mutate-pods", bench.TypicalPod("trainer", "bench", true, true), true)
+	if err != nil {
+		return nil, err
+	}
+	return []admissionKind{
+		{"validate", []call{validate}},
+		{"mutate-validate", []call{mutate, validate}},
+		{"mutate-validate-reverse", []call{mutateReverse, validate}},
+	}, nil
 }
 
 func review(path string, obj runtime.Object, wantPatch bool) (call, error) {
@@ -190,17 +206,14 @@ func (l *httpsLoad) fixedRate(ctx context.Context, calls []call, rate int, d tim
 }
 
 // runHTTPS measures the webhook server alone: admissions per second per core with workers
-// closed loops, then latency at a fixed offered load of rate requests per second, validate-only
-// and mutate+validate alternating in rounds.
-func runHTTPS(ctx context.Context, l *httpsLoad, r *bench.Report, rounds, rate, workers int, d time.Duration) error {
-	validateOnly, mutateValidate, err := admissionCalls()
+// closed loops, then latency at a fixed offered load of rate requests per second, the kinds
+// alternating in rounds. The server's own histogram tells its handling time from the time a
+// request waited for a CPU on a busy machine.
+func runHTTPS(ctx context.Context, l *httpsLoad, sg *harness.Shadowgate, r *bench.Report, rounds, rate, workers int, d time.Duration) error {
+	kinds, err := admissionKinds()
 	if err != nil {
 		return err
 	}
-	kinds := []struct {
-		name  string
-		calls []call
-	}{{"validate", validateOnly}, {"mutate-validate", mutateValidate}}
 	for _, k := range kinds {
 		if err := l.check(ctx, k.calls); err != nil {
 			return err
@@ -214,6 +227,7 @@ func runHTTPS(ctx context.Context, l *httpsLoad, r *bench.Report, rounds, rate, 
 		admissions int64
 		wall, cpu  time.Duration
 		latencies  []time.Duration
+		served     serverLatency
 	}
 	got := map[string]*totals{}
 	for round := range rounds {
@@ -232,28 +246,45 @@ func runHTTPS(ctx context.Context, l *httpsLoad, r *bench.Report, rounds, rate, 
 				return err
 			}
 			t.admissions, t.wall, t.cpu = t.admissions+n, t.wall+wall, t.cpu+cpu
+			before, err := scrapeLatency(sg)
+			if err != nil {
+				return err
+			}
 			lat, err := l.fixedRate(ctx, k.calls, rate, d)
 			if err != nil {
 				return err
 			}
+			after, err := scrapeLatency(sg)
+			if err != nil {
+				return err
+			}
 			t.latencies = append(t.latencies, lat...)
+			t.served = t.served.plus(after.plus(before, -1), 1)
 		}
 	}
 	for _, k := range kinds {
 		t := got[k.name]
-		calls := float64(t.admissions) * float64(len(k.calls))
-		perCore := calls / t.cpu.Seconds()
+		requests := float64(t.admissions) * float64(len(k.calls))
+		perCore := requests / t.cpu.Seconds()
 		r.Figure("https-"+k.name+"-requests-per-core-second", perCore, "req/s/core")
-		r.Figure("https-"+k.name+"-admissions-per-core-second", float64(t.admissions)/t.cpu.Seconds(), "pods/s/core")
-		r.Figure("https-"+k.name+"-requests-per-second", calls/t.wall.Seconds(), "req/s")
+		r.Figure("https-"+k.name+"-requests-per-second", requests/t.wall.Seconds(), "req/s")
 		r.Figure("https-"+k.name+"-shadowgate-cpu", t.cpu.Seconds()/t.wall.Seconds(), "cores")
+		at := "-at-" + strconv.Itoa(rate) + "rps"
 		p50, p99 := bench.Percentile(t.latencies, 50), bench.Percentile(t.latencies, 99)
-		r.Duration("https-"+k.name+"-p50-at-"+strconv.Itoa(rate)+"rps", p50)
-		r.Duration("https-"+k.name+"-p99-at-"+strconv.Itoa(rate)+"rps", p99)
-		if k.name == "mutate-validate" {
-			r.Target("HTTPS >= 4,000 mutate+validate requests/s per core", fmt.Sprintf("%.0f req/s/core (%.0f pods/s/core, 2 requests each)", perCore, float64(t.admissions)/t.cpu.Seconds()), perCore >= 4000)
-			r.Target("HTTPS p99 <= 5 ms at 1,000 requests/s (mutate+validate)", fmt.Sprintf("p99 %s, p50 %s", p99.Round(10*time.Microsecond), p50.Round(10*time.Microsecond)), p99 <= 5*time.Millisecond)
+		r.Duration("https-"+k.name+"-p50"+at, p50)
+		r.Duration("https-"+k.name+"-p99"+at, p99)
+		r.Figure("https-"+k.name+"-served-within-1ms"+at, t.served.share(0), "%")
+		r.Figure("https-"+k.name+"-served-within-10ms"+at, t.served.share(1), "%")
+		if k.name == "validate" {
+			continue
 		}
+		pod := "typical pod"
+		if k.name == "mutate-validate-reverse" {
+			pod = "pod asking for the reverse tunnel"
+		}
+		r.Target("HTTPS >= 4,000 mutate+validate requests/s per core, "+pod, fmt.Sprintf("%.0f req/s/core", perCore), perCore >= 4000)
+		r.Target("HTTPS p99 <= 5 ms at 1,000 requests/s, "+pod, fmt.Sprintf("p99 %s, p50 %s; served within 1 ms: %.1f%%, 10 ms: %.1f%%",
+			p99.Round(10*time.Microsecond), p50.Round(10*time.Microsecond), t.served.share(0), t.served.share(1)), p99 <= 5*time.Millisecond)
 	}
 	return nil
 }

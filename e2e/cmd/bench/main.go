@@ -118,7 +118,7 @@ func run(o options) error {
 		r.Note("HTTPS: shadowgate serve, %d connections closed-loop, then %d requests/s offered; %d rounds of %s; load average %s",
 			o.httpsWorkers, o.httpsRate, o.httpsRounds, o.httpsDuration, bench.LoadAverage())
 		https := newHTTPSLoad(sg.Port, sg.CA, sg.PID(), 64)
-		if err := runHTTPS(ctx, https, r, o.httpsRounds, o.httpsRate, o.httpsWorkers, o.httpsDuration); err != nil {
+		if err := runHTTPS(ctx, https, sg, r, o.httpsRounds, o.httpsRate, o.httpsWorkers, o.httpsDuration); err != nil {
 			return fmt.Errorf("HTTPS: %w", err)
 		}
 	}

@@ -1,0 +1,67 @@
+package bench
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPercentileIsTheNearestRank(t *testing.T) {
+	var samples []time.Duration
+	for i := 100; i >= 1; i-- {
+		samples = append(samples, time.Duration(i)*time.Millisecond)
+	}
+	for p, want := range map[float64]time.Duration{50: 50 * time.Millisecond, 99: 99 * time.Millisecond, 100: 100 * time.Millisecond, 0.5: time.Millisecond} {
+		if got := Percentile(samples, p); got != want {
+			t.Errorf("p%v = %s, want %s", p, got, want)
+		}
+	}
+	if Percentile(nil, 99) != 0 || Median(nil) != 0 {
+		t.Error("no samples must give 0")
+	}
+	if got := Median([]float64{3, 1, 2, 10}); got != 2.5 {
+		t.Errorf("median %v, want 2.5", got)
+	}
+}
+
+func TestReportPrintsOneLinePerFigureAndTheTargets(t *testing.T) {
+	var out bytes.Buffer
+	r := NewReport(&out)
+	r.Figure("https-validate-requests-per-core-second", 5766.4, "req/s/core")
+	r.Duration("inprocess-mutate-typical-time", 61500*time.Nanosecond)
+	r.Duration("apiserver-baseline-10clients-p99", 37600*time.Microsecond)
+	r.Target("wanted", "figure", false)
+	r.Summary(time.Now())
+	text := out.String()
+	for _, want := range []string{
+		"BENCH https-validate-requests-per-core-second 5766 req/s/core\n",
+		"BENCH inprocess-mutate-typical-time 61.5 us\n",
+		"BENCH apiserver-baseline-10clients-p99 37.6 ms\n",
+		"\nSUMMARY (",
+		"MISSED  wanted",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("report lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// The process's own CPU time, read from /proc, grows as it works (in 10 ms ticks).
+func TestProcessCPU(t *testing.T) {
+	before, err := ProcessCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		now, err := ProcessCPU(os.Getpid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now > before {
+			return
+		}
+	}
+	t.Errorf("CPU time did not grow from %s in a minute of work", before)
+}
