@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,6 +111,34 @@ func exists(t *testing.T, args ...string) (bool, string) {
 		t.Fatalf("%v\n%s", r.Err, r.Output())
 	}
 	return true, r.Output()
+}
+
+// removeWebhooks deletes shadowgate's webhook configurations for a while: the returned
+// reinstall registers them again and waits until the API server calls shadowgate, and runs
+// anyway when the test ends, however it ends, so that no later test runs without them.
+func removeWebhooks(t *testing.T) (reinstall func()) {
+	t.Helper()
+	install := sync.OnceValue(func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		return cluster.sg.InstallWebhooks(ctx)
+	})
+	t.Cleanup(func() {
+		if err := install(); err != nil {
+			t.Errorf("reinstalling the webhooks: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cluster.sg.RemoveWebhooks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		t.Helper()
+		if err := install(); err != nil {
+			t.Fatalf("reinstalling the webhooks: %v", err)
+		}
+	}
 }
 
 // exampleFile is a path under manifests/examples.

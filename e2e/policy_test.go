@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"os"
 	"strings"
 	"testing"
@@ -73,15 +72,9 @@ func TestPolicyIsCheckedAtApplyAndReloadedWithoutRestart(t *testing.T) {
 func TestStoredInvalidPolicyKeepsTheLastValidOne(t *testing.T) {
 	createNamespaces(t, "keeppolicy")
 	restoreExamplePolicy(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := cluster.sg.RemoveWebhooks(ctx); err != nil {
-		t.Fatal(err)
-	}
+	reinstall := removeWebhooks(t)
 	mustKubectl(t, policyConfigMap(t, "virtualNodes:\n  hpc-vk:\n    Network:\n      ShadowMode: carrier-pigeon\n"), "apply", "-f", "-")
-	if err := cluster.sg.InstallWebhooks(ctx); err != nil {
-		t.Fatal(err)
-	}
+	reinstall()
 	eventually(t, 10*time.Second, "a Warning Event InvalidPolicy on the policy ConfigMap", func() (bool, string) {
 		out := mustKubectl(t, "", "get", "events", "-n", "shadowgate-system", "--field-selector",
 			"involvedObject.name=shadowgate-policy,reason=InvalidPolicy,type=Warning", "-o", "custom-columns=NOTE:.message", "--no-headers")

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,9 @@ func TestDeletingThePodRemovesItsShadow(t *testing.T) {
 	}
 	mustKubectl(t, "", "delete", "pod", p.name, "-n", p.namespace)
 	deleted := time.Now()
-	eventually(t, gracePeriod/2, "the shadow is deleted well before the grace period", func() (bool, string) {
+	// A third of the grace period: were the deletion waiting for the grace period instead of
+	// acting at once, it could not happen within this window.
+	eventually(t, gracePeriod/3, "the shadow is deleted well before the grace period", func() (bool, string) {
 		d, out := exists(t, "deployment", p.shadowName(), "-n", p.shadowNamespace())
 		s, _ := exists(t, "service", p.shadowName(), "-n", p.shadowNamespace())
 		c, _ := exists(t, "configmap", p.shadowName()+"-node", "-n", p.shadowNamespace())
@@ -48,6 +51,8 @@ func TestShadowOfAPodRefusedLaterIsCollectedAfterTheGracePeriod(t *testing.T) {
 	if ok, _ := exists(t, "deployment", p.shadowName(), "-n", p.shadowNamespace()); !ok {
 		t.Fatalf("the shadow was deleted %s after the refusal, before the grace period of %s", time.Since(refused), gracePeriod)
 	}
+	// The grace period runs from when the reconciler first finds the shadow orphaned, a moment
+	// after the refusal; another grace period from here leaves it half a grace period of slack.
 	eventually(t, gracePeriod, "the orphaned shadow is collected", func() (bool, string) {
 		d, out := exists(t, "deployment", p.shadowName(), "-n", p.shadowNamespace())
 		s, _ := exists(t, "service", p.shadowName(), "-n", p.shadowNamespace())
@@ -66,8 +71,34 @@ func TestADeletedShadowComesBack(t *testing.T) {
 	}
 	before := uid()
 	mustKubectl(t, "", "delete", "deployment", p.shadowName(), "-n", p.shadowNamespace())
-	eventually(t, 10*time.Second, "the shadow Deployment is re-applied", func() (bool, string) {
+	eventually(t, gracePeriod/2, "the shadow Deployment is re-applied", func() (bool, string) {
 		ok, out := exists(t, "deployment", p.shadowName(), "-n", p.shadowNamespace())
 		return ok && uid() != before, out
 	})
+}
+
+// A pod stored while the webhooks were not called, and that the mutating webhook would have
+// prepared (here: it asks for a reverse tunnel, so it needs a bind address and the pre-exec
+// snippet), gets no shadow from the reconciler: its job would run without the tunnel.
+func TestReconcilerLeavesAPodTheMutatingWebhookNeverPreparedWithoutShadow(t *testing.T) {
+	createNamespaces(t, "unprepared")
+	p := offloaded{name: "trainer", namespace: "unprepared", node: "hpc-vk", ports: []int32{8888}, annotations: map[string]string{fwd: "minio:9000"}}
+	reinstall := removeWebhooks(t)
+	mustKubectl(t, p.json(), "apply", "-f", "-")
+	reinstall()
+	eventually(t, gracePeriod/2, "the reconciler says it leaves the unprepared pod without shadow", func() (bool, string) {
+		log, err := os.ReadFile(cluster.sg.Log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(log)) {
+			if strings.Contains(line, "not applying the shadow of a pod the mutating webhook never prepared") && strings.Contains(line, `"unprepared/trainer"`) {
+				return true, line
+			}
+		}
+		return false, "no such log line"
+	})
+	if ok, out := exists(t, "deployment", p.shadowName(), "-n", p.shadowNamespace()); ok {
+		t.Errorf("the reconciler applied the shadow of a pod the mutating webhook never prepared: %s", out)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/validate"
@@ -37,8 +38,8 @@ func getObject(t *testing.T, args ...string) object {
 }
 
 // The guide's trainer and notebook: admitted, mutated, and their shadows exist before the
-// pods are stored, server-side applied by the field manager shadowgate, with DESIGN.md's
-// labels, and their credentials copied with the marker.
+// pods are stored, server-side applied by the field manager shadowgate (the node ConfigMap
+// created by it), with DESIGN.md's labels, and their credentials copied with the marker.
 func TestAdmittedPodsHaveTheirShadowsAppliedByShadowgate(t *testing.T) {
 	createNamespaces(t, "user")
 	out := mustKubectl(t, "", "apply", "-f", exampleFile("trainer.yaml"), "-f", exampleFile("notebook.yaml"))
@@ -84,12 +85,18 @@ func TestAdmittedPodsHaveTheirShadowsAppliedByShadowgate(t *testing.T) {
 			if got := o.Metadata.Annotations[inject.AnnotationShadowFor]; got != "user/"+c.pod.Metadata.Name {
 				t.Errorf("%s: shadow-for %q", what, got)
 			}
-			applied := false
-			for _, mf := range o.Metadata.ManagedFields {
-				applied = applied || (mf.Manager == "shadowgate" && mf.Operation == "Apply")
+			// The node ConfigMap is created, not applied: once it exists its compute-node is
+			// the virtual kubelet's, which no later apply may reset.
+			operation := "Apply"
+			if kind == "configmap" {
+				operation = "Update"
 			}
-			if !applied {
-				t.Errorf("%s: not server-side applied by field manager shadowgate: %+v", what, o.Metadata.ManagedFields)
+			written := false
+			for _, mf := range o.Metadata.ManagedFields {
+				written = written || (mf.Manager == "shadowgate" && mf.Operation == operation)
+			}
+			if !written {
+				t.Errorf("%s: not written by field manager shadowgate (operation %s): %+v", what, operation, o.Metadata.ManagedFields)
 			}
 		}
 	}
@@ -109,7 +116,7 @@ func TestAdmittedPodsHaveTheirShadowsAppliedByShadowgate(t *testing.T) {
 // A server-side dry run persists nothing, and still reports what would stop the shadow: here a
 // ResourceQuota in the shadow namespace that allows no Deployment. The same pod for real is
 // refused with the API server's message, and the shadow objects applied before the failure
-// are removed.
+// are removed, but not the credential copies.
 func TestDryRunPersistsNothingAndReportsShadowErrors(t *testing.T) {
 	createNamespaces(t, "dry", "quota", "quota-shadow")
 	p := offloaded{name: "trainer", namespace: "dry", node: "hpc-vk", ports: []int32{8888}, annotations: map[string]string{fwd: "minio:9000"}}
@@ -138,9 +145,17 @@ func TestDryRunPersistsNothingAndReportsShadowErrors(t *testing.T) {
 		expectContains(t, r.Stderr, "the pod's shadow was not applied, so the pod is refused: ",
 			"Deployment quota-shadow/"+q.shadowName(), "exceeded quota: no-deployments")
 	}
-	out := mustKubectl(t, "", "get", "deployments,services,configmaps,secrets", "-n", "quota-shadow", "-o", "name")
-	if strings.TrimSpace(out) != "" {
-		t.Errorf("a refused pod left objects in its shadow namespace:\n%s", out)
+	// The removal runs once the denial is sent.
+	eventually(t, 10*time.Second, "the refused pod's shadow objects are removed", func() (bool, string) {
+		out := mustKubectl(t, "", "get", "deployments,services,configmaps", "-n", "quota-shadow", "-l", "app.kubernetes.io/managed-by=shadowgate", "-o", "name")
+		return strings.TrimSpace(out) == "", out
+	})
+	// Credential copies are shared by every shadow in the namespace: one made for a refused
+	// pod may already be mounted by another's, so it stays.
+	for _, args := range [][]string{{"secret", "hpc-ssh-key", "-n", "quota-shadow"}, {"configmap", "hpc-known-hosts", "-n", "quota-shadow"}} {
+		if ok, out := exists(t, args...); !ok {
+			t.Errorf("a credential copy was removed with the refused pod's shadow: %s", out)
+		}
 	}
 	if ok, _ := exists(t, "pod", "trainer", "-n", "quota"); ok {
 		t.Error("the refused pod was stored")
@@ -184,10 +199,10 @@ func TestCredentialReplication(t *testing.T) {
 	if kept.Data["id_ed25519"] != other["id_ed25519"] || kept.Metadata.Annotations[validate.AnnotationReplicatedFrom] != "" {
 		t.Errorf("the foreign Secret was changed: %+v", kept)
 	}
-	out := mustKubectl(t, "", "get", "deployments,services,configmaps", "-n", "foreign-shadow", "-l", "app.kubernetes.io/managed-by=shadowgate", "-o", "name")
-	if strings.TrimSpace(out) != "" {
-		t.Errorf("the refused pod left shadow objects:\n%s", out)
-	}
+	eventually(t, 10*time.Second, "the refused pod's shadow objects are removed", func() (bool, string) {
+		out := mustKubectl(t, "", "get", "deployments,services,configmaps", "-n", "foreign-shadow", "-l", "app.kubernetes.io/managed-by=shadowgate", "-o", "name")
+		return strings.TrimSpace(out) == "", out
+	})
 }
 
 // A node ConfigMap's compute-node reaches ssh: a value smuggling an option is refused with its
@@ -208,4 +223,111 @@ func TestNodeConfigMapRefusesSmuggledSSHOptions(t *testing.T) {
 
 	expectContains(t, mustKubectl(t, "", "patch", "configmap", cm, "-n", p.shadowNamespace(), "--type=merge", "-p", patch("node07.cluster.local")),
 		"configmap/"+cm+" patched")
+}
+
+// computeNodeOwners reads a node ConfigMap's compute-node and the field managers that own it.
+func computeNodeOwners(t *testing.T, name, namespace string) (string, []string) {
+	t.Helper()
+	var cm struct {
+		Metadata struct {
+			ManagedFields []struct {
+				Manager  string          `json:"manager"`
+				FieldsV1 json.RawMessage `json:"fieldsV1"`
+			} `json:"managedFields"`
+		} `json:"metadata"`
+		Data map[string]string `json:"data"`
+	}
+	out := mustKubectl(t, "", "get", "configmap", name, "-n", namespace, "-o", "json", "--show-managed-fields")
+	if err := json.Unmarshal([]byte(out), &cm); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var owners []string
+	for _, mf := range cm.Metadata.ManagedFields {
+		var fields struct {
+			Data map[string]json.RawMessage `json:"f:data"`
+		}
+		if err := json.Unmarshal(mf.FieldsV1, &fields); err != nil {
+			t.Fatalf("%v\n%s", err, mf.FieldsV1)
+		}
+		if _, ok := fields.Data["f:"+validate.ComputeNodeKey]; ok {
+			owners = append(owners, mf.Manager)
+		}
+	}
+	return cm.Data[validate.ComputeNodeKey], owners
+}
+
+// Once the node ConfigMap exists its compute-node is the virtual kubelet's: neither the
+// reconciler re-applying a shadow nor a second admission for the same shadow (a pod refused
+// by a later admission step, applied again) resets the value or takes the field.
+func TestShadowReappliesKeepTheComputeNodeTheVirtualKubeletWrote(t *testing.T) {
+	createNamespaces(t, "vknode", "vkretry")
+	mustKubectl(t, `{"apiVersion":"v1","kind":"ResourceQuota","metadata":{"name":"no-pods","namespace":"vkretry"},"spec":{"hard":{"pods":"0"}}}`, "apply", "-f", "-")
+	mustKubectl(t, "", "patch", "resourcequota", "no-pods", "-n", "vkretry", "--subresource=status", "--type=merge",
+		"-p", `{"status":{"hard":{"pods":"0"},"used":{"pods":"0"}}}`)
+	const vk = "interlink-virtual-kubelet"
+	reportNode := func(p offloaded) string {
+		cm := inject.NodeConfigMapName(p.shadowName())
+		mustKubectl(t, "", "patch", "configmap", cm, "-n", p.shadowNamespace(), "--type=merge", "--field-manager="+vk,
+			"-p", `{"data":{"compute-node":"node07.cluster.local"}}`)
+		return cm
+	}
+	expectKept := func(p offloaded, cm, after string) {
+		t.Helper()
+		node, owners := computeNodeOwners(t, cm, p.shadowNamespace())
+		if node != "node07.cluster.local" || len(owners) != 1 || owners[0] != vk {
+			t.Errorf("after %s: compute-node %q owned by %v, want node07.cluster.local owned by %s alone", after, node, owners, vk)
+		}
+	}
+
+	live := offloaded{name: "trainer", namespace: "vknode", node: "hpc-vk", ports: []int32{8888}}
+	mustKubectl(t, live.json(), "apply", "-f", "-")
+	cm := reportNode(live)
+	uid := func() string {
+		return mustKubectl(t, "", "get", "deployment", live.shadowName(), "-n", live.shadowNamespace(), "-o", "jsonpath={.metadata.uid}")
+	}
+	before := uid()
+	mustKubectl(t, "", "delete", "deployment", live.shadowName(), "-n", live.shadowNamespace())
+	eventually(t, gracePeriod/2, "the reconciler re-applies the shadow Deployment", func() (bool, string) {
+		ok, out := exists(t, "deployment", live.shadowName(), "-n", live.shadowNamespace())
+		return ok && uid() != before, out
+	})
+	expectKept(live, cm, "the reconciler's re-apply")
+
+	retried := offloaded{name: "trainer", namespace: "vkretry", node: "hpc-vk", ports: []int32{8888}}
+	for attempt := range 2 {
+		if r := kubectl(t, retried.json(), "apply", "-f", "-"); r.Err == nil || !strings.Contains(r.Stderr, "exceeded quota: no-pods") {
+			t.Fatalf("want the quota to refuse the pod; kubectl printed:\n%s", r.Output())
+		}
+		if attempt == 0 {
+			cm = reportNode(retried)
+		}
+	}
+	expectKept(retried, cm, "a second admission")
+}
+
+// `kubectl create` of a pod whose name is taken is refused before its shadow is applied: the
+// live pod's shadow keeps its pod's UID, and is not touched.
+func TestCreatingATakenPodNameLeavesTheLivePodsShadowAlone(t *testing.T) {
+	createNamespaces(t, "taken")
+	p := offloaded{name: "trainer", namespace: "taken", node: "hpc-vk", ports: []int32{8888}}
+	mustKubectl(t, p.json(), "create", "-f", "-")
+	podUID := mustKubectl(t, "", "get", "pod", p.name, "-n", p.namespace, "-o", "jsonpath={.metadata.uid}")
+	shadow := func() string {
+		return mustKubectl(t, "", "get", "deployment", p.shadowName(), "-n", p.shadowNamespace(),
+			"-o", `jsonpath={.metadata.resourceVersion} {.metadata.labels.interlink\.eu/pod-uid}`)
+	}
+	before := shadow()
+	if !strings.HasSuffix(before, " "+podUID) {
+		t.Fatalf("shadow %q does not carry the pod's UID %s", before, podUID)
+	}
+	again := p
+	again.ports = []int32{9999}
+	r := kubectl(t, again.json(), "create", "-f", "-")
+	if r.Err == nil {
+		t.Fatalf("a second pod of the same name was created; kubectl printed:\n%s", r.Output())
+	}
+	expectContains(t, r.Stderr, "AlreadyExists", `pods "trainer" already exists`)
+	if after := shadow(); after != before {
+		t.Errorf("the live pod's shadow changed: resourceVersion and pod-uid %q, were %q", after, before)
+	}
 }

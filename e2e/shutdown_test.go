@@ -10,7 +10,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,6 +43,9 @@ func TestShutdownFinishesAdmissionsInFlight(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(review)
 	}))
 	defer slow.Close()
+	// Whatever fails, the held request is let go before slow.Close waits for it.
+	releaseHeld := sync.OnceFunc(func() { close(release) })
+	defer releaseHeld()
 	ca := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: slow.Certificate().Raw}))
 	mustKubectl(t, `{"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingWebhookConfiguration","metadata":{"name":"e2e-slow"},
 "webhooks":[{"name":"slow.e2e.test","admissionReviewVersions":["v1"],"sideEffects":"None","failurePolicy":"Ignore","timeoutSeconds":10,
@@ -84,13 +89,17 @@ func TestShutdownFinishesAdmissionsInFlight(t *testing.T) {
 	select {
 	case <-held:
 	case <-time.After(15 * time.Second):
-		close(release)
 		t.Fatal("the shadow Deployment never reached the slow webhook")
 	}
 	stopped := make(chan error, 1)
 	go func() { stopped <- b.Stop() }()
-	time.Sleep(time.Second) // SIGTERM is in; the admission is still held
-	close(release)
+	// Release the admission only once the webhook server is shutting down, so it is one that
+	// shutdown has to wait for.
+	eventually(t, 15*time.Second, "the replica begins shutting down its webhook server", func() (bool, string) {
+		log, err := os.ReadFile(b.Log)
+		return err == nil && bytes.Contains(log, []byte("Shutting down webhook server")), string(log)
+	})
+	releaseHeld()
 	if r := <-answered; r == nil || !r.Allowed || r.UID != "in-flight" {
 		t.Errorf("the admission in flight did not come back allowed: %+v", r)
 	}

@@ -25,8 +25,9 @@ import (
 // FieldManager owns every field shadowgate applies.
 const FieldManager = "shadowgate"
 
-// cleanupTimeout bounds the removal of a failed request's objects. It runs on its own clock:
-// the request's may be what ran out, and leaving objects behind is worse than answering late.
+// cleanupTimeout bounds the removal of a failed request's objects. It runs in the background
+// on its own clock, after the denial has been sent: the request's time may be what ran out,
+// and a denial the API server no longer waits for is a failurePolicy error, not a message.
 const cleanupTimeout = 10 * time.Second
 
 // Applier server-side applies shadows and copies the credentials they mount.
@@ -37,13 +38,18 @@ type Applier struct {
 	// credentialsNamespace is where the policy's Secrets and ConfigMaps are copied from.
 	credentialsNamespace string
 	metrics              *Metrics
+	// cleanups tracks removals still running after their request was answered, so that
+	// shutdown waits for them (Wait).
+	cleanups sync.WaitGroup
 }
 
 // Apply applies a shadow: its namespace first, then the node ConfigMap, Service and
 // credentials together, then the Deployment, which mounts them, so its pods never start
-// before what they mount exists. On an error nothing this call created is left behind but
-// the namespace, which every shadow of the pod's namespace shares: concurrent admissions may
-// have applied theirs into it. A dry run applies with dry-run and persists nothing.
+// before what they mount exists. A nil NodeConfigMap, Service or Deployment is left alone
+// (the reconciler applies only what is missing). On an error the objects this call created
+// are removed in the background, once the caller has its answer, but not the namespace nor
+// the credential copies: every shadow of the pod's namespace shares them, and concurrent
+// admissions may rely on them. A dry run applies with dry-run and persists nothing.
 func (a *Applier) Apply(ctx context.Context, s *inject.Shadow, dryRun bool) ([]string, error) {
 	start := time.Now()
 	created := &createdObjects{}
@@ -51,7 +57,7 @@ func (a *Applier) Apply(ctx context.Context, s *inject.Shadow, dryRun bool) ([]s
 	outcome := "ok"
 	if err != nil {
 		outcome = "error"
-		a.remove(ctx, created)
+		a.cleanups.Go(func() { a.remove(ctx, created) })
 	}
 	a.metrics.applySeconds.WithLabelValues(outcome, strconv.FormatBool(dryRun)).Observe(time.Since(start).Seconds())
 	return warnings, err
@@ -71,18 +77,52 @@ func (a *Applier) apply(ctx context.Context, s *inject.Shadow, dryRun bool, crea
 	// The first failure does not cancel the others: an apply cut short on the client may
 	// still have created its object on the server, and then nobody would know to remove it.
 	var g errgroup.Group
-	g.Go(func() error { _, err := a.applyObject(ctx, s.NodeConfigMap, dryRun, created); return err })
+	if s.NodeConfigMap != nil {
+		g.Go(func() error { return a.createNodeConfigMap(ctx, s.NodeConfigMap, dryRun, created) })
+	}
 	if s.Service != nil {
 		g.Go(func() error { _, err := a.applyObject(ctx, s.Service, dryRun, created); return err })
 	}
 	for _, c := range s.Credentials() {
-		g.Go(func() error { return a.replicate(ctx, c, dryRun, created) })
+		g.Go(func() error { return a.replicate(ctx, c, dryRun) })
 	}
-	if err := g.Wait(); err != nil {
+	if err := g.Wait(); err != nil || s.Deployment == nil {
 		return nil, err
 	}
 	_, err := a.applyObject(ctx, s.Deployment, dryRun, created)
 	return nil, err
+}
+
+// Wait blocks until the removals of failed requests' objects still running have finished.
+func (a *Applier) Wait() { a.cleanups.Wait() }
+
+// createNodeConfigMap creates the node ConfigMap with its empty compute-node, or, when it
+// exists, applies its metadata only. Once the ConfigMap exists compute-node is the virtual
+// kubelet's, which writes the job's node there: applying the key again (a second admission,
+// a re-apply by the reconciler) would reset the node and, forced, take the field from it.
+func (a *Applier) createNodeConfigMap(ctx context.Context, cm *corev1.ConfigMap, dryRun bool, created *createdObjects) error {
+	u, err := toApply(cm, a.scheme)
+	if err != nil {
+		return err
+	}
+	opts := []client.CreateOption{client.FieldOwner(FieldManager)}
+	if dryRun {
+		opts = append(opts, client.DryRunAll)
+	}
+	err = a.client.Create(ctx, u, opts...)
+	switch {
+	case err == nil:
+		if !dryRun {
+			created.add(u)
+		}
+		return nil
+	case !apierrors.IsAlreadyExists(err):
+		return fmt.Errorf("creating %s: %w", describeObject("ConfigMap", cm), err)
+	}
+	metaOnly := cm.DeepCopy()
+	metaOnly.Data = nil
+	_, err = a.applyObject(ctx, metaOnly, dryRun, created)
+	return err
 }
 
 // applyObject server-side applies obj and reports whether it existed before: the API server

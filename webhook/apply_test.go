@@ -1,14 +1,25 @@
 package webhook
 
 import (
+	"context"
+	"errors"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/interlink-hq/shadowgate/inject"
 
 	"github.com/interlink-hq/shadowgate/validate"
 )
@@ -67,5 +78,61 @@ func TestCredentialCopiesCarryContentAndMarkerOnly(t *testing.T) {
 	cmB := &corev1.ConfigMap{Data: map[string]string{"known_hosts": "a"}, BinaryData: map[string][]byte{"x": {1}}}
 	if sameContent(cmA, cmB) || !sameContent(cmA, cmA.DeepCopy()) {
 		t.Error("ConfigMap content comparison")
+	}
+}
+
+// A failed request is answered before its objects are removed: the removal may take as long
+// as the API server is slow, and a denial sent after the API server gave up on the webhook
+// call is a failurePolicy error, not the message. Wait still sees the removal through.
+func TestApplyAnswersBeforeRemovingWhatItCreated(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	release, deleting := make(chan struct{}), make(chan string, 1)
+	c := fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
+		Apply: func(context.Context, client.WithWatch, runtime.ApplyConfiguration, ...client.ApplyOption) error {
+			return errors.New("the Deployment is refused")
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			deleting <- obj.GetName()
+			<-release
+			return c.Delete(ctx, obj, opts...)
+		},
+	}).Build()
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Applier{client: c, reader: c, scheme: scheme, metrics: m}
+	s := &inject.Shadow{
+		NodeConfigMap: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shadow-node", Namespace: "user-shadow"}},
+		Deployment:    &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "shadow", Namespace: "user-shadow"}},
+	}
+	answered := make(chan error)
+	go func() { _, err := a.Apply(context.Background(), s, false); answered <- err }()
+	select {
+	case err := <-answered:
+		if err == nil {
+			t.Fatal("Apply succeeded though the Deployment was refused")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Apply did not answer while the removal of what it created was held up")
+	}
+	if name := <-deleting; name != "shadow-node" {
+		t.Errorf("removed %s, want the node ConfigMap the request created", name)
+	}
+	waited := make(chan struct{})
+	go func() { a.Wait(); close(waited) }()
+	select {
+	case <-waited:
+		t.Fatal("Wait returned while a removal was still running")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	<-waited
+	err = c.Get(context.Background(), client.ObjectKeyFromObject(s.NodeConfigMap), &corev1.ConfigMap{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("the node ConfigMap the failed request created is still there: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/interlink-hq/shadowgate/inject"
@@ -18,10 +19,11 @@ import (
 )
 
 // replicate copies one credential from the credentials namespace into the shadow's, marked
-// with interlink.eu/replicated-from. An existing object is overwritten only when it carries
-// the marker; an unmarked one with the same content is adopted (marked); any other is
-// refused, as it belongs to someone else.
-func (a *Applier) replicate(ctx context.Context, c inject.Credential, dryRun bool, created *createdObjects) error {
+// with interlink.eu/replicated-from (decideCopy says when). The copy is written without
+// forced ownership and never blindly: a missing one is created, and an existing one updated
+// at the resourceVersion the decision was made on, so an object created or changed in between
+// makes the write fail and the decision is taken again on what is there now.
+func (a *Applier) replicate(ctx context.Context, c inject.Credential, dryRun bool) error {
 	if c.Namespace == a.credentialsNamespace {
 		return nil // the shadow lives beside the source and mounts it as it is
 	}
@@ -31,36 +33,138 @@ func (a *Applier) replicate(ctx context.Context, c inject.Credential, dryRun boo
 	}
 	if err := a.reader.Get(ctx, client.ObjectKey{Namespace: a.credentialsNamespace, Name: c.Name}, src); err != nil {
 		if apierrors.IsNotFound(err) {
-			return apierrors.NewNotFound(corev1.Resource(strings.ToLower(c.Kind)+"s"), fmt.Sprintf(
-				"%s/%s (the policy names it for this virtual node and shadowgate copies it from its own namespace into the shadow's); ask the cluster admin to create it",
-				a.credentialsNamespace, c.Name))
+			return missingSource(c, a.credentialsNamespace)
 		}
 		return fmt.Errorf("reading %s %s/%s: %w", c.Kind, a.credentialsNamespace, c.Name, err)
 	}
-	existing, _ := newCredential(c.Kind)
 	from := a.credentialsNamespace + "/" + c.Name
-	err = a.reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Name}, existing)
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return fmt.Errorf("reading %s %s/%s: %w", c.Kind, c.Namespace, c.Name, err)
-	case existing.GetAnnotations()[validate.AnnotationReplicatedFrom] == from && sameContent(src, existing):
-		// Every shadow in the namespace mounts the same copy: applying it again, for each
-		// pod, would change nothing and cost the API server a server-side apply.
-		return nil
-	case existing.GetAnnotations()[validate.AnnotationReplicatedFrom] != "":
-	case sameContent(src, existing):
-	default:
-		return &apierrors.StatusError{ErrStatus: metav1.Status{
-			Status: metav1.StatusFailure,
-			Code:   http.StatusConflict,
-			Reason: metav1.StatusReasonConflict,
-			Message: fmt.Sprintf("refusing to overwrite %s %s/%s: it already exists, holds different content and was not created by shadowgate",
-				strings.ToLower(c.Kind), c.Namespace, c.Name),
-		}}
+	createOpts := []client.CreateOption{client.FieldOwner(FieldManager)}
+	updateOpts := []client.UpdateOption{client.FieldOwner(FieldManager)}
+	if dryRun {
+		createOpts = append(createOpts, client.DryRunAll)
+		updateOpts = append(updateOpts, client.DryRunAll)
 	}
-	_, err = a.applyObject(ctx, copyOf(src, c.Namespace, from), dryRun, created)
-	return err
+	// Each lost race means another writer created or changed the object meanwhile; a few
+	// rounds settle it, and one that keeps changing is reported rather than chased.
+	const rounds = 3
+	for range rounds {
+		existing, err := newCredential(c.Kind)
+		if err != nil {
+			return err
+		}
+		err = a.reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Name}, existing)
+		if apierrors.IsNotFound(err) {
+			existing = nil
+		} else if err != nil {
+			return fmt.Errorf("reading %s %s/%s: %w", c.Kind, c.Namespace, c.Name, err)
+		}
+		action, err := decideCopy(src, existing, from)
+		switch {
+		case err != nil:
+			return err
+		case action == copyUpToDate:
+			return nil
+		case action == copyCreate:
+			cp := copyOf(src, c.Namespace, from)
+			err = a.client.Create(ctx, cp, createOpts...)
+			if apierrors.IsAlreadyExists(err) {
+				continue
+			}
+		default: // copyOverwrite, copyAdopt
+			err = a.client.Update(ctx, overwrite(existing, src, from), updateOpts...)
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				continue
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("copying %s %s into %s: %w", strings.ToLower(c.Kind), from, c.Namespace, err)
+		}
+		return nil
+	}
+	return apierrors.NewConflict(schema.GroupResource{Resource: strings.ToLower(c.Kind) + "s"}, c.Namespace+"/"+c.Name,
+		fmt.Errorf("it changed %d times while shadowgate was copying %s into it; try again", rounds, from))
+}
+
+// missingSource is the NotFound error for a credential the policy names but the credentials
+// namespace lacks, saying what it is for and who can fix it.
+func missingSource(c inject.Credential, namespace string) error {
+	resource := strings.ToLower(c.Kind) + "s"
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusNotFound,
+		Reason:  metav1.StatusReasonNotFound,
+		Details: &metav1.StatusDetails{Kind: resource, Name: c.Name},
+		Message: fmt.Sprintf("%s %s/%s not found: the policy names it for this virtual node and shadowgate copies it from its own namespace into the shadow's; ask the cluster admin to create it",
+			strings.ToLower(c.Kind), namespace, c.Name),
+	}}
+}
+
+// copyAction is what replicate does about the copy in the shadow's namespace.
+type copyAction int
+
+const (
+	copyCreate    copyAction = iota // there is none
+	copyUpToDate                    // shadowgate's copy of this source, same content: nothing to write
+	copyOverwrite                   // a copy shadowgate made (marked) with other content, or of another source
+	copyAdopt                       // unmarked but identical: marked and kept
+)
+
+// decideCopy decides, from the source and what the shadow's namespace holds (nil: nothing),
+// what replicate does; an object someone else made with other content is refused with
+// DESIGN.md's exact message, as it is theirs.
+func decideCopy(src, existing client.Object, from string) (copyAction, error) {
+	if existing == nil {
+		return copyCreate, nil
+	}
+	marker := existing.GetAnnotations()[validate.AnnotationReplicatedFrom]
+	same := sameContent(src, existing)
+	switch {
+	case marker == from && same:
+		// Every shadow in the namespace mounts the same copy: writing it again, for each
+		// pod, would change nothing and cost the API server a write.
+		return copyUpToDate, nil
+	case marker != "":
+		return copyOverwrite, nil
+	case same:
+		return copyAdopt, nil
+	}
+	kind := strings.ToLower(kindOf(existing))
+	return 0, &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure,
+		Code:   http.StatusConflict,
+		Reason: metav1.StatusReasonConflict,
+		Message: fmt.Sprintf("refusing to overwrite %s %s/%s: it already exists, holds different content and was not created by shadowgate",
+			kind, existing.GetNamespace(), existing.GetName()),
+	}}
+}
+
+// overwrite is existing with src's content and the marker, at existing's resourceVersion; the
+// rest of its metadata (an adopted object's labels, say) is kept.
+func overwrite(existing, src client.Object, from string) client.Object {
+	out := existing.DeepCopyObject().(client.Object)
+	ann := maps.Clone(out.GetAnnotations())
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[validate.AnnotationReplicatedFrom] = from
+	out.SetAnnotations(ann)
+	switch o := out.(type) {
+	case *corev1.Secret:
+		s := src.(*corev1.Secret)
+		o.Type, o.Data, o.StringData = s.Type, s.Data, nil
+	case *corev1.ConfigMap:
+		s := src.(*corev1.ConfigMap)
+		o.Data, o.BinaryData = s.Data, s.BinaryData
+	}
+	return out
+}
+
+// kindOf names a credential's kind; a typed object read by a client carries none.
+func kindOf(obj client.Object) string {
+	if _, ok := obj.(*corev1.Secret); ok {
+		return "Secret"
+	}
+	return "ConfigMap"
 }
 
 func newCredential(kind string) (client.Object, error) {

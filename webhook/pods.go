@@ -2,12 +2,16 @@ package webhook
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/interlink-hq/shadowgate/inject"
@@ -20,7 +24,10 @@ type Policies interface {
 	Current() *policy.Policy
 }
 
-var podKind = schema.GroupKind{Kind: "Pod"}
+var (
+	podKind = schema.GroupKind{Kind: "Pod"}
+	podMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+)
 
 // PodMutator serves /mutate-pods: it records the reverse-bind address and prepends the
 // pre-exec snippet (inject.MutatePod). A pod validate.Pod refuses is passed through untouched:
@@ -62,6 +69,7 @@ func (m *PodMutator) Handle(_ context.Context, req admission.Request) admission.
 // applied is refused.
 type PodValidator struct {
 	policies Policies
+	reader   client.Reader // uncached: whether a pod of the same name is already stored
 	shadows  *Applier
 	events   *PodEvents
 	metrics  *Metrics
@@ -89,6 +97,19 @@ func (v *PodValidator) Handle(ctx context.Context, req admission.Request) admiss
 	d.Warnings = append(d.Warnings, warnings...)
 	dryRun := req.DryRun != nil && *req.DryRun
 	if shadow != nil {
+		// The API server refuses a name already taken only after the webhooks: without this
+		// look, `kubectl create` of a stored pod's name would apply its shadow over the
+		// live pod's, with the refused pod's UID, and the reconciler would then collect it.
+		err := v.reader.Get(ctx, client.ObjectKeyFromObject(pod), &metav1.PartialObjectMetadata{TypeMeta: podMeta})
+		switch {
+		case err == nil:
+			v.metrics.decided(PathValidatePods, resultDenied)
+			status := apierrors.NewAlreadyExists(corev1.Resource("pods"), pod.Name).ErrStatus
+			return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &status, Warnings: d.Warnings}}
+		case !apierrors.IsNotFound(err):
+			v.metrics.decided(PathValidatePods, resultError)
+			return refuseForShadow(fmt.Errorf("checking whether pod %s/%s already exists: %w", pod.Namespace, pod.Name, err), d.Warnings)
+		}
 		applyWarnings, err := v.shadows.Apply(ctx, shadow, dryRun)
 		d.Warnings = append(d.Warnings, applyWarnings...)
 		if err != nil {

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/interlink-hq/shadowgate/inject"
@@ -79,7 +80,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager) 
 			r.podDeleted(e.Object.GetUID())
 			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)})
 		},
-	})
+	}, builder.WithPredicates(predicate.NewPredicateFuncs(mayHaveShadow)))
 	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}} {
 		if err := mgr.GetFieldIndexer().IndexField(ctx, obj, indexShadowFor, shadowFor); err != nil {
 			return err
@@ -87,6 +88,27 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager) 
 		b = b.Watches(obj, podOf)
 	}
 	return b.Complete(r)
+}
+
+// mayHaveShadow mirrors the webhooks' matchConditions (manifests/base/webhooks.yaml): a pod
+// with no interLink annotation that does not tolerate the virtual node's taint was never sent
+// to /validate-pods, so it has no shadow, and most of a cluster's pods need no reconciling.
+func mayHaveShadow(o client.Object) bool {
+	for k := range o.GetAnnotations() {
+		if strings.HasPrefix(k, "interlink.eu/") || k == validate.AnnotationPreExec {
+			return true
+		}
+	}
+	pod, ok := o.(*corev1.Pod)
+	if !ok {
+		return false
+	}
+	for _, t := range pod.Spec.Tolerations {
+		if t.Key == validate.TolerationVirtualNode || (t.Key == "" && t.Operator == corev1.TolerationOpExists) {
+			return true
+		}
+	}
+	return false
 }
 
 // Reconcile implements reconcile.Reconciler for the pod req names.
@@ -130,11 +152,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{RequeueAfter: requeue}, nil
 }
 
-// ensure re-applies a live pod's shadow when one of its objects is missing.
+// ensure re-applies what is missing of a live pod's shadow, and only that: an object that
+// exists is left as it is, so a re-apply never resets what others wrote into it (the
+// compute-node the virtual kubelet reports). A pod the mutating webhook never prepared gets
+// none: /validate-pods refuses such a pod, so one that exists came in while the webhooks were
+// not called, and its shadow would forward for a job that runs without its tunnel.
 func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.Object) error {
 	o, d := validate.Pod(pod, r.policies.Current())
 	if o == nil || !d.Allowed() {
 		return nil // under the policy now in force the pod gets no shadow
+	}
+	if errs := inject.CheckMutated(pod, o); len(errs) > 0 {
+		log.FromContext(ctx).Info("not applying the shadow of a pod the mutating webhook never prepared",
+			"pod", pod.Namespace+"/"+pod.Name, "reason", errs.ToAggregate().Error())
+		return nil
 	}
 	shadow, _ := inject.BuildShadow(pod, o)
 	if shadow == nil {
@@ -146,19 +177,23 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 			present[objectKey(obj)] = true
 		}
 	}
-	complete := true
-	for _, want := range shadow.Objects() {
-		if _, isNamespace := want.(*corev1.Namespace); !isNamespace && !present[objectKey(want)] {
-			complete = false
-		}
+	missing := *shadow
+	if present[objectKey(shadow.NodeConfigMap)] {
+		missing.NodeConfigMap = nil
 	}
-	if complete {
+	if shadow.Service != nil && present[objectKey(shadow.Service)] {
+		missing.Service = nil
+	}
+	if present[objectKey(shadow.Deployment)] {
+		missing.Deployment = nil
+	}
+	if missing.NodeConfigMap == nil && missing.Service == nil && missing.Deployment == nil {
 		return nil
 	}
-	if _, err := r.applier.Apply(ctx, shadow, false); err != nil {
+	if _, err := r.applier.Apply(ctx, &missing, false); err != nil {
 		return fmt.Errorf("re-applying the shadow of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	log.FromContext(ctx).Info("re-applied the shadow of a live pod", "pod", pod.Namespace+"/"+pod.Name)
+	log.FromContext(ctx).Info("re-applied what was missing of a live pod's shadow", "pod", pod.Namespace+"/"+pod.Name)
 	return nil
 }
 

@@ -4,7 +4,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/interlink-hq/shadowgate/validate"
 )
 
 func newTestReconciler(grace time.Duration) *Reconciler {
@@ -69,6 +73,28 @@ func TestSplitKey(t *testing.T) {
 	for key, want := range map[string]bool{"user/trainer": true, "user/": false, "/trainer": false, "trainer": false} {
 		if _, _, ok := splitKey(key); ok != want {
 			t.Errorf("%q: ok %v", key, ok)
+		}
+	}
+}
+
+// The pod watch passes what the webhooks' matchConditions send, and nothing else.
+func TestMayHaveShadowMirrorsTheMatchConditions(t *testing.T) {
+	pod := func(annotations map[string]string, tolerations ...corev1.Toleration) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: annotations}, Spec: corev1.PodSpec{Tolerations: tolerations}}
+	}
+	for sentence, c := range map[string]struct {
+		pod  *corev1.Pod
+		want bool
+	}{
+		"a pod with an interlink.eu annotation":            {pod(map[string]string{"interlink.eu/pod-vpn": "true"}), true},
+		"a pod with a pre-exec annotation":                 {pod(map[string]string{validate.AnnotationPreExec: "true"}), true},
+		"a pod tolerating the virtual node's taint":        {pod(nil, corev1.Toleration{Key: validate.TolerationVirtualNode, Operator: corev1.TolerationOpExists}), true},
+		"a pod tolerating every taint":                     {pod(nil, corev1.Toleration{Operator: corev1.TolerationOpExists}), true},
+		"a pod with other annotations and tolerations":     {pod(map[string]string{"example.com/x": "y"}, corev1.Toleration{Key: "other", Operator: corev1.TolerationOpExists}), false},
+		"a pod with an empty-key toleration that is Equal": {pod(nil, corev1.Toleration{Operator: corev1.TolerationOpEqual}), false},
+	} {
+		if got := mayHaveShadow(c.pod); got != c.want {
+			t.Errorf("%s: %v, want %v", sentence, got, c.want)
 		}
 	}
 }

@@ -39,23 +39,25 @@ type Options struct {
 // Setup reads the policy (an error when it is missing or invalid), then registers the
 // admission endpoints, the policy watch, the pod Event recorder, the reconciler and the
 // readiness checks with mgr. The endpoints answer on every replica; the reconciler runs on
-// the leader.
-func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metrics) error {
+// the leader. The returned wait blocks until the removals of refused pods' shadow objects,
+// which run after the denial is sent, have finished: call it once mgr has stopped, since the
+// webhook server can start more of them until then.
+func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metrics) (wait func(), err error) {
 	if opts.ShadowGracePeriod <= 0 {
-		return errors.New("the shadow grace period must be positive")
+		return nil, errors.New("the shadow grace period must be positive")
 	}
 	cs, err := kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	recorder := mgr.GetEventRecorder(EventReporter)
 	store, err := NewPolicyStore(ctx, cs, opts.Policy, recorder, metrics, mgr.GetLogger().WithName("policy"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	applyClient, err := newApplyClient(mgr)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	applier := &Applier{
 		client:               applyClient,
@@ -70,7 +72,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 	configMaps := func() runtime.Object { return &corev1.ConfigMap{} }
 	for path, h := range map[string]http.Handler{
 		PathMutatePods:         &reviewServer{newWebhook(&PodMutator{policies: store, metrics: metrics}), pods},
-		PathValidatePods:       &reviewServer{newWebhook(&PodValidator{policies: store, shadows: applier, events: events, metrics: metrics}), pods},
+		PathValidatePods:       &reviewServer{newWebhook(&PodValidator{policies: store, reader: mgr.GetAPIReader(), shadows: applier, events: events, metrics: metrics}), pods},
 		PathValidateConfigMaps: &reviewServer{newWebhook(&ConfigMapValidator{policies: store, ref: opts.Policy, metrics: metrics}), configMaps},
 		// Workloads come in six kinds, known from the request once it is read: the Webhook
 		// reads the review, and the handler the object.
@@ -80,7 +82,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 	}
 	for _, r := range []manager.Runnable{store, events} {
 		if err := mgr.Add(r); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	reconciler := &Reconciler{
@@ -92,15 +94,18 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 		orphaned: map[types.UID]time.Time{},
 	}
 	if err := reconciler.SetupWithManager(ctx, mgr); err != nil {
-		return err
+		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return err
+		return nil, err
 	}
 	if err := mgr.AddReadyzCheck("webhook-server", server.StartedChecker()); err != nil {
-		return err
+		return nil, err
 	}
-	return mgr.AddReadyzCheck("policy", store.Synced)
+	if err := mgr.AddReadyzCheck("policy", store.Synced); err != nil {
+		return nil, err
+	}
+	return applier.Wait, nil
 }
 
 // newWebhook wraps a handler as every endpoint serves it; the benchmarks call the same.

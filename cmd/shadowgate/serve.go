@@ -134,10 +134,15 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 		Policy:            validate.PolicyRef{Namespace: namespace, Name: o.policyConfigMap},
 		ShadowGracePeriod: o.grace,
 	}
-	if err := webhook.Setup(ctx, mgr, opts, metrics); err != nil {
+	waitForCleanups, err := webhook.Setup(ctx, mgr, opts, metrics)
+	if err != nil {
 		return &exitError{code: exitServeFailed, msg: err.Error()}
 	}
-	if err := mgr.Start(ctx); err != nil {
+	err = mgr.Start(ctx)
+	// Refused pods' shadow objects are removed after the denial is sent; they are not left
+	// behind for the grace period of another replica's reconciler.
+	waitForCleanups()
+	if err != nil {
 		return &exitError{code: exitServeFailed, msg: err.Error()}
 	}
 	return nil

@@ -28,7 +28,7 @@ import (
 )
 
 type options struct {
-	root                           string
+	root, shadowgate               string
 	goRounds                       int
 	goBenchtime                    time.Duration
 	httpsRounds, httpsRate         int
@@ -43,6 +43,7 @@ type options struct {
 func main() {
 	var o options
 	flag.StringVar(&o.root, "root", ".", "the shadowgate repository")
+	flag.StringVar(&o.shadowgate, "shadowgate", "", "a shadowgate binary to measure instead of one built from -root (another version, for a before and after)")
 	flag.IntVar(&o.goRounds, "go-rounds", 5, "rounds of the Go benchmarks")
 	flag.DurationVar(&o.goBenchtime, "go-benchtime", time.Second, "-test.benchtime of each Go benchmark in each round")
 	flag.IntVar(&o.httpsRounds, "https-rounds", 2, "rounds of each HTTPS measurement")
@@ -54,7 +55,7 @@ func main() {
 	flag.IntVar(&o.podsPer10, "pods-10", 100, "pods per batch with 10 clients")
 	flag.IntVar(&o.podsPer50, "pods-50", 200, "pods per batch with 50 clients")
 	flag.IntVar(&o.burst, "burst", 1000, "pods with shadows created at once at the end")
-	flag.IntVar(&o.burstClients, "burst-clients", 1000, "concurrent clients creating the burst")
+	flag.IntVar(&o.burstClients, "burst-clients", 50, "concurrent clients creating the burst")
 	phases := flag.String("phases", "go,https,apiserver,burst", "what to measure, comma-separated")
 	flag.Parse()
 	o.phases = map[string]bool{}
@@ -98,9 +99,11 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	bin, err := harness.BuildShadowgate(root, dir)
-	if err != nil {
-		return err
+	bin := o.shadowgate
+	if bin == "" {
+		if bin, err = harness.BuildShadowgate(root, dir); err != nil {
+			return err
+		}
 	}
 	cp, err := harness.StartControlPlane(tools, dir)
 	if err != nil {
