@@ -102,8 +102,11 @@ func serial() *big.Int {
 }
 
 // WriteDir writes the bundle into dir. Each file is written beside its final name and renamed
-// into place, so a server watching the directory never reads a half-written certificate; the
-// key goes first, as a certificate without its matching key would fail to load.
+// into place, so a server watching the directory never reads a half-written file. The pair is
+// not replaced at once: between the renames of the key and of the certificate the directory
+// holds the new key with the old certificate. A watcher that loads them then (controller-
+// runtime's certwatcher) fails that load, keeps serving the pair it has, and loads the new
+// pair when the certificate's rename brings its next event.
 func (b *Bundle) WriteDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("certs: %w", err)

@@ -26,11 +26,9 @@ func kubectl(t *testing.T, stdin string, args ...string) harness.Result {
 // mustKubectl runs kubectl and fails the test, with what kubectl printed, when it fails.
 func mustKubectl(t *testing.T, stdin string, args ...string) string {
 	t.Helper()
-	r := kubectl(t, stdin, args...)
-	if r.Err != nil {
-		t.Fatalf("%v\n%s", r.Err, r.Output())
-	}
-	return r.Stdout
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return cluster.kubectl.MustRun(ctx, t, stdin, args...)
 }
 
 // createNamespaces creates namespaces for one test; names are unique across the suite.
@@ -83,21 +81,10 @@ func expectContains(t *testing.T, out string, want ...string) {
 	}
 }
 
-// eventually polls cond every 200ms until it holds or timeout passes, then fails naming what
-// was awaited and cond's last report.
+// eventually is harness.Eventually: poll cond until it holds, or fail after timeout.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s; last: %s", what, timeout, last)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	harness.Eventually(t, timeout, what, cond)
 }
 
 // exists reports whether kubectl finds the object, and what it printed.

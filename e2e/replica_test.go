@@ -2,21 +2,15 @@ package e2e
 
 import (
 	"bytes"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/interlink-hq/shadowgate/e2e/harness"
 )
@@ -42,28 +36,15 @@ func TestASecondReplicaServesAndWaitsForTheLease(t *testing.T) {
 		}
 	}()
 
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(b.CA)
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
-	url := "https://127.0.0.1:" + strconv.Itoa(b.Port) + "/validate-pods?timeout=10s"
 	p := offloaded{name: "trainer", namespace: "replica", node: "hpc-vk", annotations: map[string]string{fwd: "minio:9000", bind: "127.0.0.1"}}
-	review, _ := json.Marshal(admissionv1.AdmissionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-		Request: &admissionv1.AdmissionRequest{UID: "r1", Operation: admissionv1.Create, Namespace: "replica", Name: "trainer",
-			Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Object: runtime.RawExtension{Raw: []byte(p.json())}},
-	})
+	review := harness.PodCreateReview("r1", "replica", "trainer", []byte(p.json()))
 	answer := func(body []byte, contentType string) *admissionv1.AdmissionResponse {
 		t.Helper()
-		resp, err := hc.Post(url, contentType, bytes.NewReader(body))
+		r, err := b.Review("/validate-pods", 10*time.Second, contentType, body)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
-		var out admissionv1.AdmissionReview
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Response == nil {
-			t.Fatalf("no AdmissionReview back (%v, HTTP %s)", err, resp.Status)
-		}
-		return out.Response
+		return r
 	}
 	if r := answer(review, "application/json"); r.Allowed || r.UID != "r1" || r.Result.Details == nil ||
 		len(r.Result.Details.Causes) != 1 || r.Result.Details.Causes[0].Field != "metadata.annotations[interlink.eu/reverse-bind]" {

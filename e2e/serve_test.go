@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"net/http"
@@ -19,17 +18,18 @@ import (
 	"sigs.k8s.io/yaml"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/interlink-hq/shadowgate/e2e/harness"
 )
 
 // servedCertificate is the leaf certificate the webhook server presents right now.
 func servedCertificate(t *testing.T) *x509.Certificate {
 	t.Helper()
-	conn, err := tls.Dial("tcp", "127.0.0.1:"+strconv.Itoa(cluster.sg.Port), &tls.Config{InsecureSkipVerify: true}) // only read, verified below
+	c, err := harness.ServedCertificate(cluster.sg.Port, nil, "") // only read, verified by the caller
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	return conn.ConnectionState().PeerCertificates[0]
+	return c
 }
 
 // Certificate files replaced on disk are served without a restart, and admission goes on

@@ -2,23 +2,19 @@ package e2e
 
 import (
 	"bytes"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/interlink-hq/shadowgate/e2e/harness"
 )
@@ -58,33 +54,20 @@ func TestShutdownFinishesAdmissionsInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(b.CA)
-	hc := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
 	p := offloaded{name: "trainer", namespace: "shutdown", node: "hpc-vk", ports: []int32{8888}}
 	pod := []byte(p.json())
 	// The API server has given the pod its UID by the time /validate-pods sees it.
 	pod = bytes.Replace(pod, []byte(`"namespace":"shutdown"`), []byte(`"namespace":"shutdown","uid":"8f7a1c5e-0000-4000-8000-000000000001"`), 1)
-	review, _ := json.Marshal(admissionv1.AdmissionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-		Request: &admissionv1.AdmissionRequest{UID: "in-flight", Operation: admissionv1.Create, Namespace: "shutdown", Name: "trainer",
-			Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Object: runtime.RawExtension{Raw: pod}},
-	})
+	review := harness.PodCreateReview("in-flight", "shutdown", "trainer", pod)
 	answered := make(chan *admissionv1.AdmissionResponse, 1)
 	go func() {
 		defer close(answered)
-		resp, err := hc.Post("https://127.0.0.1:"+strconv.Itoa(b.Port)+"/validate-pods?timeout=15s", "application/json", bytes.NewReader(review))
+		r, err := b.Review("/validate-pods", 15*time.Second, "application/json", review)
 		if err != nil {
 			t.Errorf("the admission in flight was cut off: %v", err)
 			return
 		}
-		defer resp.Body.Close()
-		var out admissionv1.AdmissionReview
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-			t.Errorf("no AdmissionReview back: %v", err)
-			return
-		}
-		answered <- out.Response
+		answered <- r
 	}()
 	select {
 	case <-held:
@@ -97,7 +80,7 @@ func TestShutdownFinishesAdmissionsInFlight(t *testing.T) {
 	// shutdown has to wait for.
 	eventually(t, 15*time.Second, "the replica begins shutting down its webhook server", func() (bool, string) {
 		log, err := os.ReadFile(b.Log)
-		return err == nil && bytes.Contains(log, []byte("Shutting down webhook server")), string(log)
+		return err == nil && bytes.Contains(log, []byte("Shutting down webhook server")), fmt.Sprintf("no such line in %s (%v)", b.Log, err)
 	})
 	releaseHeld()
 	if r := <-answered; r == nil || !r.Allowed || r.UID != "in-flight" {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -146,9 +147,15 @@ func bulleted(errs field.ErrorList) string {
 	return b.String()
 }
 
+// truncate cuts s to at most maxEventNote bytes, at a rune boundary: a note cut inside a
+// multi-byte character is not valid UTF-8, and the API server refuses the Event.
 func truncate(s string) string {
 	if len(s) <= maxEventNote {
 		return s
 	}
-	return s[:maxEventNote] + "..."
+	cut := maxEventNote
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }

@@ -43,8 +43,9 @@ func refuseForShadow(err error, warnings []string) admission.Response {
 	}
 	if reason == metav1.StatusReasonInvalid {
 		// kubectl would print "The request is invalid" and hide the message that says which
-		// shadow object was invalid; Forbidden keeps the message on screen.
-		reason = metav1.StatusReasonForbidden
+		// shadow object was invalid; Forbidden keeps the message on screen. The code goes
+		// with it: clients that read the code and not the reason would see 422 for a 403.
+		code, reason = http.StatusForbidden, metav1.StatusReasonForbidden
 	}
 	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{
 		Allowed: false,

@@ -44,7 +44,7 @@ func TestRefuseForShadowKeepsTheAPIServersVerdict(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 	invalid := apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "shadow-x", field.ErrorList{field.Required(field.NewPath("spec"), "x")})
-	if r := refuseForShadow(invalid, nil); r.Result.Reason != metav1.StatusReasonForbidden || r.Result.Code != http.StatusUnprocessableEntity {
+	if r := refuseForShadow(invalid, nil); r.Result.Reason != metav1.StatusReasonForbidden || r.Result.Code != http.StatusForbidden {
 		t.Fatalf("an invalid shadow object must keep its message on screen: %+v", r.Result)
 	}
 	if r := refuseForShadow(errors.New("connection refused"), nil); r.Result.Code != http.StatusInternalServerError {
