@@ -35,12 +35,6 @@ var preExecBody = func() string {
 	return strings.Replace(body, "@RELAY@\n", relayPy, 1)
 }()
 
-// SnippetStart is how every snippet MutatePod writes begins, before its one call: the webhook
-// JSON-encodes these 18 KB for its patches once, not for every pod.
-func SnippetStart() string { return snippetStart }
-
-var snippetStart = markerBegin + "\n" + preExecBody
-
 // shellWord matches values that can stand between single quotes as they are. Everything the
 // snippet is called with has been validated to this already; a value that is not is refused,
 // never escaped.

@@ -55,13 +55,12 @@ func (m *PodMutator) Handle(_ context.Context, req admission.Request) admission.
 	before := maps.Clone(pod.Annotations)
 	warnings := inject.MutatePod(pod, o)
 	m.metrics.decided(PathMutatePods, resultAllowed)
-	ops := annotationPatch(before, pod.Annotations)
-	if len(ops) == 0 {
+	if maps.Equal(before, pod.Annotations) {
 		// Nothing to patch, which is also what a reinvocation sees: no patch means the API
 		// server does not run the mutating webhooks yet again on our account.
 		return admission.Allowed("").WithWarnings(warnings...)
 	}
-	return patchResponse(ops, warnings)
+	return annotationsPatch(before, pod.Annotations).WithWarnings(warnings...)
 }
 
 // PodValidator serves /validate-pods: validate.Pod decides; on CREATE an admitted pod that

@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -68,15 +66,11 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 	}
 	events := newPodEvents(mgr.GetClient(), recorder)
 	server := mgr.GetWebhookServer()
-	pods := func() runtime.Object { return &corev1.Pod{} }
-	configMaps := func() runtime.Object { return &corev1.ConfigMap{} }
 	for path, h := range map[string]http.Handler{
-		PathMutatePods:         &reviewServer{newWebhook(&PodMutator{policies: store, metrics: metrics}), pods},
-		PathValidatePods:       &reviewServer{newWebhook(&PodValidator{policies: store, reader: mgr.GetAPIReader(), shadows: applier, events: events, metrics: metrics}), pods},
-		PathValidateConfigMaps: &reviewServer{newWebhook(&ConfigMapValidator{policies: store, ref: opts.Policy, metrics: metrics}), configMaps},
-		// Workloads come in six kinds, known from the request once it is read: the Webhook
-		// reads the review, and the handler the object.
-		PathValidateWorkloads: newWebhook(&WorkloadValidator{scheme: mgr.GetScheme(), policies: store, ref: opts.Policy, metrics: metrics}),
+		PathMutatePods:         newWebhook(&PodMutator{policies: store, metrics: metrics}),
+		PathValidatePods:       newWebhook(&PodValidator{policies: store, reader: mgr.GetAPIReader(), shadows: applier, events: events, metrics: metrics}),
+		PathValidateConfigMaps: newWebhook(&ConfigMapValidator{policies: store, ref: opts.Policy, metrics: metrics}),
+		PathValidateWorkloads:  newWebhook(&WorkloadValidator{scheme: mgr.GetScheme(), policies: store, ref: opts.Policy, metrics: metrics}),
 	} {
 		server.Register(path, withCallDeadline(h))
 	}

@@ -8,17 +8,15 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
-// serveReview posts an AdmissionReview body to a reviewServer of pods and reads the answer.
+// serveReview posts an AdmissionReview body to the handler as the server registers it.
 func serveReview(t *testing.T, h admission.Handler, contentType string, body []byte) admissionv1.AdmissionReview {
 	t.Helper()
-	srv := httptest.NewServer(&reviewServer{newWebhook(h), func() runtime.Object { return &corev1.Pod{} }})
+	srv := httptest.NewServer(newWebhook(h))
 	defer srv.Close()
 	resp, err := http.Post(srv.URL, contentType, bytes.NewReader(body))
 	if err != nil {
@@ -37,7 +35,7 @@ func serveReview(t *testing.T, h admission.Handler, contentType string, body []b
 
 // Over HTTP the pod is read with the review, the answer is an AdmissionReview of the version
 // asked in with the request's UID, and the patch applies to the object as sent.
-func TestReviewServerAnswersInTheRequestsVersion(t *testing.T) {
+func TestEndpointAnswersInTheRequestsVersion(t *testing.T) {
 	mut, _, _, _, _ := handlers(t)
 	p := pod("trainer", map[string]string{validate.AnnotationReverseForwards: "minio:9000"})
 	for _, version := range []string{"admission.k8s.io/v1", "admission.k8s.io/v1beta1"} {
@@ -61,7 +59,7 @@ func TestReviewServerAnswersInTheRequestsVersion(t *testing.T) {
 }
 
 // What is not an AdmissionReview with an object is a 400, as controller-runtime answers.
-func TestReviewServerRefusesWhatItCannotRead(t *testing.T) {
+func TestEndpointRefusesWhatItCannotRead(t *testing.T) {
 	mut, _, _, _, _ := handlers(t)
 	for name, c := range map[string]struct{ contentType, body string }{
 		"not JSON":      {"application/json", "{"},
