@@ -7,12 +7,7 @@ import (
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
-type checkOptions struct {
-	policyFile string
-	files      []string
-	output     string
-	namespace  string
-}
+type checkOptions struct{ inputOptions }
 
 func newCheckCommand() *cobra.Command {
 	var o checkOptions
@@ -27,24 +22,12 @@ Exit 0: all admitted. Exit 1: at least one refused. Exit 2: unreadable input or 
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
-	cmd.Flags().StringVar(&o.policyFile, "policy", "", "policy document, or a ConfigMap manifest holding it under data[policy.yaml]")
-	cmd.Flags().StringArrayVarP(&o.files, "filename", "f", nil, "objects to judge: multi-document YAML or JSON; - reads standard input")
-	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
-	cmd.Flags().StringVar(&o.namespace, "namespace", "default", "namespace for objects that name none")
-	_ = cmd.MarkFlagRequired("policy")
-	_ = cmd.MarkFlagRequired("filename")
+	o.addFlags(cmd, "objects to judge: multi-document YAML or JSON; - reads standard input", "namespace for objects that name none", "text", "json")
 	return cmd
 }
 
 func (o *checkOptions) run(cmd *cobra.Command) error {
-	if o.output != "text" && o.output != "json" {
-		return usageError("--output must be text or json, not %q", o.output)
-	}
-	pol, err := loadPolicy(o.policyFile, cmd.InOrStdin())
-	if err != nil {
-		return err
-	}
-	objs, err := readObjects(o.files, o.namespace, cmd.InOrStdin())
+	pol, objs, err := o.load(cmd)
 	if err != nil {
 		return err
 	}

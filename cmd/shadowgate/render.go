@@ -13,12 +13,7 @@ import (
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
-type renderOptions struct {
-	policyFile string
-	files      []string
-	output     string
-	namespace  string
-}
+type renderOptions struct{ inputOptions }
 
 func newRenderCommand() *cobra.Command {
 	var o renderOptions
@@ -36,24 +31,12 @@ Exit 2: unreadable input, not exactly one Pod, or an invalid policy.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
-	cmd.Flags().StringVar(&o.policyFile, "policy", "", "policy document, or a ConfigMap manifest holding it under data[policy.yaml]")
-	cmd.Flags().StringArrayVarP(&o.files, "filename", "f", nil, "the Pod to render, YAML or JSON; - reads standard input")
-	cmd.Flags().StringVarP(&o.output, "output", "o", "yaml", "output format: yaml or json")
-	cmd.Flags().StringVar(&o.namespace, "namespace", "default", "namespace for a Pod that names none")
-	_ = cmd.MarkFlagRequired("policy")
-	_ = cmd.MarkFlagRequired("filename")
+	o.addFlags(cmd, "the Pod to render, YAML or JSON; - reads standard input", "namespace for a Pod that names none", "yaml", "json")
 	return cmd
 }
 
 func (o *renderOptions) run(cmd *cobra.Command) error {
-	if o.output != "yaml" && o.output != "json" {
-		return usageError("--output must be yaml or json, not %q", o.output)
-	}
-	pol, err := loadPolicy(o.policyFile, cmd.InOrStdin())
-	if err != nil {
-		return err
-	}
-	objs, err := readObjects(o.files, o.namespace, cmd.InOrStdin())
+	pol, objs, err := o.load(cmd)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/spf13/cobra"
+
+	"github.com/interlink-hq/shadowgate/validate/policy"
+)
+
+// inputOptions are the flags check and render share: the policy, the objects and how to print.
+type inputOptions struct {
+	policyFile string
+	files      []string
+	output     string
+	namespace  string
+	formats    []string // the first is the default
+}
+
+func (o *inputOptions) addFlags(cmd *cobra.Command, filesUsage, namespaceUsage string, formats ...string) {
+	o.formats = formats
+	cmd.Flags().StringVar(&o.policyFile, "policy", "", "policy document, or a ConfigMap manifest holding it under data[policy.yaml]")
+	cmd.Flags().StringArrayVarP(&o.files, "filename", "f", nil, filesUsage)
+	cmd.Flags().StringVarP(&o.output, "output", "o", formats[0], fmt.Sprintf("output format: %s or %s", formats[0], formats[1]))
+	cmd.Flags().StringVar(&o.namespace, "namespace", "default", namespaceUsage)
+	_ = cmd.MarkFlagRequired("policy")
+	_ = cmd.MarkFlagRequired("filename")
+}
+
+// load checks --output, then reads the policy and the objects.
+func (o *inputOptions) load(cmd *cobra.Command) (*policy.Policy, []inputObject, error) {
+	if !slices.Contains(o.formats, o.output) {
+		return nil, nil, usageError("--output must be %s or %s, not %q", o.formats[0], o.formats[1], o.output)
+	}
+	pol, err := loadPolicy(o.policyFile, cmd.InOrStdin())
+	if err != nil {
+		return nil, nil, err
+	}
+	objs, err := readObjects(o.files, o.namespace, cmd.InOrStdin())
+	return pol, objs, err
+}
