@@ -46,9 +46,7 @@ func (s *reverseSite) sessionEnded() string {
 func TestReverseTunnelSessionEndsWhenOneOfItsSocketsGoes(t *testing.T) {
 	t.Parallel()
 	s := newReverseSite(t, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH})
-	job := s.startJob(t)
-	shadow := s.startShadow(t)
-	s.waitReady(t, job)
+	job, shadow := s.startTunnel(t)
 	s.expectEcho(t)
 	// The node's sshd does not bind a socket again once it is gone: only a new session does.
 	if err := os.Remove(s.socket(s.listen)); err != nil {
@@ -70,9 +68,7 @@ func TestReverseTunnelSessionEndsWhenOneOfItsSocketsGoes(t *testing.T) {
 func TestReverseTunnelSessionEndsWhenTheDirectoryIsRecreated(t *testing.T) {
 	t.Parallel()
 	s := newReverseSite(t, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH})
-	first := s.startJob(t)
-	shadow := s.startShadow(t)
-	s.waitReady(t, first)
+	first, shadow := s.startTunnel(t)
 	s.expectEcho(t)
 	// Gone at once, as when Slurm kills a job: its relay leaves the directory behind, and the
 	// session holds its sockets there.
@@ -95,9 +91,7 @@ func TestReverseTunnelSessionEndsWhenTheDirectoryIsRecreated(t *testing.T) {
 func TestReverseTunnelSecondJobWithTheSameBindStops(t *testing.T) {
 	t.Parallel()
 	s := newReverseSite(t, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH})
-	first := s.startJob(t)
-	shadow := s.startShadow(t)
-	s.waitReady(t, first)
+	_, shadow := s.startTunnel(t)
 	s.expectEcho(t)
 
 	second := s.startJob(t)

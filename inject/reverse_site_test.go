@@ -278,6 +278,15 @@ func (s *reverseSite) waitReady(t *testing.T, job jobRun) {
 	})
 }
 
+// startTunnel starts a job and its shadow and waits until the job's workload has started.
+func (s *reverseSite) startTunnel(t *testing.T) (shellJob, *process) {
+	t.Helper()
+	job := s.startJob(t)
+	shadow := s.startShadow(t)
+	s.waitReady(t, job)
+	return job, shadow
+}
+
 // startAs starts a process as acct in a process group of its own, stopped with the test.
 func startAs(t *testing.T, acct account, env []string, name string, args ...string) *process {
 	t.Helper()

@@ -56,9 +56,7 @@ func TestReverseTunnelCarriesTheJobsConnectionsIntoTheCluster(t *testing.T) {
 func TestReverseTunnelSocketsAreTheJobUsersOnly(t *testing.T) {
 	t.Parallel()
 	s := newReverseSite(t, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH})
-	job := s.startJob(t)
-	s.startShadow(t)
-	s.waitReady(t, job)
+	s.startTunnel(t)
 	// Go writes a socket's mode with S where ls shows s: srw------- and drwx------.
 	for path, want := range map[string]string{
 		s.dir():            "drwx------",
@@ -84,12 +82,20 @@ func TestReverseTunnelMapsTheNamesForTheContainer(t *testing.T) {
 	job := s.startJob(t, "SINGULARITY_BIND=/data")
 	s.startShadow(t)
 	s.waitReady(t, job)
+	// The workload prints its environment after the snippet says it is ready: wait for it.
 	env := map[string]string{}
-	for _, line := range strings.Split(job.out.String(), "\n") {
-		if k, v, ok := strings.Cut(line, "="); ok {
-			env[k] = v
+	eventually(t, 10*time.Second, func() error {
+		for _, line := range strings.Split(job.out.String(), "\n") {
+			if k, v, ok := strings.Cut(line, "="); ok {
+				env[k] = v
+			}
 		}
-	}
+		_, singularity := env["SINGULARITY_BIND"]
+		if _, apptainer := env["APPTAINER_BIND"]; !singularity || !apptainer {
+			return fmt.Errorf("the workload has not printed its environment")
+		}
+		return nil
+	})
 	hosts, ok := strings.CutSuffix(env["APPTAINER_BIND"], ":/etc/hosts")
 	if !ok || !strings.HasPrefix(hosts, "/data,"+s.root+"/il-rev-hosts.") {
 		t.Fatalf("APPTAINER_BIND=%q, want the job's /data, then a copy of /etc/hosts in its TMPDIR", env["APPTAINER_BIND"])
@@ -119,9 +125,7 @@ func TestReverseTunnelFollowsTheJobToAnotherNode(t *testing.T) {
 	knownHosts := filepath.Join(s.mounts[knownHostsDir], knownHostsKey)
 	writeAtomically(t, knownHosts, sshtest.ReadFile(t, knownHosts)+known)
 
-	job := s.startJob(t)
-	shadow := s.startShadow(t)
-	s.waitReady(t, job)
+	_, shadow := s.startTunnel(t)
 	writeAtomically(t, filepath.Join(s.mounts[nodeDir], validate.ComputeNodeKey), node11)
 	eventually(t, 10*time.Second, func() error {
 		if !strings.Contains(moved.Log(), "Accepted publickey for "+jobUser) {
@@ -144,9 +148,7 @@ func TestReverseTunnelFollowsTheJobToAnotherNode(t *testing.T) {
 func TestReverseTunnelRelayStopsWithTheJobsShell(t *testing.T) {
 	t.Parallel()
 	s := newReverseSite(t, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH})
-	job := s.startJob(t)
-	shadow := s.startShadow(t)
-	s.waitReady(t, job)
+	job, shadow := s.startTunnel(t)
 	if err := job.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -164,9 +166,7 @@ func TestReverseTunnelRelayStopsWithTheJobsShell(t *testing.T) {
 func TestReverseTunnelEndsWithTheSocketDirectory(t *testing.T) {
 	t.Parallel()
 	s := newReverseSite(t, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH})
-	job := s.startJob(t)
-	shadow := s.startShadow(t)
-	s.waitReady(t, job)
+	job, shadow := s.startTunnel(t)
 	relays := func() int {
 		n := 0
 		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
@@ -226,9 +226,7 @@ func TestReverseTunnelSocks(t *testing.T) {
 	t.Run("an allowed proxy reaches the cluster by address", func(t *testing.T) {
 		t.Parallel()
 		s := newReverseSite(t, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH, socks: true})
-		job := s.startJob(t)
-		shadow := s.startShadow(t)
-		s.waitReady(t, job)
+		_, shadow := s.startTunnel(t)
 		if got := socksEcho(t, s.socks, s.echo); got != "ping\n" {
 			t.Errorf("through the SOCKS proxy: %q", got)
 		}

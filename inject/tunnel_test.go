@@ -288,13 +288,7 @@ func TestWaitForNode(t *testing.T) {
 		if !p.running() {
 			t.Fatalf("wait-for-node exited with an empty node file:\n%s", p.out)
 		}
-		s.publish(t, "node07")
-		if code := p.wait(t, 5*time.Second); code != 0 {
-			t.Fatalf("exit code %d once the node was published", code)
-		}
-		if want := "compute node is " + s.nodes["node07"]; !strings.Contains(p.out.String(), want) {
-			t.Errorf("the log lacks %q", want)
-		}
+		s.expectNodeTaken(t, p, "node07")
 	})
 	t.Run("a node that is not a hostname is not taken", func(t *testing.T) {
 		t.Parallel()
@@ -311,13 +305,7 @@ func TestWaitForNode(t *testing.T) {
 			return nil
 		})
 		// Still waiting: the first valid node is the one it takes.
-		s.publish(t, "node07")
-		if code := p.wait(t, 5*time.Second); code != 0 {
-			t.Fatalf("exit code %d once a valid node was published", code)
-		}
-		if want := "compute node is " + s.nodes["node07"]; !strings.Contains(p.out.String(), want) {
-			t.Errorf("the log lacks %q", want)
-		}
+		s.expectNodeTaken(t, p, "node07")
 	})
 	t.Run("a short timeout fails it with the likely causes", func(t *testing.T) {
 		t.Parallel()
@@ -333,6 +321,18 @@ func TestWaitForNode(t *testing.T) {
 			}
 		}
 	})
+}
+
+// expectNodeTaken publishes node and expects wait-for-node p to exit 0 having taken it.
+func (s *site) expectNodeTaken(t *testing.T, p *process, node string) {
+	t.Helper()
+	s.publish(t, node)
+	if code := p.wait(t, 5*time.Second); code != 0 {
+		t.Fatalf("exit code %d once %s was published", code, node)
+	}
+	if want := "compute node is " + s.nodes[node]; !strings.Contains(p.out.String(), want) {
+		t.Errorf("the log lacks %q", want)
+	}
 }
 
 func copyFile(t *testing.T, from, to string, mode os.FileMode) {

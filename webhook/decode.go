@@ -2,8 +2,10 @@ package webhook
 
 import (
 	"errors"
+	"net/http"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	kjson "sigs.k8s.io/json"
 )
 
@@ -25,4 +27,11 @@ func decodeObject(raw runtime.RawExtension, into runtime.Object) error {
 		return errors.New("the admission request holds no object to decode")
 	}
 	return kjson.UnmarshalCaseSensitivePreserveInts(raw.Raw, into)
+}
+
+// badRequest counts an error decision at endpoint and answers 400 with err, for a request
+// whose object cannot be decoded (or, at /validate-workloads, whose kind is not in the scheme).
+func (m *Metrics) badRequest(endpoint string, err error) admission.Response {
+	m.decided(endpoint, resultError)
+	return admission.Errored(http.StatusBadRequest, err)
 }

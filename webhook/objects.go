@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -31,12 +30,10 @@ func (v *WorkloadValidator) Handle(ctx context.Context, req admission.Request) a
 	gvk := schema.GroupVersionKind(req.Kind)
 	obj, err := v.scheme.New(gvk)
 	if err != nil {
-		v.metrics.decided(PathValidateWorkloads, resultError)
-		return admission.Errored(http.StatusBadRequest, err)
+		return v.metrics.badRequest(PathValidateWorkloads, err)
 	}
 	if err := decodeObject(req.Object, obj); err != nil {
-		v.metrics.decided(PathValidateWorkloads, resultError)
-		return admission.Errored(http.StatusBadRequest, err)
+		return v.metrics.badRequest(PathValidateWorkloads, err)
 	}
 	d, judged := validate.Object(obj, v.policies.Current(), v.ref)
 	if !judged {
@@ -67,8 +64,7 @@ var _ admission.Handler = (*ConfigMapValidator)(nil)
 func (v *ConfigMapValidator) Handle(_ context.Context, req admission.Request) admission.Response {
 	cm, err := objectOf[corev1.ConfigMap](req.Object)
 	if err != nil {
-		v.metrics.decided(PathValidateConfigMaps, resultError)
-		return admission.Errored(http.StatusBadRequest, err)
+		return v.metrics.badRequest(PathValidateConfigMaps, err)
 	}
 	d, _ := validate.Object(cm, v.policies.Current(), v.ref)
 	v.metrics.decided(PathValidateConfigMaps, result(d))

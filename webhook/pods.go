@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -43,8 +42,7 @@ var _ admission.Handler = (*PodMutator)(nil)
 func (m *PodMutator) Handle(_ context.Context, req admission.Request) admission.Response {
 	pod, err := objectOf[corev1.Pod](req.Object)
 	if err != nil {
-		m.metrics.decided(PathMutatePods, resultError)
-		return admission.Errored(http.StatusBadRequest, err)
+		return m.metrics.badRequest(PathMutatePods, err)
 	}
 	o, d := validate.Pod(pod, m.policies.Current())
 	if o == nil || !d.Allowed() {
@@ -80,8 +78,7 @@ var _ admission.Handler = (*PodValidator)(nil)
 func (v *PodValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	pod, err := objectOf[corev1.Pod](req.Object)
 	if err != nil {
-		v.metrics.decided(PathValidatePods, resultError)
-		return admission.Errored(http.StatusBadRequest, err)
+		return v.metrics.badRequest(PathValidatePods, err)
 	}
 	o, d := validate.Pod(pod, v.policies.Current())
 	if d.Allowed() && req.Operation == admissionv1.Create {

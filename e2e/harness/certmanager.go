@@ -87,20 +87,9 @@ func InstallCertManagerOverlay(ctx context.Context, root string, k Kubectl, cp *
 		}
 		policy = append(policy, o...)
 	}
-	var webhooks, rest []*unstructured.Unstructured
-	for _, o := range objs {
-		switch o.GetKind() {
-		case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
-			webhooks = append(webhooks, o)
-			continue
-		case "Service":
-			o = localService(o)
-		case "Deployment":
-			if opts.Args, err = serveArgs(o); err != nil {
-				return nil, err
-			}
-		}
-		rest = append(rest, o)
+	webhooks, rest, err := splitRendered(objs, &opts)
+	if err != nil {
+		return nil, err
 	}
 	if len(webhooks) == 0 || opts.Args == nil || opts.CertDir == "" {
 		return nil, fmt.Errorf("%s renders no webhook configuration or Deployment running serve, or no CertDir was given", CertManagerOverlay)

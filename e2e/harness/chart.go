@@ -26,24 +26,16 @@ func InstallChart(ctx context.Context, k Kubectl, cp *ControlPlane, rendered str
 	if err != nil {
 		return nil, fmt.Errorf("reading helm template's output: %w", err)
 	}
-	var webhooks, rest []*unstructured.Unstructured
-	for _, o := range objs {
-		switch o.GetKind() {
-		case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
-			webhooks = append(webhooks, o)
-			continue
-		case "Secret":
+	webhooks, rest, err := splitRendered(objs, &opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range rest {
+		if o.GetKind() == "Secret" {
 			if opts.Certs, err = tlsBundle(o); err != nil {
 				return nil, err
 			}
-		case "Service":
-			o = localService(o)
-		case "Deployment":
-			if opts.Args, err = serveArgs(o); err != nil {
-				return nil, err
-			}
 		}
-		rest = append(rest, o)
 	}
 	if len(webhooks) == 0 || opts.Certs == nil || opts.Args == nil {
 		return nil, fmt.Errorf("the chart renders no webhook configuration, TLS Secret or Deployment running serve (certManager.enabled must be false):\n%s", rendered)
@@ -68,6 +60,27 @@ func InstallChart(ctx context.Context, k Kubectl, cp *ControlPlane, rendered str
 		return nil, err
 	}
 	return s, nil
+}
+
+// splitRendered sets the webhook configurations among rendered objects apart from the rest,
+// which are applied before serve starts: the Service made local (localService), and serve's
+// flags read from the Deployment into opts.Args.
+func splitRendered(objs []*unstructured.Unstructured, opts *ServeOptions) (webhooks, rest []*unstructured.Unstructured, err error) {
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
+			webhooks = append(webhooks, o)
+			continue
+		case "Service":
+			o = localService(o)
+		case "Deployment":
+			if opts.Args, err = serveArgs(o); err != nil {
+				return nil, nil, err
+			}
+		}
+		rest = append(rest, o)
+	}
+	return webhooks, rest, nil
 }
 
 // tlsBundle reads a kubernetes.io/tls Secret with the CA beside the certificate.
