@@ -126,6 +126,20 @@ func (p *process) wait(t *testing.T, timeout time.Duration) int {
 	}
 }
 
+// expectFailure waits for the process to exit, fails the test at once when it exited 0 (saying
+// why that is wrong), and reports every line of wants its output lacks.
+func (p *process) expectFailure(t *testing.T, timeout time.Duration, whyNotZero string, wants ...string) {
+	t.Helper()
+	if code := p.wait(t, timeout); code == 0 {
+		t.Fatalf("exit code 0: %s", whyNotZero)
+	}
+	for _, want := range wants {
+		if !strings.Contains(p.out.String(), want) {
+			t.Errorf("the output lacks %q:\n%s", want, p.out)
+		}
+	}
+}
+
 // running reports whether the process has not exited.
 func (p *process) running() bool {
 	select {

@@ -95,12 +95,7 @@ func TestReverseTunnelSecondJobWithTheSameBindStops(t *testing.T) {
 	s.expectEcho(t)
 
 	second := s.startJob(t)
-	if code := second.wait(t, 10*time.Second); code == 0 {
-		t.Fatalf("the second job went on")
-	}
-	if want := "another job of yours holds " + s.bind; !strings.Contains(second.out.String(), want) {
-		t.Errorf("the second job's log lacks %q:\n%s", want, second.out)
-	}
+	second.expectFailure(t, 10*time.Second, "the second job went on", "another job of yours holds "+s.bind)
 	if strings.Contains(shadow.out.String(), s.sessionEnded()) {
 		t.Errorf("the first job's session ended")
 	}

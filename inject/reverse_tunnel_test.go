@@ -206,17 +206,9 @@ func TestReverseTunnelPortTakenFailsTheJob(t *testing.T) {
 	}
 	defer l.Close()
 	job := s.startJob(t)
-	if code := job.wait(t, 10*time.Second); code == 0 {
-		t.Fatalf("the job went on with %s:%d taken", s.bind, s.listen)
-	}
-	for _, want := range []string{
+	job.expectFailure(t, 10*time.Second, fmt.Sprintf("the job went on with %s:%d taken", s.bind, s.listen),
 		fmt.Sprintf("cannot listen on %s:%d: Address already in use", s.bind, s.listen),
-		"the reverse tunnel's relay did not start",
-	} {
-		if !strings.Contains(job.out.String(), want) {
-			t.Errorf("the job's log lacks %q", want)
-		}
-	}
+		"the reverse tunnel's relay did not start")
 	if strings.Contains(job.out.String(), "workload started") {
 		t.Errorf("the workload started")
 	}
@@ -240,12 +232,7 @@ func TestReverseTunnelSocks(t *testing.T) {
 			nodeConfig: []string{"GatewayPorts yes"}})
 		job := s.startJob(t)
 		s.startShadow(t)
-		if code := job.wait(t, 20*time.Second); code == 0 {
-			t.Fatalf("the job went on with its proxy open to other machines")
-		}
-		if !strings.Contains(job.out.String(), "the node's sshd sets GatewayPorts yes") {
-			t.Errorf("the job's log does not name GatewayPorts")
-		}
+		job.expectFailure(t, 20*time.Second, "the job went on with its proxy open to other machines", "the node's sshd sets GatewayPorts yes")
 	})
 }
 
@@ -253,26 +240,15 @@ func TestReverseTunnelNeedsTheSocketDirectoryRoot(t *testing.T) {
 	t.Parallel()
 	s := newReverseSite(t, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH})
 	job := s.startJob(t, "INTERLINK_SOCKET_DIR_ROOT=")
-	if code := job.wait(t, 5*time.Second); code == 0 {
-		t.Fatalf("the job went on without a socket directory")
-	}
-	if !strings.Contains(job.out.String(), "the plugin gave no socket directory root") {
-		t.Errorf("the job's log does not say why it stopped")
-	}
+	job.expectFailure(t, 5*time.Second, "the job went on without a socket directory", "the plugin gave no socket directory root")
 }
 
 func TestReverseTunnelGivesUpAfterItsWait(t *testing.T) {
 	t.Parallel()
 	s := newReverseSite(t, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH})
 	job := s.startJob(t, "SHADOWGATE_REVERSE_WAIT=2")
-	if code := job.wait(t, 10*time.Second); code == 0 {
-		t.Fatalf("the job went on without its tunnel")
-	}
-	for _, want := range []string{"interLink: the reverse tunnel did not come up within 2s", "kubectl logs <shadow pod> -c ssh-reverse"} {
-		if !strings.Contains(job.out.String(), want) {
-			t.Errorf("the job's log lacks %q", want)
-		}
-	}
+	job.expectFailure(t, 10*time.Second, "the job went on without its tunnel",
+		"interLink: the reverse tunnel did not come up within 2s", "kubectl logs <shadow pod> -c ssh-reverse")
 }
 
 // socksEcho sends a line to target through the SOCKS5 proxy on 127.0.0.1:port.

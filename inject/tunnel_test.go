@@ -101,6 +101,15 @@ func (s *site) forward(t *testing.T) *process {
 		"SHADOW_LISTEN_ADDRESS="+s.listen, pollEnv)
 }
 
+// forwardTo publishes node, starts ssh-forward and waits until a request reaches that node.
+func (s *site) forwardTo(t *testing.T, node string) *process {
+	t.Helper()
+	s.publish(t, node)
+	p := s.forward(t)
+	s.expectReply(t, node)
+	return p
+}
+
 // get makes one HTTP request through the shadow's listener.
 func (s *site) get() (string, error) {
 	client := http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
@@ -162,9 +171,7 @@ func TestForwardRebuildsTheTunnelWhenTheNodeChanges(t *testing.T) {
 		t.Run(mode+" mode follows a requeued job to its new node without restarting", func(t *testing.T) {
 			t.Parallel()
 			s := newSite(t, siteOptions{mode: mode, pinned: true})
-			s.publish(t, "node07")
-			p := s.forward(t)
-			s.expectReply(t, "node07")
+			p := s.forwardTo(t, "node07")
 			before := p.children(t, "ssh")
 			s.publish(t, "node11")
 			s.expectReply(t, "node11")
@@ -190,9 +197,7 @@ func TestForwardKeepsItsTunnelWhenTheNodeFileHoldsNoHostname(t *testing.T) {
 		t.Run(mode+" mode passes nothing but a hostname to ssh", func(t *testing.T) {
 			t.Parallel()
 			s := newSite(t, siteOptions{mode: mode, pinned: true})
-			s.publish(t, "node07")
-			p := s.forward(t)
-			s.expectReply(t, "node07")
+			p := s.forwardTo(t, "node07")
 			pwned := filepath.Join(t.TempDir(), "pwned")
 			writeAtomically(t, s.nodeFile, s.nodes["node11"]+" -oProxyCommand=touch "+pwned+" '$(touch "+pwned+")'")
 			eventually(t, 5*time.Second, func() error {
@@ -217,9 +222,7 @@ func TestForwardExitsNonZeroWhenSSHDiesOnAnUnchangedNode(t *testing.T) {
 		t.Run(mode+" mode hands a dead tunnel to Kubernetes", func(t *testing.T) {
 			t.Parallel()
 			s := newSite(t, siteOptions{mode: mode, pinned: true})
-			s.publish(t, "node07")
-			p := s.forward(t)
-			s.expectReply(t, "node07")
+			p := s.forwardTo(t, "node07")
 			ssh := p.children(t, "ssh")
 			if len(ssh) != 1 {
 				t.Fatalf("want one ssh under the script, found %v", ssh)
@@ -227,12 +230,7 @@ func TestForwardExitsNonZeroWhenSSHDiesOnAnUnchangedNode(t *testing.T) {
 			if err := syscall.Kill(ssh[0], syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
-			if code := p.wait(t, 5*time.Second); code == 0 {
-				t.Errorf("exit code 0 after ssh died; want non-zero so the container restarts")
-			}
-			if !strings.Contains(p.out.String(), "ssh exited with status") {
-				t.Errorf("the log does not say ssh exited")
-			}
+			p.expectFailure(t, 5*time.Second, "ssh died; want non-zero so the container restarts", "ssh exited with status")
 		})
 	}
 }
@@ -273,9 +271,7 @@ func TestLoginNodeWithoutTCPForwarding(t *testing.T) {
 	t.Run("exec mode still carries the request", func(t *testing.T) {
 		t.Parallel()
 		s := newSite(t, siteOptions{mode: policy.ForwardModeExec, pinned: true, sshdConfig: []string{"AllowTcpForwarding no"}})
-		s.publish(t, "node07")
-		s.forward(t)
-		s.expectReply(t, "node07")
+		s.forwardTo(t, "node07")
 	})
 }
 
@@ -311,15 +307,9 @@ func TestWaitForNode(t *testing.T) {
 		t.Parallel()
 		s := newSite(t, siteOptions{mode: policy.ForwardModePortForward, nodeTimeout: "1s"})
 		p := runContainer(t, container(t, s.shadow.Deployment, ContainerWaitForNode), s.mounts, pollEnv)
-		if code := p.wait(t, 5*time.Second); code == 0 {
-			t.Fatalf("exit code 0 without a node")
-		}
 		cm := path.Join(s.shadow.NodeConfigMap.Namespace, s.shadow.NodeConfigMap.Name)
-		for _, want := range []string{"no compute node after 1s (NodeWaitTimeout): " + cm, "still queued", "PodStatus.NodeName", "kubectl get configmap " + s.shadow.NodeConfigMap.Name} {
-			if !strings.Contains(p.out.String(), want) {
-				t.Errorf("the message lacks %q", want)
-			}
-		}
+		p.expectFailure(t, 5*time.Second, "wait-for-node succeeded without a node",
+			"no compute node after 1s (NodeWaitTimeout): "+cm, "still queued", "PodStatus.NodeName", "kubectl get configmap "+s.shadow.NodeConfigMap.Name)
 	})
 }
 
