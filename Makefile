@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 20s
 
-.PHONY: all build test vet lint fmt fuzz deps clean image dev e2e-tools cert-manager helm chart-docs bench
+.PHONY: all build test vet lint fmt fuzz deps clean image dev e2e-tools cert-manager helm chart-docs bench reliability
 
 all: build
 
@@ -17,9 +17,13 @@ deps:
 	./hack/test-deps.sh
 
 ## test: everything CI checks: formatting, vet, and every test (fuzz seed corpora included, and
-## the e2e suite against a real kube-apiserver, etcd and kubectl)
+## the e2e suite against a real kube-apiserver, etcd and kubectl); the e2e packages run as
+## `make reliability` runs them, with every reliability scenario bounded, printing their
+## RELIABILITY lines; each package is tested once
+test: SHELL := /bin/bash
 test: deps vet e2e-tools cert-manager helm
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v '^$(MODULE)/e2e\(/\|$$\)')
+	$(call run-e2e,bounded,30m)
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime=1x ./webhook ./inject
 
 ## e2e-tools: build kube-apiserver, kubectl and etcd from the Go module proxy into bin/, keyed by
@@ -48,6 +52,38 @@ chart-docs:
 ## (about 5 minutes once e2e-tools are built)
 bench: e2e-tools
 	$(GO) run ./e2e/cmd/bench
+
+## reliability: run the e2e packages with every reliability scenario at full scale (issue 9:
+## the API server stopped during an apply, rolling restart and crash of replicas, policy lost,
+## serving Secret rotated, 1,000 pods by 50 clients), printing their RELIABILITY lines and a
+## summary; fails if any test fails or fewer than RELIABILITY_SCENARIOS lines were printed;
+## the whole -v log is kept in bin/reliability-full.log (make test runs the same bounded)
+reliability: SHELL := /bin/bash
+reliability: e2e-tools cert-manager helm
+	$(call run-e2e,full,60m)
+
+MODULE := github.com/interlink-hq/shadowgate
+# The scenarios that print a RELIABILITY line (harness.Scenario), all in the e2e packages.
+RELIABILITY_SCENARIOS := 8
+
+# run-e2e,SCALE,TIMEOUT: go test -v of the e2e packages one at a time (-p 1: each starts its
+# own control plane, and two at once would compete for the cores the scenarios measure), with
+# SHADOWGATE_RELIABILITY=SCALE; prints the RELIABILITY lines as they come, the failures, and a
+# summary; fails if a test failed or a scenario did not report. The log is
+# bin/reliability-SCALE.log.
+define run-e2e
+	@mkdir -p $(BIN)
+	@set -o pipefail; log=$(BIN)/reliability-$(1).log; \
+	SHADOWGATE_RELIABILITY=$(1) $(GO) test -count=1 -p 1 -v -timeout $(2) ./e2e/... 2>&1 | tee $$log \
+	  | { grep --line-buffered '^RELIABILITY ' || true; }; status=$$?; \
+	reported=$$(grep -c '^RELIABILITY ' $$log); \
+	if [ $$status != 0 ]; then grep -E -- '--- FAIL|^(FAIL|ok|panic:) ' $$log; fi; \
+	if [ $$reported -lt $(RELIABILITY_SCENARIOS) ]; then \
+	  echo "reliability: only $$reported of $(RELIABILITY_SCENARIOS) scenarios reported a RELIABILITY line"; status=1; fi; \
+	echo "reliability: $$reported of $(RELIABILITY_SCENARIOS) scenarios reported at $(1) scale;" \
+	  "$$(grep -c -- '--- PASS' $$log) tests passed, $$(grep -c -- '--- FAIL' $$log) failed; $$([ $$status = 0 ] && echo PASS || echo FAIL); log: $$log"; \
+	exit $$status
+endef
 
 ## dev: run shadowgate serve against a local etcd and kube-apiserver until Ctrl-C
 dev: build e2e-tools

@@ -34,9 +34,9 @@ func mustKubectl(t *testing.T, stdin string, args ...string) string {
 // createNamespaces creates namespaces for one test; names are unique across the suite.
 func createNamespaces(t *testing.T, names ...string) {
 	t.Helper()
-	for _, n := range names {
-		mustKubectl(t, "", "create", "namespace", n)
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cluster.kubectl.CreateNamespaces(ctx, t, names...)
 }
 
 // offloaded describes a pod placed on a virtual node of the example policy.

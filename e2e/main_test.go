@@ -5,10 +5,7 @@
 package e2e
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -30,60 +27,8 @@ var cluster struct {
 }
 
 func TestMain(m *testing.M) {
-	os.Exit(runSuite(m))
-}
-
-func runSuite(m *testing.M) int {
-	start := time.Now()
-	root, err := filepath.Abs("..")
-	if err != nil {
-		return fail(err)
-	}
-	tools, err := harness.BuildTools(root, os.Stderr)
-	if err != nil {
-		return fail(err)
-	}
-	dir, err := os.MkdirTemp("", "shadowgate-e2e-")
-	if err != nil {
-		return fail(err)
-	}
-	bin, err := harness.BuildShadowgate(root, dir)
-	if err != nil {
-		return fail(err)
-	}
-	cp, err := harness.StartControlPlane(tools, dir)
-	if err != nil {
-		return fail(err)
-	}
-	kubectl := harness.Kubectl{Path: tools.Kubectl, Kubeconfig: cp.AdminKubeconfig}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	sg, err := harness.Install(ctx, root, kubectl, cp, harness.ServeOptions{Bin: bin, Dir: dir, GracePeriod: gracePeriod})
-	if err != nil {
-		_ = cp.Stop()
-		return fail(err)
-	}
-	fmt.Fprintf(os.Stderr, "e2e: control plane and shadowgate ready in %s (state and logs in %s)\n", time.Since(start).Round(time.Millisecond), dir)
-	cluster.root, cluster.bin, cluster.cp, cluster.sg, cluster.kubectl = root, bin, cp, sg, kubectl
-
-	code := m.Run()
-	// A clean exit on SIGTERM is part of what is tested: serve finishes admissions in flight.
-	if err := sg.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: shadowgate serve did not stop cleanly:", err)
-		code = 1
-	}
-	if err := cp.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: stopping the control plane:", err)
-	}
-	if code == 0 {
-		os.RemoveAll(dir)
-	} else {
-		fmt.Fprintln(os.Stderr, "e2e: logs kept in", dir)
-	}
-	return code
-}
-
-func fail(err error) int {
-	fmt.Fprintln(os.Stderr, "e2e:", err)
-	return 1
+	os.Exit(harness.RunSuite(m, "e2e", "..", gracePeriod, func(s *harness.Suite) error {
+		cluster.root, cluster.bin, cluster.cp, cluster.sg, cluster.kubectl = s.Root, s.Bin, s.CP, s.SG, s.Kubectl
+		return nil
+	}))
 }

@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/interlink-hq/shadowgate/e2e/harness"
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/validate"
 )
@@ -206,7 +208,10 @@ func TestCredentialReplication(t *testing.T) {
 }
 
 // A node ConfigMap's compute-node reaches ssh: a value smuggling an option is refused with its
-// field path, a hostname passes.
+// field path, a hostname passes. Only shadowgate's own writes skip the webhook (the
+// matchCondition not-shadowgate spares the API server a call back per shadow): the same value
+// written as its ServiceAccount is stored, so every other writer, the virtual kubelet among
+// them, is judged.
 func TestNodeConfigMapRefusesSmuggledSSHOptions(t *testing.T) {
 	createNamespaces(t, "nodecm")
 	p := offloaded{name: "trainer", namespace: "nodecm", node: "hpc-vk", ports: []int32{8888}}
@@ -220,6 +225,13 @@ func TestNodeConfigMapRefusesSmuggledSSHOptions(t *testing.T) {
 	}
 	expectContains(t, r.Stderr, `The ConfigMap "`+cm+`" is invalid: `,
 		`data[compute-node]: Invalid value: "node07 -oProxyCommand=touch /tmp/pwned": `)
+
+	asShadowgate := harness.Kubectl{Path: cluster.kubectl.Path, Kubeconfig: cluster.cp.ShadowgateKubeconfig}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if r := asShadowgate.Run(ctx, "", "patch", "configmap", cm, "-n", p.shadowNamespace(), "--type=merge", "-p", patch("node07 -oProxyCommand=id")); r.Err != nil {
+		t.Errorf("shadowgate's own write was sent back to its webhook; kubectl printed:\n%s", r.Output())
+	}
 
 	expectContains(t, mustKubectl(t, "", "patch", "configmap", cm, "-n", p.shadowNamespace(), "--type=merge", "-p", patch("node07.cluster.local")),
 		"configmap/"+cm+" patched")

@@ -88,11 +88,9 @@ func (b *builder) credentials() []Credential {
 			creds = append(creds, Credential{Kind: kind, Name: name, Namespace: b.namespaceName})
 		}
 	}
+	add("Secret", sshPolicy.CredentialSecret())
 	if sshPolicy.Auth == policy.AuthKerberos {
-		add("Secret", sshPolicy.KeytabSecret)
 		add("ConfigMap", sshPolicy.Krb5ConfigMap)
-	} else {
-		add("Secret", sshPolicy.KeySecret)
 	}
 	add("ConfigMap", sshPolicy.KnownHostsConfigMap)
 	return creds

@@ -6,7 +6,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/interlink-hq/shadowgate/validate/policy"
 	"github.com/interlink-hq/shadowgate/validate/syntax"
 )
 
@@ -39,10 +38,4 @@ func NodeConfigMap(cm *corev1.ConfigMap) Decision {
 			node, why)))
 	}
 	return d
-}
-
-// PolicyConfigMap judges a policy ConfigMap: the document must parse and validate.
-func PolicyConfigMap(cm *corev1.ConfigMap) Decision {
-	_, errs := policy.FromConfigMap(cm)
-	return Decision{Errors: errs}
 }

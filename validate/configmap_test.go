@@ -43,7 +43,7 @@ func TestNodeConfigMap(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			d, judged := validate.Object(nodeConfigMap(tc.node), pol, ref)
+			d, judged := validate.Object(nodeConfigMap(tc.node), pol, ref, validate.CredentialRules{})
 			if !judged {
 				t.Fatal("not judged")
 			}
@@ -53,13 +53,13 @@ func TestNodeConfigMap(t *testing.T) {
 	t.Run("a ConfigMap with a compute-node key is judged without the label", func(t *testing.T) {
 		cm := nodeConfigMap("bad name")
 		cm.Labels = nil
-		d, _ := validate.Object(cm, pol, ref)
+		d, _ := validate.Object(cm, pol, ref, validate.CredentialRules{})
 		if d.Allowed() {
 			t.Error("admitted")
 		}
 	})
 	t.Run("an unrelated ConfigMap is admitted", func(t *testing.T) {
-		d, _ := validate.Object(&corev1.ConfigMap{Data: map[string]string{"x": "bad name"}}, pol, ref)
+		d, _ := validate.Object(&corev1.ConfigMap{Data: map[string]string{"x": "bad name"}}, pol, ref, validate.CredentialRules{})
 		vt.Expect(t, d.Errors, nil)
 	})
 }
@@ -70,12 +70,12 @@ func TestPolicyConfigMap(t *testing.T) {
 	cm := func(ns, doc string) *corev1.ConfigMap {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shadowgate-policy", Namespace: ns}, Data: map[string]string{"policy.yaml": doc}}
 	}
-	d, _ := validate.Object(cm("shadowgate-system", "virtualNodes:\n  hpc-vk:\n    Network: {ShadowMode: ssh, SSH: {User: alice, KeySecret: k}}\n"), pol, ref)
+	d, _ := validate.Object(cm("shadowgate-system", "virtualNodes:\n  hpc-vk:\n    Network: {ShadowMode: ssh, SSH: {User: alice, KeySecret: k}}\n"), pol, ref, validate.CredentialRules{})
 	vt.Expect(t, d.Errors, []vt.Err{{Type: field.ErrorTypeRequired, Field: "data[policy.yaml].virtualNodes[hpc-vk].Network.SSH.LoginHost", Value: ""}})
 
-	d, _ = validate.Object(cm("shadowgate-system", testPolicy), pol, ref)
+	d, _ = validate.Object(cm("shadowgate-system", testPolicy), pol, ref, validate.CredentialRules{})
 	vt.Expect(t, d.Errors, nil)
 
-	d, _ = validate.Object(cm("elsewhere", "not a policy"), pol, ref)
+	d, _ = validate.Object(cm("elsewhere", "not a policy"), pol, ref, validate.CredentialRules{})
 	vt.Expect(t, d.Errors, nil)
 }

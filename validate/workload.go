@@ -6,8 +6,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-
-	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
 var templatePath = field.NewPath("spec", "template")
@@ -30,15 +28,4 @@ func PodTemplate(obj runtime.Object) (*corev1.PodTemplateSpec, *field.Path, bool
 		return &w.Spec.JobTemplate.Spec.Template, field.NewPath("spec", "jobTemplate", "spec", "template"), true
 	}
 	return nil, nil, false
-}
-
-// Workload judges the pod template of a workload as the pods it will create would be judged,
-// reporting under the template's own path.
-func Workload(obj runtime.Object, namespace string, pol *policy.Policy) (Decision, bool) {
-	tmpl, at, ok := PodTemplate(obj)
-	if !ok {
-		return Decision{}, false
-	}
-	_, d := PodSpec(&tmpl.ObjectMeta, &tmpl.Spec, namespace, pol, Paths{Meta: at.Child("metadata"), Spec: at.Child("spec"), Template: true})
-	return d, true
 }

@@ -16,16 +16,24 @@ import (
 // admission.Webhook runs them; no HTTP, no API server. make bench runs these interleaved
 // (e2e/bench) and reports them beside the targets of issue 7.
 
+// BenchmarkMutatePods is /mutate-pods on the typical and the large pod, each without and with
+// the reverse tunnel (-reverse), the only case patched: large against typical is the cost of
+// size alone, and large-reverse against typical-reverse the same with the snippet's work.
 func BenchmarkMutatePods(b *testing.B) {
 	mut, _, _, _, _ := handlers(b)
-	for name, obj := range map[string]any{
-		"typical":         bench.TypicalPod("notebook", "user", true, false),
-		"typical-reverse": bench.TypicalPod("trainer", "user", true, true),
-		"large":           bench.LargePod("big", "user"),
-	} {
-		b.Run(name, func(b *testing.B) {
-			runAdmission(b, mut, request(b, admissionv1.Create, podGVK, obj), name != "typical")
-		})
+	for _, reverse := range []bool{false, true} {
+		suffix := ""
+		if reverse {
+			suffix = "-reverse"
+		}
+		for name, obj := range map[string]any{
+			"typical" + suffix: bench.TypicalPod("notebook", "user", true, reverse),
+			"large" + suffix:   bench.LargePod("big", "user", reverse),
+		} {
+			b.Run(name, func(b *testing.B) {
+				runAdmission(b, mut, request(b, admissionv1.Create, podGVK, obj), reverse)
+			})
+		}
 	}
 }
 

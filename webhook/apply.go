@@ -38,18 +38,20 @@ type Applier struct {
 	// credentialsNamespace is where the policy's Secrets and ConfigMaps are copied from.
 	credentialsNamespace string
 	metrics              *Metrics
+	namespaces           knownNamespaces
 	// cleanups tracks removals still running after their request was answered, so that
 	// shutdown waits for them (Wait).
 	cleanups sync.WaitGroup
 }
 
-// Apply applies a shadow: its namespace first, then the node ConfigMap, Service and
-// credentials together, then the Deployment, which mounts them, so its pods never start
-// before what they mount exists. A nil NodeConfigMap, Service or Deployment is left alone
-// (the reconciler applies only what is missing). On an error the objects this call created
-// are removed in the background, once the caller has its answer, but not the namespace nor
-// the credential copies: every shadow of the pod's namespace shares them, and concurrent
-// admissions may rely on them. A dry run applies with dry-run and persists nothing.
+// Apply applies a shadow: its namespace first (unless applied lately: knownNamespaces), then
+// the node ConfigMap, Service and credentials together, then the Deployment, which mounts
+// them, so its pods never start before what they mount exists. A nil NodeConfigMap, Service
+// or Deployment is left alone (the reconciler applies only what is missing). On an error the
+// objects this call created are removed in the background, once the caller has its answer,
+// but not the namespace nor the credential copies: every shadow of the pod's namespace shares
+// them, and concurrent admissions may rely on them. A dry run applies with dry-run and
+// persists nothing.
 func (a *Applier) Apply(ctx context.Context, s *inject.Shadow, dryRun bool) ([]string, error) {
 	start := time.Now()
 	created := &createdObjects{}
@@ -64,10 +66,26 @@ func (a *Applier) Apply(ctx context.Context, s *inject.Shadow, dryRun bool) ([]s
 }
 
 func (a *Applier) apply(ctx context.Context, s *inject.Shadow, dryRun bool, created *createdObjects) ([]string, error) {
-	if s.Namespace != nil {
+	known := s.Namespace != nil && a.namespaces.known(s.Namespace.Name)
+	warnings, err := a.applyObjects(ctx, s, dryRun, created, known)
+	if known && isMissingNamespace(err) {
+		// The namespace was deleted since it was applied: nothing went into it, so all is
+		// applied again, the namespace first.
+		a.namespaces.forget(s.Namespace.Name)
+		return a.applyObjects(ctx, s, dryRun, created, false)
+	}
+	return warnings, err
+}
+
+// applyObjects is apply's one attempt; namespaceKnown skips the namespace, applied lately.
+func (a *Applier) applyObjects(ctx context.Context, s *inject.Shadow, dryRun bool, created *createdObjects, namespaceKnown bool) ([]string, error) {
+	if s.Namespace != nil && !namespaceKnown {
 		existed, err := a.applyObject(ctx, s.Namespace, dryRun, created)
 		if err != nil {
 			return nil, err
+		}
+		if existed || !dryRun {
+			a.namespaces.add(s.Namespace.Name)
 		}
 		if dryRun && !existed {
 			// Objects cannot be dry-run into a namespace that does not exist.

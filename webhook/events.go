@@ -21,6 +21,9 @@ const (
 	ReasonReverseSocksProxy = "ReverseSocksProxy"
 	ReasonInvalidPolicy     = "InvalidPolicy"
 	ReasonPolicyDeleted     = "PolicyDeleted"
+	// ReasonShadowNotReapplied: the reconciler leaves a pod's missing shadow objects missing,
+	// as the credential rules now in force would refuse the pod.
+	ReasonShadowNotReapplied = "ShadowNotReapplied"
 )
 
 // storedWait is how long PodEvents waits for an admitted pod to be stored. Beyond the API

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 
@@ -15,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
@@ -32,17 +30,9 @@ func (f fixedPolicy) Current() *policy.Policy { return f.p }
 // Applier: these tests only reach refusals and UPDATEs, which apply nothing.
 func handlers(t testing.TB) (*PodMutator, *PodValidator, *WorkloadValidator, *ConfigMapValidator, *policy.Policy) {
 	t.Helper()
-	b, err := os.ReadFile("../manifests/examples/policy.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, errs := policy.Parse(b)
+	pol, errs := policy.FromConfigMap(examplePolicyConfigMap(t, unchanged))
 	if len(errs) > 0 {
 		t.Fatal(errs)
-	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
 	}
 	m, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {
@@ -52,7 +42,7 @@ func handlers(t testing.TB) (*PodMutator, *PodValidator, *WorkloadValidator, *Co
 	src := fixedPolicy{pol}
 	return &PodMutator{policies: src, metrics: m},
 		&PodValidator{policies: src, metrics: m},
-		&WorkloadValidator{scheme: scheme, policies: src, ref: ref, metrics: m},
+		&WorkloadValidator{policies: src, ref: ref, metrics: m},
 		&ConfigMapValidator{policies: src, ref: ref, metrics: m},
 		pol
 }
@@ -68,7 +58,8 @@ func request(t testing.TB, op admissionv1.Operation, kind metav1.GroupVersionKin
 	}}
 }
 
-var podGVK = metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}
+// podGVK is podVersionKind as an admission request names it.
+var podGVK = metav1.GroupVersionKind(podVersionKind)
 
 func pod(name string, annotations map[string]string) *corev1.Pod {
 	return &corev1.Pod{
@@ -130,7 +121,7 @@ func TestHandlersDecideAsValidateObject(t *testing.T) {
 		validate.AnnotationReverseBind:      "127.0.0.1",
 		validate.AnnotationReverseOwnerOnly: "true",
 	})
-	d, _ := validate.Object(refusedPod, pol, ref)
+	d, _ := validate.Object(refusedPod, pol, ref, validate.CredentialRules{})
 	resp := podV.Handle(ctx, request(t, admissionv1.Create, podGVK, refusedPod))
 	sameLines(t, causes(t, resp), errorLines(d))
 	sameLines(t, resp.Warnings, d.Warnings)
@@ -148,7 +139,7 @@ spec:
 		t.Fatal(err)
 	}
 	req := request(t, admissionv1.Create, metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, deploy)
-	d, judged := validate.Object(deploy, pol, ref)
+	d, judged := validate.Object(deploy, pol, ref, validate.CredentialRules{})
 	if !judged {
 		t.Fatal("validate does not judge Deployments")
 	}
@@ -158,7 +149,7 @@ spec:
 		{ObjectMeta: metav1.ObjectMeta{Name: "shadow-x-node", Namespace: "user-shadow"}, Data: map[string]string{validate.ComputeNodeKey: "node07 -oProxyCommand=touch /tmp/pwned"}},
 		{ObjectMeta: metav1.ObjectMeta{Name: policy.ConfigMapName, Namespace: "shadowgate-system"}, Data: map[string]string{policy.DataKey: "virtualNodes:\n  x:\n    Network: {ShadowMode: ssh, FullMesh: true}\n"}},
 	} {
-		d, _ := validate.Object(cm, pol, ref)
+		d, _ := validate.Object(cm, pol, ref, validate.CredentialRules{})
 		sameLines(t, causes(t, cmV.Handle(ctx, request(t, admissionv1.Update, metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, cm))), errorLines(d))
 	}
 }

@@ -33,7 +33,7 @@ func TestAnnotationPatchIsTheFullDiff(t *testing.T) {
 
 	for name, sent := range map[string]*corev1.Pod{
 		"typical":                       bench.TypicalPod("trainer", "user", true, true),
-		"large":                         bench.LargePod("big", "user"),
+		"large":                         bench.LargePod("big", "user", true),
 		"the user's own pre-exec":       withUserPreExec,
 		"reinvoked on its own output":   earlier,
 		"a snippet no longer asked for": noLongerReverse,

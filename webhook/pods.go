@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -24,8 +23,9 @@ type Policies interface {
 }
 
 var (
-	podKind = schema.GroupKind{Kind: "Pod"}
-	podMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+	podVersionKind = corev1.SchemeGroupVersion.WithKind("Pod")
+	podKind        = podVersionKind.GroupKind()
+	podMeta        = metav1.TypeMeta{APIVersion: podVersionKind.GroupVersion().String(), Kind: podVersionKind.Kind}
 )
 
 // PodMutator serves /mutate-pods: it records the reverse-bind address and prepends the
@@ -40,7 +40,7 @@ var _ admission.Handler = (*PodMutator)(nil)
 
 // Handle implements admission.Handler.
 func (m *PodMutator) Handle(_ context.Context, req admission.Request) admission.Response {
-	pod, err := objectOf[corev1.Pod](req.Object)
+	pod, err := decodePod(req)
 	if err != nil {
 		return m.metrics.badRequest(PathMutatePods, err)
 	}
@@ -70,17 +70,19 @@ type PodValidator struct {
 	shadows  *Applier
 	events   *PodEvents
 	metrics  *Metrics
+	rules    validate.CredentialRules // whether a shadow-same-ns pod may have the site's Secret copied
 }
 
 var _ admission.Handler = (*PodValidator)(nil)
 
 // Handle implements admission.Handler.
 func (v *PodValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
-	pod, err := objectOf[corev1.Pod](req.Object)
+	pod, err := decodePod(req)
 	if err != nil {
 		return v.metrics.badRequest(PathValidatePods, err)
 	}
 	o, d := validate.Pod(pod, v.policies.Current())
+	d.Errors = append(d.Errors, v.rules.SecretInPodNamespace(o, pod.Namespace, validate.PodPaths)...)
 	if d.Allowed() && req.Operation == admissionv1.Create {
 		// A pod the mutating webhook never prepared would run its job without its tunnel.
 		d.Errors = append(d.Errors, inject.CheckMutated(pod, o)...)
@@ -91,27 +93,30 @@ func (v *PodValidator) Handle(ctx context.Context, req admission.Request) admiss
 	}
 	shadow, warnings := inject.BuildShadow(pod, o)
 	d.Warnings = append(d.Warnings, warnings...)
+	if shadow == nil {
+		// Nothing to forward and no reverse tunnel, so no SOCKS proxy either: nothing to apply.
+		v.metrics.decided(PathValidatePods, resultAllowed)
+		return respond(podKind, objectName(pod), d)
+	}
+	// The API server refuses a name already taken only after the webhooks: without this look,
+	// `kubectl create` of a stored pod's name would apply its shadow over the live pod's, with
+	// the refused pod's UID, and the reconciler would then collect it.
+	err = v.reader.Get(ctx, client.ObjectKeyFromObject(pod), &metav1.PartialObjectMetadata{TypeMeta: podMeta})
+	switch {
+	case err == nil:
+		v.metrics.decided(PathValidatePods, resultDenied)
+		status := apierrors.NewAlreadyExists(corev1.Resource("pods"), pod.Name).ErrStatus
+		return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &status, Warnings: d.Warnings}}
+	case !apierrors.IsNotFound(err):
+		v.metrics.decided(PathValidatePods, resultError)
+		return refuseForShadow(fmt.Errorf("checking whether pod %s/%s already exists: %w", pod.Namespace, pod.Name, err), d.Warnings)
+	}
 	dryRun := req.DryRun != nil && *req.DryRun
-	if shadow != nil {
-		// The API server refuses a name already taken only after the webhooks: without this
-		// look, `kubectl create` of a stored pod's name would apply its shadow over the
-		// live pod's, with the refused pod's UID, and the reconciler would then collect it.
-		err := v.reader.Get(ctx, client.ObjectKeyFromObject(pod), &metav1.PartialObjectMetadata{TypeMeta: podMeta})
-		switch {
-		case err == nil:
-			v.metrics.decided(PathValidatePods, resultDenied)
-			status := apierrors.NewAlreadyExists(corev1.Resource("pods"), pod.Name).ErrStatus
-			return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &status, Warnings: d.Warnings}}
-		case !apierrors.IsNotFound(err):
-			v.metrics.decided(PathValidatePods, resultError)
-			return refuseForShadow(fmt.Errorf("checking whether pod %s/%s already exists: %w", pod.Namespace, pod.Name, err), d.Warnings)
-		}
-		applyWarnings, err := v.shadows.Apply(ctx, shadow, dryRun)
-		d.Warnings = append(d.Warnings, applyWarnings...)
-		if err != nil {
-			v.metrics.decided(PathValidatePods, resultDenied)
-			return refuseForShadow(err, d.Warnings)
-		}
+	applyWarnings, err := v.shadows.Apply(ctx, shadow, dryRun)
+	d.Warnings = append(d.Warnings, applyWarnings...)
+	if err != nil {
+		v.metrics.decided(PathValidatePods, resultDenied)
+		return refuseForShadow(err, d.Warnings)
 	}
 	if o.SocksPort > 0 && !dryRun {
 		v.events.socksProxyOnceStored(pod, o.SocksPort)

@@ -31,6 +31,7 @@ const maxEventNote = 1000
 // last valid policy in force, and says so in the log, a Warning Event and a metric.
 type PolicyStore struct {
 	ref      validate.PolicyRef
+	rules    validate.CredentialRules
 	lw       cache.ListerWatcher
 	current  atomic.Pointer[loadedPolicy]
 	informer atomic.Pointer[cache.Controller]
@@ -49,9 +50,10 @@ var (
 	_ manager.LeaderElectionRunnable = (*PolicyStore)(nil)
 )
 
-// NewPolicyStore reads the policy ConfigMap once. A missing or invalid policy is an error
-// naming the problem: the webhook does not start without a policy to decide by.
-func NewPolicyStore(ctx context.Context, cs kubernetes.Interface, ref validate.PolicyRef, recorder events.EventRecorder, metrics *Metrics, log logr.Logger) (*PolicyStore, error) {
+// NewPolicyStore reads the policy ConfigMap once. A missing policy, or one that is invalid or
+// breaks rules, is an error naming the problem: the webhook does not start without a policy
+// to decide by.
+func NewPolicyStore(ctx context.Context, cs kubernetes.Interface, ref validate.PolicyRef, rules validate.CredentialRules, recorder events.EventRecorder, metrics *Metrics, log logr.Logger) (*PolicyStore, error) {
 	cm, err := cs.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("policy ConfigMap %s/%s does not exist: create it (manifests/examples/policy.yaml is an example) or name yours with --policy-configmap and --namespace", ref.Namespace, ref.Name)
@@ -63,8 +65,12 @@ func NewPolicyStore(ctx context.Context, cs kubernetes.Interface, ref validate.P
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("policy ConfigMap %s/%s is invalid (shadowgate policy check finds the same offline):%s", ref.Namespace, ref.Name, bulleted(errs))
 	}
+	if errs := rules.Policy(pol, field.NewPath("data").Key(policy.DataKey)); len(errs) > 0 {
+		return nil, fmt.Errorf("policy ConfigMap %s/%s asks for what this shadowgate may not do:%s", ref.Namespace, ref.Name, bulleted(errs))
+	}
 	s := &PolicyStore{
 		ref:      ref,
+		rules:    rules,
 		lw:       cache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "configmaps", ref.Namespace, fields.OneTermEqualSelector("metadata.name", ref.Name)),
 		recorder: recorder,
 		metrics:  metrics,
@@ -110,7 +116,7 @@ func (s *PolicyStore) load(obj any) {
 	if !ok || cm.ResourceVersion == s.current.Load().resourceVersion {
 		return
 	}
-	pol, errs := policy.FromConfigMap(cm)
+	pol, errs := s.rules.PolicyConfigMap(cm)
 	if len(errs) > 0 {
 		kept := s.current.Load().resourceVersion
 		s.metrics.policyReloads.WithLabelValues(reloadInvalid).Inc()

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,8 +40,10 @@ const indexShadowFor = "shadowFor"
 type Reconciler struct {
 	client   client.Client // the manager's: cached reads of pods and shadow objects
 	policies Policies
-	applier  *Applier
+	applier  shadowApplier
 	grace    time.Duration
+	rules    validate.CredentialRules // as /validate-pods: no site Secret copied into a pod's namespace unless allowed
+	recorder events.EventRecorder     // says on the pod why its shadow is not re-applied
 
 	mu sync.Mutex
 	// gone holds the UIDs of pods seen deleted, with when.
@@ -50,6 +53,11 @@ type Reconciler struct {
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
+
+// shadowApplier applies a shadow; the Applier in a server.
+type shadowApplier interface {
+	Apply(ctx context.Context, s *inject.Shadow, dryRun bool) ([]string, error)
+}
 
 // shadowKinds are the namespaced shadow objects, which the manager's cache holds.
 func shadowKinds() []client.ObjectList {
@@ -188,6 +196,17 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 		missing.Deployment = nil
 	}
 	if missing.NodeConfigMap == nil && missing.Service == nil && missing.Deployment == nil {
+		return nil
+	}
+	if errs := r.rules.SecretInPodNamespace(o, pod.Namespace, validate.PodPaths); len(errs) > 0 {
+		// A pod admitted before serve ran with --credentials-in-pod-namespaces=false: what is
+		// left of its shadow stays, what is missing is not applied again. Said only when
+		// something is missing, not on every reconcile of a complete shadow.
+		reason := errs.ToAggregate().Error()
+		log.FromContext(ctx).Info("not re-applying the shadow of a pod that would have the site's Secret copied into its namespace",
+			"pod", pod.Namespace+"/"+pod.Name, "reason", reason)
+		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonShadowNotReapplied, "Reconcile", "%s", truncate(
+			"part of this pod's shadow is missing and is not re-applied: "+reason))
 		return nil
 	}
 	if _, err := r.applier.Apply(ctx, &missing, false); err != nil {

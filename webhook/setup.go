@@ -32,6 +32,8 @@ type Options struct {
 	Policy validate.PolicyRef
 	// ShadowGracePeriod is how long a shadow whose pod was never seen waits before deletion.
 	ShadowGracePeriod time.Duration
+	// Rules are what this serve may do with credentials; a policy or pod that needs more is refused.
+	Rules validate.CredentialRules
 }
 
 // Setup reads the policy (an error when it is missing or invalid), then registers the
@@ -49,7 +51,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 		return nil, err
 	}
 	recorder := mgr.GetEventRecorder(EventReporter)
-	store, err := NewPolicyStore(ctx, cs, opts.Policy, recorder, metrics, mgr.GetLogger().WithName("policy"))
+	store, err := NewPolicyStore(ctx, cs, opts.Policy, opts.Rules, recorder, metrics, mgr.GetLogger().WithName("policy"))
 	if err != nil {
 		return nil, err
 	}
@@ -68,11 +70,11 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 	server := mgr.GetWebhookServer()
 	for path, h := range map[string]http.Handler{
 		PathMutatePods:         newWebhook(&PodMutator{policies: store, metrics: metrics}),
-		PathValidatePods:       newWebhook(&PodValidator{policies: store, reader: mgr.GetAPIReader(), shadows: applier, events: events, metrics: metrics}),
-		PathValidateConfigMaps: newWebhook(&ConfigMapValidator{policies: store, ref: opts.Policy, metrics: metrics}),
-		PathValidateWorkloads:  newWebhook(&WorkloadValidator{scheme: mgr.GetScheme(), policies: store, ref: opts.Policy, metrics: metrics}),
+		PathValidatePods:       newWebhook(&PodValidator{policies: store, reader: mgr.GetAPIReader(), shadows: applier, events: events, metrics: metrics, rules: opts.Rules}),
+		PathValidateConfigMaps: newWebhook(&ConfigMapValidator{policies: store, ref: opts.Policy, rules: opts.Rules, metrics: metrics}),
+		PathValidateWorkloads:  newWebhook(&WorkloadValidator{policies: store, ref: opts.Policy, rules: opts.Rules, metrics: metrics}),
 	} {
-		server.Register(path, withCallDeadline(h))
+		server.Register(path, withCallDeadline(withKnownReviewVersion(h)))
 	}
 	for _, r := range []manager.Runnable{store, events} {
 		if err := mgr.Add(r); err != nil {
@@ -84,6 +86,8 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 		policies: store,
 		applier:  applier,
 		grace:    opts.ShadowGracePeriod,
+		rules:    opts.Rules,
+		recorder: recorder,
 		gone:     map[types.UID]time.Time{},
 		orphaned: map[types.UID]time.Time{},
 	}
@@ -104,5 +108,5 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 
 // newWebhook wraps a handler as every endpoint serves it; the benchmarks call the same.
 func newWebhook(h admission.Handler) *admission.Webhook {
-	return &admission.Webhook{Handler: h}
+	return &admission.Webhook{Handler: h, LogConstructor: requestLogger}
 }

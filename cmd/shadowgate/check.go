@@ -39,7 +39,7 @@ func (o *checkOptions) run(cmd *cobra.Command) error {
 		var d validate.Decision
 		judged := false
 		if in.obj != nil {
-			d, judged = validate.Object(in.obj, pol, ref)
+			d, judged = validate.Object(in.obj, pol, ref, o.credentials.rules())
 		}
 		if !judged {
 			d.Warnings = append(d.Warnings, "shadowgate does not judge "+in.kind+" objects")

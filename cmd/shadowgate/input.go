@@ -14,6 +14,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
@@ -26,7 +27,7 @@ func readFile(path string, stdin io.Reader) ([]byte, error) {
 }
 
 // loadPolicy reads --policy: the document itself or a ConfigMap manifest holding it.
-func loadPolicy(path string, stdin io.Reader) (*policy.Policy, error) {
+func loadPolicy(path string, stdin io.Reader, rules validate.CredentialRules) (*policy.Policy, error) {
 	data, err := readFile(path, stdin)
 	if err != nil {
 		return nil, usageError("cannot read the policy: %v", err)
@@ -34,6 +35,9 @@ func loadPolicy(path string, stdin io.Reader) (*policy.Policy, error) {
 	pol, errs := policy.Parse(data)
 	if len(errs) > 0 {
 		return nil, usageError("invalid policy %s:\n%s", path, errs.ToAggregate())
+	}
+	if errs := rules.Policy(pol, nil); len(errs) > 0 {
+		return nil, usageError("policy %s asks for what a shadowgate run with these flags may not do:\n%s", path, errs.ToAggregate())
 	}
 	return pol, nil
 }

@@ -16,6 +16,8 @@ type inputOptions struct {
 	output     string
 	namespace  string
 	formats    []string // the first is the default
+	// credentials are serve's flags, so objects are judged as that serve judges them.
+	credentials credentialFlags
 }
 
 func (o *inputOptions) addFlags(cmd *cobra.Command, filesUsage, namespaceUsage string, formats ...string) {
@@ -24,6 +26,7 @@ func (o *inputOptions) addFlags(cmd *cobra.Command, filesUsage, namespaceUsage s
 	cmd.Flags().StringArrayVarP(&o.files, "filename", "f", nil, filesUsage)
 	cmd.Flags().StringVarP(&o.output, "output", "o", formats[0], fmt.Sprintf("output format: %s or %s", formats[0], formats[1]))
 	cmd.Flags().StringVar(&o.namespace, "namespace", "default", namespaceUsage)
+	o.credentials.addFlags(cmd)
 	_ = cmd.MarkFlagRequired("policy")
 	_ = cmd.MarkFlagRequired("filename")
 }
@@ -33,7 +36,7 @@ func (o *inputOptions) load(cmd *cobra.Command) (*policy.Policy, []inputObject, 
 	if !slices.Contains(o.formats, o.output) {
 		return nil, nil, usageError("--output must be %s or %s, not %q", o.formats[0], o.formats[1], o.output)
 	}
-	pol, err := loadPolicy(o.policyFile, cmd.InOrStdin())
+	pol, err := loadPolicy(o.policyFile, cmd.InOrStdin(), o.credentials.rules())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -21,10 +21,12 @@ func newPolicyCommand() *cobra.Command {
 
 func newPolicyCheckCommand() *cobra.Command {
 	var file, output string
+	var credentials credentialFlags
 	cmd := &cobra.Command{
 		Use:   "check --policy FILE",
 		Short: "Validate a policy document or policy ConfigMap",
-		Long: `Validate a policy as the webhook would at kubectl apply of its ConfigMap.
+		Long: `Validate a policy as the webhook would at kubectl apply of its ConfigMap, including what
+a serve run with the same --credential-replication cannot carry out.
 Exit 0: valid. Exit 1: invalid. Exit 2: unreadable file or bad flags.`,
 		Example: "  shadowgate policy check --policy manifests/examples/policy.yaml -o json",
 		Args:    cobra.NoArgs,
@@ -37,6 +39,9 @@ Exit 0: valid. Exit 1: invalid. Exit 2: unreadable file or bad flags.`,
 				return usageError("cannot read the policy: %v", err)
 			}
 			pol, errs := policy.Parse(data)
+			if len(errs) == 0 {
+				errs = credentials.rules().Policy(pol, nil)
+			}
 			out := cmd.OutOrStdout()
 			if output == "json" {
 				if err := writeJSON(out, map[string]any{"valid": len(errs) == 0, "errors": toFieldErrors(errs)}); err != nil {
@@ -57,6 +62,7 @@ Exit 0: valid. Exit 1: invalid. Exit 2: unreadable file or bad flags.`,
 	}
 	cmd.Flags().StringVar(&file, "policy", "", "policy document, or a ConfigMap manifest holding it under data[policy.yaml]; - reads standard input")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	credentials.addFlags(cmd)
 	_ = cmd.MarkFlagRequired("policy")
 	return cmd
 }

@@ -51,6 +51,7 @@ func (o *renderOptions) run(cmd *cobra.Command) error {
 		return usageError("the Pod has no metadata.name; the shadow is named after it (a generateName is resolved only when the API server creates the pod)")
 	}
 	off, d := validate.Pod(pod, pol)
+	d.Errors = append(d.Errors, o.credentials.rules().SecretInPodNamespace(off, pod.Namespace, validate.PodPaths)...)
 	r := result{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, Allowed: d.Allowed(), errs: d.Errors, Warnings: d.Warnings}
 	if !r.Allowed {
 		writeText(cmd.ErrOrStderr(), []result{r})

@@ -2,6 +2,8 @@ package main
 
 import (
 	"crypto/tls"
+	"crypto/x509"
+	"fmt"
 	"os"
 	"os/signal"
 	"strings"
@@ -60,6 +62,10 @@ type serveOptions struct {
 	logFormat       string
 	logLevel        string
 	shutdownTimeout time.Duration
+	shutdownDelay   time.Duration
+	credentials     credentialFlags
+	// clientCAFile, when set, is the CA whose client certificates alone may call the webhook.
+	clientCAFile string
 }
 
 func newServeCommand() *cobra.Command {
@@ -71,7 +77,8 @@ func newServeCommand() *cobra.Command {
 /validate-configmaps over TLS, apply each admitted pod's shadow with server-side apply, and
 reconcile shadows with their pods. Ready (/readyz) once the policy is loaded, tls.crt and
 tls.key are read from --cert-dir (/readyz/serving-certificate says what is awaited) and the
-webhook server is serving; SIGTERM or Ctrl-C finishes the admissions in flight, then exits.`,
+webhook server is serving; SIGTERM or Ctrl-C drains the connections (--shutdown-delay),
+finishes the admissions in flight, then exits.`,
 		Example: `  shadowgate serve --kubeconfig ~/.kube/config --cert-dir ./certs --log-format console`,
 		Args:    cobra.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
@@ -91,6 +98,9 @@ webhook server is serving; SIGTERM or Ctrl-C finishes the admissions in flight, 
 	f.StringVar(&o.logFormat, "log-format", "json", "log format: json or console")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for admissions in flight and the reconciler")
+	f.DurationVar(&o.shutdownDelay, "shutdown-delay", 3*time.Second, "how long SIGTERM keeps serving, not ready and closing each connection after its answer, before shutdown begins: connections that carry a call meanwhile are closed cleanly, which narrows the race of the API server writing a call into a connection being closed; a second signal ends serve at once")
+	f.StringVar(&o.clientCAFile, "client-ca-file", "", "PEM CA bundle: the webhook server then requires a client certificate it signed, so only the API server, given such a certificate in its AdmissionConfiguration, can call the endpoints; empty accepts any client")
+	o.credentials.addFlags(cmd)
 	return cmd
 }
 
@@ -114,8 +124,23 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return &exitError{code: exitServeFailed, msg: err.Error()}
 	}
-	mgr, err := ctrl.NewManager(cfg, o.managerOptions(namespace, serving, logger))
+	if o.credentials.replication && o.credentials.inPodNamespaces {
+		logger.Info("WARNING: pods with interlink.eu/shadow-same-ns have the site's key or keytab copied into their own namespace, " +
+			"where their authors can read it; run with --" + validate.CredentialsInPodNamespacesFlag + "=false " +
+			"(chart value credentialsInPodNamespaces: false, kustomize component no-credentials-in-pod-namespaces) unless every such pod's author may hold the site's credentials")
+	}
+	webhookServer, err := o.webhookServer(serving)
 	if err != nil {
+		return &exitError{code: exitServeFailed, msg: err.Error()}
+	}
+	mgrOpts := o.managerOptions(namespace, webhookServer, logger)
+	webhooks := &drainingServer{Server: mgrOpts.WebhookServer}
+	mgrOpts.WebhookServer = webhooks
+	mgr, err := ctrl.NewManager(cfg, mgrOpts)
+	if err != nil {
+		return &exitError{code: exitServeFailed, msg: err.Error()}
+	}
+	if err := mgr.AddReadyzCheck("not-draining", webhooks.NotDraining); err != nil {
 		return &exitError{code: exitServeFailed, msg: err.Error()}
 	}
 	if err := mgr.Add(serving); err != nil {
@@ -128,11 +153,13 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return &exitError{code: exitServeFailed, msg: err.Error()}
 	}
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	signalled, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	ctx := drainThenStop(signalled, stop, webhooks, o.shutdownDelay, logger)
 	opts := webhook.Options{
 		Policy:            validate.PolicyRef{Namespace: namespace, Name: o.policyConfigMap},
 		ShadowGracePeriod: o.grace,
+		Rules:             o.credentials.rules(),
 	}
 	waitForCleanups, err := webhook.Setup(ctx, mgr, opts, metrics)
 	if err != nil {
@@ -183,7 +210,7 @@ func (o *serveOptions) restConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-func (o *serveOptions) managerOptions(namespace string, serving *certs.Serving, logger logr.Logger) manager.Options {
+func (o *serveOptions) managerOptions(namespace string, webhookServer ctrlwebhook.Server, logger logr.Logger) manager.Options {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme) // registering built-in types into a new scheme cannot fail
 	shadows := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{inject.LabelManagedBy: inject.ManagedBy})}
@@ -203,19 +230,42 @@ func (o *serveOptions) managerOptions(namespace string, serving *certs.Serving, 
 		LeaderElectionNamespace:       namespace,
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       &o.shutdownTimeout,
-		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
-			Host: o.host,
-			Port: o.port,
-			TLSOpts: []func(*tls.Config){func(c *tls.Config) {
-				// serving waits for the files rather than failing the server without them.
-				c.GetCertificate = serving.GetCertificate
-				c.MinVersion = tls.VersionTLS12
-				// HTTP/1.1 only: the API server needs nothing more, and HTTP/2 brings the
-				// stream-reset floods (CVE-2023-44487) into a component on every pod's path.
-				c.NextProtos = []string{"http/1.1"}
-			}},
-		}),
+		WebhookServer:                 webhookServer,
 	}
+}
+
+// webhookServer serves the admission endpoints over TLS with the certificate serving reads,
+// and with --client-ca-file only to clients presenting a certificate that CA signed.
+func (o *serveOptions) webhookServer(serving *certs.Serving) (ctrlwebhook.Server, error) {
+	var clientCAs *x509.CertPool
+	if o.clientCAFile != "" {
+		pem, err := os.ReadFile(o.clientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading --client-ca-file: %w", err)
+		}
+		clientCAs = x509.NewCertPool()
+		if !clientCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--client-ca-file %s holds no PEM certificate: give the CA that signed the API server's webhook client certificate", o.clientCAFile)
+		}
+	}
+	return ctrlwebhook.NewServer(ctrlwebhook.Options{
+		Host: o.host,
+		Port: o.port,
+		TLSOpts: []func(*tls.Config){func(c *tls.Config) {
+			// serving waits for the files rather than failing the server without them.
+			c.GetCertificate = serving.GetCertificate
+			c.MinVersion = tls.VersionTLS12
+			// HTTP/1.1 only: the API server needs nothing more, and HTTP/2 brings the
+			// stream-reset floods (CVE-2023-44487) into a component on every pod's path.
+			c.NextProtos = []string{"http/1.1"}
+			if clientCAs != nil {
+				// Anyone who reaches the port could otherwise send a hand-written review and
+				// have shadowgate apply a shadow and copy the site's credentials.
+				c.ClientAuth = tls.RequireAndVerifyClientCert
+				c.ClientCAs = clientCAs
+			}
+		}},
+	}), nil
 }
 
 // ownNamespace is the namespace of the service account shadowgate runs as, or

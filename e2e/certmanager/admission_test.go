@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/interlink-hq/shadowgate/e2e/harness"
 	"github.com/interlink-hq/shadowgate/inject"
 )
 
@@ -16,7 +17,7 @@ import (
 // `shadowgate check` names, and admitted with its shadow. The API server reaches serve over
 // TLS that it verifies against the caBundle cainjector injected: the harness sets none.
 func TestApplyOverCertManagerTLS(t *testing.T) {
-	ctx := testContext(t, time.Minute)
+	ctx := harness.TestContext(t, time.Minute)
 	mustKubectl(ctx, t, "", "create", "namespace", "user")
 	refused := filepath.Join(cluster.root, "cmd/shadowgate/testdata/refused-trainer.yaml")
 	r := cluster.kubectl.Run(ctx, "", "apply", "-f", refused)

@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/interlink-hq/shadowgate/certs"
+	"github.com/interlink-hq/shadowgate/e2e/harness"
 )
 
 // From the overlay to an injected caBundle: the issuers and Certificates reconciled by
 // cert-manager, cainjector filling every webhook's caBundle with the CA that signed the
 // serving certificate (the harness sets none), and serve serving that certificate.
 func TestCertManagerIssuesAndInjects(t *testing.T) {
-	ctx := testContext(t, time.Minute)
+	ctx := harness.TestContext(t, time.Minute)
 	mustKubectl(ctx, t, "", "wait", "--for=condition=Ready", "--timeout=30s", "-n", certs.Namespace,
 		"certificate/"+certs.CACertificateName, "certificate/"+certs.ServingCertificateName)
 	serving := secret(ctx, t, certs.ServingSecretName)

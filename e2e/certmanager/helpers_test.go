@@ -14,13 +14,6 @@ import (
 	"github.com/interlink-hq/shadowgate/e2e/harness"
 )
 
-// testContext ends after timeout or with the test.
-func testContext(t *testing.T, timeout time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func mustKubectl(ctx context.Context, t *testing.T, stdin string, args ...string) string {
 	t.Helper()
 	return cluster.kubectl.MustRun(ctx, t, stdin, args...)

@@ -7,14 +7,15 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/interlink-hq/shadowgate/e2e/bench"
 )
 
-// load runs two clients until stopped: one creates offloaded pods one after another, each
-// mutated, judged and given its shadow by serve through the API server; the other opens one
+// load runs clients until stopped: some create offloaded pods, each one after another, each
+// mutated, judged and given its shadow by serve through the API server; one more opens one
 // TLS connection to serve after another and verifies it as the API server does, since the
 // API server keeps its connections open and may not handshake during a renewal at all.
 type load struct {
@@ -22,13 +23,14 @@ type load struct {
 	finished sync.WaitGroup
 
 	mu         sync.Mutex
-	pods       int
+	tried      int // pod creates
+	pods       int // pods created
 	handshakes int
 	serials    map[string]bool // of the certificates serve presented
 	failures   []error
 }
 
-func startLoad(t *testing.T, namespace string, caPEM []byte) *load {
+func startLoad(t *testing.T, namespace string, caPEM []byte, creators int) *load {
 	cfg := rest.CopyConfig(cluster.cp.Admin)
 	cfg.QPS, cfg.Burst = 1000, 1000 // client-go's default of 5 per second would be the pace
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -36,17 +38,22 @@ func startLoad(t *testing.T, namespace string, caPEM []byte) *load {
 		t.Fatal(err)
 	}
 	l := &load{done: make(chan struct{}), serials: map[string]bool{}}
-	l.loop(func(i int) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := cs.CoreV1().Pods(namespace).Create(ctx, offloadedPod(fmt.Sprintf("pod-%d", i)), metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating pod-%d: %w", i, err)
-		}
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.pods++
-		return nil
-	})
+	for c := range creators {
+		l.loop(func(i int) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			name := fmt.Sprintf("pod-%d-%d", c, i)
+			_, err := cs.CoreV1().Pods(namespace).Create(ctx, bench.TypicalPod(name, namespace, true, false), metav1.CreateOptions{})
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.tried++
+			if err != nil {
+				return fmt.Errorf("creating %s: %w", name, err)
+			}
+			l.pods++
+			return nil
+		})
+	}
 	l.loop(func(int) error {
 		c, err := servedCertificate(cluster.sg.Port, caPEM)
 		if err != nil {
@@ -89,7 +96,7 @@ func (l *load) created() int {
 }
 
 // stop ends the load, once, and returns what it did and what failed.
-func (l *load) stop() (pods, handshakes, serials int, failures []error) {
+func (l *load) stop() (tried, pods, handshakes, serials int, failures []error) {
 	select {
 	case <-l.done:
 	default:
@@ -98,17 +105,5 @@ func (l *load) stop() (pods, handshakes, serials int, failures []error) {
 	l.finished.Wait()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.pods, l.handshakes, len(l.serials), l.failures
-}
-
-// offloadedPod is placed on the example policy's hpc-vk and exposes a port, so it gets a shadow.
-func offloadedPod(name string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.PodSpec{
-			NodeSelector: map[string]string{"kubernetes.io/hostname": "hpc-vk"},
-			Tolerations:  []corev1.Toleration{{Key: "virtual-node.interlink/no-schedule", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-			Containers:   []corev1.Container{{Name: "main", Image: "busybox", Ports: []corev1.ContainerPort{{ContainerPort: 8888}}}},
-		},
-	}
+	return l.tried, l.pods, l.handshakes, len(l.serials), l.failures
 }

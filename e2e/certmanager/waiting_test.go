@@ -24,7 +24,7 @@ import (
 // /readyz/serving-certificate and its log. Once the Issuer exists, the certificate is issued
 // and the same process becomes ready and serves it.
 func TestServeWaitsForItsCertificate(t *testing.T) {
-	ctx := testContext(t, 2*time.Minute)
+	ctx := harness.TestContext(t, 2*time.Minute)
 	const name = "shadowgate-pending"
 	var crt *cmapi.Certificate
 	var issuer *cmapi.Issuer

@@ -43,6 +43,9 @@ type ControlPlane struct {
 
 	etcdURL         string
 	etcd, apiserver *process
+	// How kube-apiserver was started, so a test can restart it as it was.
+	apiserverBin  string
+	apiserverArgs []string
 }
 
 // StartControlPlane starts etcd and kube-apiserver with their state, certificates and logs
@@ -122,27 +125,25 @@ func (cp *ControlPlane) startAPIServer(bin string) error {
 		adminToken, adminUser, sgToken, shadowgateUser, shadowgateGrps)), 0o600); err != nil {
 		return err
 	}
-	cp.apiserver, err = startProcess("kube-apiserver", filepath.Join(cp.Dir, "kube-apiserver.log"), bin,
-		"--etcd-servers="+cp.etcdURL,
-		"--cert-dir="+filepath.Join(cp.Dir, "apiserver-certs"),
-		"--tls-cert-file="+filepath.Join(tlsDir, certs.CertFile),
-		"--tls-private-key-file="+filepath.Join(tlsDir, certs.KeyFile),
-		"--secure-port="+strconv.Itoa(port),
+	cp.apiserverBin, cp.apiserverArgs = bin, []string{
+		"--etcd-servers=" + cp.etcdURL,
+		"--cert-dir=" + filepath.Join(cp.Dir, "apiserver-certs"),
+		"--tls-cert-file=" + filepath.Join(tlsDir, certs.CertFile),
+		"--tls-private-key-file=" + filepath.Join(tlsDir, certs.KeyFile),
+		"--secure-port=" + strconv.Itoa(port),
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		"--endpoint-reconciler-type=none",
 		// Room for a Service per shadow: make bench creates more than a thousand.
 		"--service-cluster-ip-range=10.0.0.0/16",
 		"--authorization-mode=RBAC",
-		"--token-auth-file="+tokens,
-		"--service-account-issuer="+cp.Server,
-		"--service-account-key-file="+saPub,
-		"--service-account-signing-key-file="+saKey,
+		"--token-auth-file=" + tokens,
+		"--service-account-issuer=" + cp.Server,
+		"--service-account-key-file=" + saPub,
+		"--service-account-signing-key-file=" + saKey,
 		"--allow-privileged=true",
 		// No controller manager creates the default ServiceAccount a pod would be given.
 		"--disable-admission-plugins=ServiceAccount",
-		"--profiling=false")
-	if err != nil {
-		return err
+		"--profiling=false",
 	}
 	cp.Admin = &rest.Config{Host: cp.Server, BearerToken: adminToken, TLSClientConfig: rest.TLSClientConfig{CAData: serving.CA}}
 	cp.AdminKubeconfig = filepath.Join(cp.Dir, "admin.kubeconfig")
@@ -153,12 +154,23 @@ func (cp *ControlPlane) startAPIServer(bin string) error {
 	if err := writeKubeconfig(cp.ShadowgateKubeconfig, cp.Server, serving.CA, "shadowgate", sgToken); err != nil {
 		return err
 	}
+	return cp.runAPIServer()
+}
+
+// runAPIServer starts kube-apiserver with the flags startAPIServer chose and returns once it
+// is ready.
+func (cp *ControlPlane) runAPIServer() error {
+	var err error
+	cp.apiserver, err = startProcess("kube-apiserver", filepath.Join(cp.Dir, "kube-apiserver.log"), cp.apiserverBin, cp.apiserverArgs...)
+	if err != nil {
+		return err
+	}
 	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(serving.CA)
+	roots.AppendCertsFromPEM(cp.Admin.CAData)
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
 	return poll(cp.apiserver, 60*time.Second, func() error {
 		req, _ := http.NewRequest(http.MethodGet, cp.Server+"/readyz", nil)
-		req.Header.Set("Authorization", "Bearer "+adminToken)
+		req.Header.Set("Authorization", "Bearer "+cp.Admin.BearerToken)
 		resp, err := hc.Do(req)
 		if err != nil {
 			return err
@@ -169,6 +181,24 @@ func (cp *ControlPlane) startAPIServer(bin string) error {
 		}
 		return nil
 	})
+}
+
+// KillAPIServer ends kube-apiserver with SIGKILL, as a crash would: requests it holds are cut
+// off, not drained as on SIGTERM. etcd keeps running with the cluster's state.
+func (cp *ControlPlane) KillAPIServer() { cp.apiserver.kill() }
+
+// RestartAPIServer starts kube-apiserver again with the same flags, port, certificates and
+// tokens, so every kubeconfig and client still works, and returns once it is ready.
+func (cp *ControlPlane) RestartAPIServer() error {
+	if err := cp.apiserver.exitedErr(); err == nil {
+		return fmt.Errorf("kube-apiserver is still running")
+	}
+	if err := cp.runAPIServer(); err != nil {
+		// The port was free when the control plane started; another process may have taken
+		// it since kube-apiserver exited.
+		return fmt.Errorf("restarting kube-apiserver on %s, the address it had (it may have been taken since it exited): %w", cp.Server, err)
+	}
+	return nil
 }
 
 // Stop stops kube-apiserver, then etcd.

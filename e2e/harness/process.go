@@ -21,7 +21,8 @@ type process struct {
 }
 
 func startProcess(name, logPath, bin string, args ...string) (*process, error) {
-	logFile, err := os.Create(logPath)
+	// Appended to: a process restarted by a test (kube-apiserver, serve) keeps one log.
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -71,6 +72,12 @@ func (p *process) stop(timeout time.Duration) error {
 		<-p.done
 		return fmt.Errorf("%s did not stop within %s of SIGTERM and was killed", p.name, timeout)
 	}
+}
+
+// kill sends SIGKILL, as a crash or the OOM killer ends a process, and waits for it to exit.
+func (p *process) kill() {
+	_ = p.cmd.Process.Kill() // it may have exited meanwhile
+	<-p.done
 }
 
 func (p *process) exitErr() error {

@@ -7,14 +7,31 @@ import (
 )
 
 // ReliabilityScale is how big the reliability scenarios run: "full" under `make reliability`
-// (SHADOWGATE_RELIABILITY=full), "bounded" otherwise, so `make test` runs every scenario in a
-// smaller form within CI's time.
+// (SHADOWGATE_RELIABILITY=full), "bounded" under `make test` or when unset, so every scenario
+// runs in a smaller form within CI's time. Any other value is a mistake (a typo would
+// otherwise run a "full" run bounded and report it as such): it panics naming the value,
+// which fails the test that asked.
 func ReliabilityScale() string {
-	if os.Getenv("SHADOWGATE_RELIABILITY") == "full" {
-		return "full"
+	scale, err := reliabilityScale()
+	if err != nil {
+		panic(err.Error())
 	}
-	return "bounded"
+	return scale
 }
+
+func reliabilityScale() (string, error) {
+	switch v := os.Getenv(reliabilityEnv); v {
+	case "full":
+		return "full", nil
+	case "", "bounded":
+		return "bounded", nil
+	default:
+		return "", fmt.Errorf("%s=%q: want bounded or full (or unset, for bounded)", reliabilityEnv, v)
+	}
+}
+
+// reliabilityEnv chooses the ReliabilityScale.
+const reliabilityEnv = "SHADOWGATE_RELIABILITY"
 
 // Scaled picks the figure for the current ReliabilityScale.
 func Scaled(bounded, full int) int {

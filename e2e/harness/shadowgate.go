@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -38,6 +39,9 @@ type ServeOptions struct {
 	// CertDir, when set, is serve's --cert-dir, kept by someone else (a secret volume, see
 	// CertManager.StartSecretVolume): nothing is written there, and Certs is ignored.
 	CertDir string
+	// Kubeconfig is whom serve runs as; empty for the ServiceAccount the control plane's
+	// token file names (ControlPlane.ShadowgateKubeconfig).
+	Kubeconfig string
 	// Args are more serve flags (the chart's container args), given before the harness's own,
 	// which take precedence: they must parse, and the ones the harness does not set apply.
 	Args []string
@@ -54,6 +58,9 @@ type Shadowgate struct {
 	kubectl  Kubectl
 	webhooks []*unstructured.Unstructured // the overlay's webhook configurations, as rendered
 	proc     *process
+	// How serve was started, so Restart starts it as it was.
+	bin  string
+	args []string
 }
 
 // Install renders the dev overlay with kubectl kustomize, applies all of it but the webhook
@@ -154,7 +161,7 @@ func (s *Shadowgate) start(cp *ControlPlane, opts ServeOptions) error {
 		return err
 	}
 	args := append(append([]string{"serve"}, opts.Args...),
-		"--kubeconfig", cp.ShadowgateKubeconfig,
+		"--kubeconfig", cmp.Or(opts.Kubeconfig, cp.ShadowgateKubeconfig),
 		"--cert-dir", s.CertDir,
 		"--bind-address", "127.0.0.1",
 		"--port", strconv.Itoa(s.Port),
@@ -163,9 +170,34 @@ func (s *Shadowgate) start(cp *ControlPlane, opts ServeOptions) error {
 		"--namespace", "shadowgate-system",
 		"--shadow-grace-period", opts.GracePeriod.String(),
 		"--log-format", "console")
+	s.bin, s.args = opts.Bin, args
 	s.proc, err = startProcess("shadowgate serve", s.Log, opts.Bin, args...)
 	return err
 }
+
+// Restart starts serve again once it has exited (Stop, Kill), as the kubelet restarts a
+// container: the same flags, ports and certificate directory, the log appended to. It
+// returns once serve is ready.
+func (s *Shadowgate) Restart() error {
+	if s.proc.exitedErr() == nil {
+		return fmt.Errorf("shadowgate serve on port %d is still running", s.Port)
+	}
+	var err error
+	if s.proc, err = startProcess("shadowgate serve", s.Log, s.bin, s.args...); err == nil {
+		err = s.WaitReady(2 * time.Minute)
+	}
+	if err != nil {
+		// The ports were free when serve first started; another process may have taken one
+		// since it exited, which a fresh start would not run into.
+		return fmt.Errorf("restarting shadowgate serve on the ports it had (webhook %d, metrics %d, probes %d; one may have been taken since it exited): %w",
+			s.Port, s.MetricsPort, s.ProbePort, err)
+	}
+	return nil
+}
+
+// Kill ends serve with SIGKILL, as a crash or the OOM killer would: admissions in flight are
+// cut off.
+func (s *Shadowgate) Kill() { s.proc.kill() }
 
 // WaitReady polls /readyz until it answers 200, serve exits, or timeout passes.
 func (s *Shadowgate) WaitReady(timeout time.Duration) error {
@@ -195,6 +227,12 @@ func (s *Shadowgate) RotateCerts() ([]byte, error) {
 // InstallWebhooks applies the overlay's webhook configurations with the current CA as
 // caBundle and the serving port in each url, then waits until the API server calls them.
 func (s *Shadowgate) InstallWebhooks(ctx context.Context) error {
+	return s.InstallWebhooksAt(ctx, s.Port)
+}
+
+// InstallWebhooksAt is InstallWebhooks with port in each url instead of serve's own: a load
+// balancer's in front of replicas serving the same certificate (see Balancer).
+func (s *Shadowgate) InstallWebhooksAt(ctx context.Context, port int) error {
 	var objs []*unstructured.Unstructured
 	for _, o := range s.webhooks {
 		o = o.DeepCopy()
@@ -206,7 +244,7 @@ func (s *Shadowgate) InstallWebhooks(ctx context.Context) error {
 			if err != nil || raw == "" {
 				return fmt.Errorf("%s: webhook %d has no clientConfig.url in %s", o.GetName(), i, DevOverlay)
 			}
-			u.Host = "127.0.0.1:" + strconv.Itoa(s.Port)
+			u.Host = "127.0.0.1:" + strconv.Itoa(port)
 			hook["clientConfig"] = map[string]any{"url": u.String(), "caBundle": base64.StdEncoding.EncodeToString(s.CA)}
 		}
 		if err := unstructured.SetNestedSlice(o.Object, hooks, "webhooks"); err != nil {
@@ -276,12 +314,14 @@ func (s *Shadowgate) Metrics() (string, error) {
 	return body, err
 }
 
-// Stop sends SIGTERM and waits for a clean exit: in-flight admissions finish first.
+// Stop sends SIGTERM and waits for a clean exit: in-flight admissions finish first. It waits
+// as long as the kubelet would, the Deployment's terminationGracePeriodSeconds (50 s), then
+// kills.
 func (s *Shadowgate) Stop() error {
 	if s.proc == nil {
 		return nil
 	}
-	return s.proc.stop(40 * time.Second)
+	return s.proc.stop(50 * time.Second)
 }
 
 // Done is closed when shadowgate serve has exited.

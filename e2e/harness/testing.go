@@ -50,6 +50,14 @@ func (k Kubectl) MustRun(ctx context.Context, t testing.TB, stdin string, args .
 	return out
 }
 
+// CreateNamespaces creates namespaces for a test with kubectl, failing it if one cannot be.
+func (k Kubectl) CreateNamespaces(ctx context.Context, t testing.TB, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		k.MustRun(ctx, t, "", "create", "namespace", n)
+	}
+}
+
 // ServedCertificate is the leaf certificate presented on 127.0.0.1:port. Given caPEM it is
 // verified as the API server verifies it, for serverName against caPEM; without, it is only
 // read, for the caller to compare or verify.
@@ -72,12 +80,20 @@ func ServedCertificate(port int, caPEM []byte, serverName string) (*x509.Certifi
 
 // PodCreateReview is the AdmissionReview the API server sends for the CREATE of pod (its JSON).
 func PodCreateReview(uid, namespace, name string, pod []byte) []byte {
+	return CreateReview(uid, metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, namespace, name, pod)
+}
+
+// CreateReview is the AdmissionReview the API server sends for the CREATE of an object of
+// kind (its JSON, sent as is, however malformed: it is put in after marshalling, which would
+// refuse what is not JSON, or nested too deep).
+func CreateReview(uid string, kind metav1.GroupVersionKind, namespace, name string, object []byte) []byte {
+	const placeholder = `"object placeholder"`
 	b, _ := json.Marshal(admissionv1.AdmissionReview{ // a typed review always marshals
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
 		Request: &admissionv1.AdmissionRequest{UID: apitypes.UID(uid), Operation: admissionv1.Create, Namespace: namespace, Name: name,
-			Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Object: runtime.RawExtension{Raw: pod}},
+			Kind: kind, Object: runtime.RawExtension{Raw: []byte(placeholder)}},
 	})
-	return b
+	return bytes.Replace(b, []byte(placeholder), object, 1)
 }
 
 // Review POSTs body to path on this serve as the API server does, trusting its CA and passing
@@ -88,6 +104,10 @@ func (s *Shadowgate) Review(path string, timeout time.Duration, contentType stri
 	// A little longer than the webhook's own deadline, so its answer, not the client's
 	// timeout, is what a slow admission ends in.
 	hc := &http.Client{Timeout: timeout + 5*time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+	// Each call has a transport of its own: an idle connection left in it would hold a
+	// goroutine in serve until its idle timeout, and a count of serve's goroutines would
+	// take the client's leak for serve's.
+	defer hc.CloseIdleConnections()
 	resp, err := hc.Post("https://127.0.0.1:"+strconv.Itoa(s.Port)+path+"?timeout="+timeout.String(), contentType, bytes.NewReader(body))
 	if err != nil {
 		return nil, err

@@ -107,6 +107,15 @@ func (n *Network) SSHShadow() bool { return n.ShadowMode == ShadowModeSSH }
 // ReverseEnabled reports whether pods on this node may ask for the reverse tunnel.
 func (n *Network) ReverseEnabled() bool { return n.SSHShadow() && n.SSH.Reverse.Enabled }
 
+// CredentialSecret is the Secret the shadow's ssh authenticates with: the keytab under
+// Kerberos, else the key; empty when the policy names none.
+func (s *SSH) CredentialSecret() string {
+	if s.Auth == AuthKerberos {
+		return s.KeytabSecret
+	}
+	return s.KeySecret
+}
+
 // NodeWait is NodeWaitTimeout as a duration. Validate has refused a policy where it does not parse.
 func (s *SSH) NodeWait() time.Duration {
 	d, err := time.ParseDuration(s.NodeWaitTimeout)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/interlink-hq/shadowgate/e2e/bench"
 	"github.com/interlink-hq/shadowgate/e2e/harness"
-	"github.com/interlink-hq/shadowgate/inject"
 )
 
 // scenario is one way of creating pods through the API server.
@@ -146,7 +144,7 @@ func (l *apiServerLoad) batch(ctx context.Context, s scenario, n, pods int) (bat
 	if err != nil {
 		return batch{}, err
 	}
-	latencies, wall, failed := createPods(ctx, l.cs, objs, n)
+	latencies, wall, failed := bench.CreatePods(ctx, l.cs, objs, n)
 	if len(failed) > 0 {
 		return batch{}, fmt.Errorf("%d of %d creates failed, the first: %w", len(failed), pods, failed[0])
 	}
@@ -180,37 +178,6 @@ func (l *apiServerLoad) cpu() ([]time.Duration, error) {
 	return cpu, nil
 }
 
-// createPods creates pods with n concurrent clients taking the next pod as each finishes, and
-// returns each create's latency, the wall time of them all, and the errors of those that failed.
-func createPods(ctx context.Context, cs kubernetes.Interface, pods []*corev1.Pod, n int) ([]time.Duration, time.Duration, []error) {
-	latencies := make([]time.Duration, len(pods))
-	errs := make([]error, len(pods))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range n {
-		wg.Go(func() {
-			for i := range next {
-				t := time.Now()
-				_, errs[i] = cs.CoreV1().Pods(pods[i].Namespace).Create(ctx, pods[i], metav1.CreateOptions{})
-				latencies[i] = time.Since(t)
-			}
-		})
-	}
-	for i := range pods {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	var failed []error
-	for _, err := range errs {
-		if err != nil {
-			failed = append(failed, err)
-		}
-	}
-	return latencies, time.Since(start), failed
-}
-
 // runBurst creates count pods with shadows, all at once with concurrency clients, then checks
 // that every pod was created and has every object of its shadow.
 func runBurst(ctx context.Context, l *apiServerLoad, r *bench.Report, count, concurrency int) error {
@@ -225,11 +192,12 @@ func runBurst(ctx context.Context, l *apiServerLoad, r *bench.Report, count, con
 	for i := range pods {
 		pods[i] = bench.TypicalPod("burst-"+strconv.Itoa(i), ns, true, false)
 	}
-	latencies, wall, failed := createPods(ctx, l.cs, pods, concurrency)
-	missing, err := missingShadows(ctx, l.cs, pods)
+	latencies, wall, failed := bench.CreatePods(ctx, l.cs, pods, concurrency)
+	audit, err := harness.Audit(ctx, l.cs, ns)
 	if err != nil {
 		return err
 	}
+	missing := len(audit.Incomplete)
 	name := fmt.Sprintf("apiserver-burst-%dpods-%dclients", count, concurrency)
 	r.Figure(name+"-throughput", float64(count)/wall.Seconds(), "pods/s")
 	r.Duration(name+"-p50", bench.Percentile(latencies, 50))
@@ -242,39 +210,4 @@ func runBurst(ctx context.Context, l *apiServerLoad, r *bench.Report, count, con
 	}
 	r.Target(fmt.Sprintf("%d pods created concurrently: each has its shadow, no error", count), verdict, len(failed) == 0 && missing == 0)
 	return nil
-}
-
-// missingShadows counts the pods whose Deployment, Service or node ConfigMap is missing.
-func missingShadows(ctx context.Context, cs kubernetes.Interface, pods []*corev1.Pod) (int, error) {
-	shadowNS := inject.ShadowNamespace(pods[0].Namespace, false)
-	have := map[string]bool{}
-	deployments, err := cs.AppsV1().Deployments(shadowNS).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return 0, err
-	}
-	for _, d := range deployments.Items {
-		have["Deployment/"+d.Name] = true
-	}
-	services, err := cs.CoreV1().Services(shadowNS).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return 0, err
-	}
-	for _, s := range services.Items {
-		have["Service/"+s.Name] = true
-	}
-	configMaps, err := cs.CoreV1().ConfigMaps(shadowNS).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return 0, err
-	}
-	for _, c := range configMaps.Items {
-		have["ConfigMap/"+c.Name] = true
-	}
-	missing := 0
-	for _, p := range pods {
-		name := inject.ShadowName(p.Name, p.Namespace)
-		if !have["Deployment/"+name] || !have["Service/"+name] || !have["ConfigMap/"+inject.NodeConfigMapName(name)] {
-			missing++
-		}
-	}
-	return missing, nil
 }

@@ -24,6 +24,7 @@ var goBenchmarks = []goBenchmark{
 	{"mutate-typical", "webhook", "^BenchmarkMutatePods$/^typical$"},
 	{"mutate-typical-reverse", "webhook", "^BenchmarkMutatePods$/^typical-reverse$"},
 	{"mutate-large", "webhook", "^BenchmarkMutatePods$/^large$"},
+	{"mutate-large-reverse", "webhook", "^BenchmarkMutatePods$/^large-reverse$"},
 	{"validate-pod", "webhook", "^BenchmarkValidatePods$"},
 	{"validate-workload", "webhook", "^BenchmarkValidateWorkloads$"},
 	{"build-shadow", "inject", "^BenchmarkBuildShadow$"},
@@ -35,8 +36,8 @@ type goResult struct {
 
 // runGoBenchmarks compiles each package's test binary once, then runs the benchmarks one
 // after the other for rounds rounds, in reverse order every other round, so drifting machine
-// load touches every benchmark alike; the large pod's ratio to the typical one is taken
-// within each round. Times are medians over the rounds; allocations do not vary.
+// load touches every benchmark alike; the large pod's ratios to the typical one are taken
+// within each round (reportSizeRatios). Times are medians over the rounds; allocations do not vary.
 func runGoBenchmarks(ctx context.Context, root, dir string, rounds int, benchtime time.Duration, r *bench.Report) error {
 	binaries := map[string]string{}
 	for _, b := range goBenchmarks {
@@ -52,7 +53,7 @@ func runGoBenchmarks(ctx context.Context, root, dir string, rounds int, benchtim
 		binaries[b.pkg] = bin
 	}
 	results := map[string][]goResult{}
-	var largeVsTypical, largeVsReverse []float64
+	var perRound []map[string]goResult
 	for round := range rounds {
 		order := make([]goBenchmark, len(goBenchmarks))
 		copy(order, goBenchmarks)
@@ -70,8 +71,7 @@ func runGoBenchmarks(ctx context.Context, root, dir string, rounds int, benchtim
 			this[b.name] = res
 			results[b.name] = append(results[b.name], res)
 		}
-		largeVsTypical = append(largeVsTypical, this["mutate-large"].nsPerOp/this["mutate-typical"].nsPerOp)
-		largeVsReverse = append(largeVsReverse, this["mutate-large"].nsPerOp/this["mutate-typical-reverse"].nsPerOp)
+		perRound = append(perRound, this)
 	}
 	median := func(name string, field func(goResult) float64) time.Duration {
 		var v []float64
@@ -89,9 +89,6 @@ func runGoBenchmarks(ctx context.Context, root, dir string, rounds int, benchtim
 		r.Figure("inprocess-"+b.name+"-allocs", last.allocsPerOp, "allocs/op")
 		r.Figure("inprocess-"+b.name+"-bytes", last.bytesPerOp, "B/op")
 	}
-	ratio, ratioReverse := bench.Median(largeVsTypical), bench.Median(largeVsReverse)
-	r.Figure("inprocess-large-vs-typical", ratio, "x")
-	r.Figure("inprocess-large-vs-typical-reverse", ratioReverse, "x")
 	typical := results["mutate-typical"]
 	typicalTime := median("mutate-typical", wall)
 	allocs := typical[len(typical)-1].allocsPerOp
@@ -99,8 +96,32 @@ func runGoBenchmarks(ctx context.Context, root, dir string, rounds int, benchtim
 		typicalTime.Round(100*time.Nanosecond), median("mutate-typical", cpu).Round(100*time.Nanosecond),
 		median("mutate-typical-reverse", wall).Round(100*time.Nanosecond)), typicalTime <= 30*time.Microsecond)
 	r.Target("in-process decision + mutation, typical pod <= 150 allocs", fmt.Sprintf("%.0f allocs", allocs), allocs <= 150)
-	r.Target("1,000-env-var, 50-container pod within 5x of the typical", fmt.Sprintf("%.1fx (%.1fx of the typical with reverse tunnel)", ratio, ratioReverse), ratio <= 5)
+	reportSizeRatios(r, perRound)
 	return nil
+}
+
+// sizeRatios are the ratios issue 7 bounds at 5x: the 1,000-env-var, 50-container pod to the
+// typical one, each pair alike but for size, so that the reverse tunnel's snippet, which costs
+// the same on both and far more than either's decoding, is not counted as the cost of size.
+var sizeRatios = []struct{ figure, large, typical, target string }{
+	{"inprocess-large-vs-typical", "mutate-large", "mutate-typical",
+		"1,000-env-var, 50-container pod within 5x of the typical"},
+	{"inprocess-large-reverse-vs-typical-reverse", "mutate-large-reverse", "mutate-typical-reverse",
+		"the same, both with the reverse tunnel, within 5x"},
+}
+
+// reportSizeRatios reports each size ratio, the median over the rounds of the ratio within a
+// round, and its target.
+func reportSizeRatios(r *bench.Report, rounds []map[string]goResult) {
+	for _, s := range sizeRatios {
+		var ratios []float64
+		for _, this := range rounds {
+			ratios = append(ratios, this[s.large].nsPerOp/this[s.typical].nsPerOp)
+		}
+		ratio := bench.Median(ratios)
+		r.Figure(s.figure, ratio, "x")
+		r.Target(s.target, fmt.Sprintf("%.1fx", ratio), ratio <= 5)
+	}
 }
 
 // runGoBenchmark runs one benchmark of a compiled test binary, in its package directory as

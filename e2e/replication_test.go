@@ -1,0 +1,216 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/interlink-hq/shadowgate/e2e/harness"
+)
+
+// The kustomize components that harden an install, as a site's kustomization names them.
+const (
+	noReplicationComponent           = "manifests/components/no-credential-replication"
+	noCopiesInPodNamespacesComponent = "manifests/components/no-credentials-in-pod-namespaces"
+)
+
+// kustomizeWith renders manifests/base with components, as a site's own kustomization would.
+func kustomizeWith(t *testing.T, components ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	rel, err := filepath.Rel(dir, cluster.root) // kustomize takes no absolute path
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, c := range components {
+		paths = append(paths, filepath.Join(rel, c))
+	}
+	k := "resources: [" + filepath.Join(rel, "manifests/base") + "]\ncomponents: [" + strings.Join(paths, ", ") + "]\n"
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return mustKubectl(t, "", "kustomize", dir)
+}
+
+// serveArgs are the arguments of the rendered shadowgate container.
+func serveArgs(t *testing.T, r rendered) []string {
+	t.Helper()
+	var d appsv1.Deployment
+	r.typed(t, "Deployment/shadowgate", &d)
+	return d.Spec.Template.Spec.Containers[0].Args
+}
+
+// Without credential replication, neither install grants a Secret verb anywhere nor update on
+// ConfigMaps (used only for credential ConfigMap copies), both run serve with
+// --credential-replication=false, and they grant the same rules; with it (the default), the
+// Secret and ConfigMap update rules are there, in the replication role only.
+func TestWithoutCredentialReplicationNoSecretIsGranted(t *testing.T) {
+	replicationRules := func(r rendered) []string {
+		var found []string
+		for key, o := range r {
+			if o.GetKind() != "ClusterRole" && o.GetKind() != "Role" {
+				continue
+			}
+			var role rbacv1.ClusterRole
+			r.typed(t, key, &role)
+			for _, rule := range role.Rules {
+				switch {
+				case slices.Contains(rule.Resources, "secrets") || slices.Contains(rule.Resources, "*"):
+					found = append(found, key+": secrets "+strings.Join(rule.Verbs, ","))
+				case slices.Contains(rule.Resources, "configmaps") && (slices.Contains(rule.Verbs, "update") || slices.Contains(rule.Verbs, "*")):
+					found = append(found, key+": configmaps "+strings.Join(rule.Verbs, ","))
+				}
+			}
+		}
+		slices.Sort(found)
+		return found
+	}
+	chart := parseRendered(t, helmTemplate(t, "--set", "credentialReplication=false"))
+	kustomize := parseRendered(t, kustomizeWith(t, noReplicationComponent))
+	for name, r := range map[string]rendered{"the chart with credentialReplication=false": chart, "kustomize with " + noReplicationComponent: kustomize} {
+		if found := replicationRules(r); len(found) > 0 {
+			t.Errorf("%s grants Secret verbs or ConfigMap update: %q", name, found)
+		}
+		if !slices.Contains(serveArgs(t, r), "--credential-replication=false") {
+			t.Errorf("%s runs serve without --credential-replication=false: %q", name, serveArgs(t, r))
+		}
+	}
+	for key, o := range kustomize {
+		if o.GetKind() == "ClusterRole" || o.GetKind() == "Role" {
+			var w, g rbacv1.ClusterRole
+			kustomize.typed(t, key, &w)
+			chart.typed(t, key, &g)
+			compare(t, key+" rules", w.Rules, g.Rules)
+		}
+	}
+	want := []string{"ClusterRole/shadowgate-credential-replication: configmaps update", "ClusterRole/shadowgate-credential-replication: secrets get,create,update"}
+	for name, r := range map[string]rendered{"the chart's default": parseRendered(t, helmTemplate(t)), "the kustomize base": parseRendered(t, mustKubectl(t, "", "kustomize", filepath.Join(cluster.root, "manifests/base")))} {
+		if found := replicationRules(r); !slices.Equal(found, want) {
+			t.Errorf("%s grants these Secret and ConfigMap update rules, want only the replication role's %q: %q", name, want, found)
+		}
+	}
+}
+
+// The secure setting of --credentials-in-pod-namespaces is one value or one component away:
+// both run serve with it false, and the defaults with neither the flag nor its opposite.
+func TestNoCredentialsInPodNamespacesRendersTheFlag(t *testing.T) {
+	const arg = "--credentials-in-pod-namespaces=false"
+	for name, c := range map[string]struct {
+		r    rendered
+		want bool
+	}{
+		"the chart with credentialsInPodNamespaces=false":    {parseRendered(t, helmTemplate(t, "--set", "credentialsInPodNamespaces=false")), true},
+		"kustomize with " + noCopiesInPodNamespacesComponent: {parseRendered(t, kustomizeWith(t, noCopiesInPodNamespacesComponent)), true},
+		"kustomize with both components":                     {parseRendered(t, kustomizeWith(t, noReplicationComponent, noCopiesInPodNamespacesComponent)), true},
+		"the chart's default":                                {parseRendered(t, helmTemplate(t)), false},
+	} {
+		if got := slices.Contains(serveArgs(t, c.r), arg); got != c.want {
+			t.Errorf("%s: %s among serve's arguments: %v, want %v: %q", name, arg, got, c.want, serveArgs(t, c.r))
+		}
+	}
+}
+
+// shadowgate serve run as a ServiceAccount bound to everything but the replication role: it
+// refuses to start on a policy that asks for replication, naming the field and the flag, and
+// with one that does not, it admits an offloaded pod with its shadow, copying nothing.
+func TestServeWithoutSecretRightsAdmitsWithoutReplication(t *testing.T) {
+	const sa, ns = "shadowgate-no-secrets", "shadowgate-system"
+	subject := "- {kind: ServiceAccount, name: " + sa + ", namespace: " + ns + "}\n"
+	t.Cleanup(func() {
+		kubectl(t, "", "delete", "--ignore-not-found", "serviceaccount/"+sa, "rolebinding/"+sa, "configmap/no-replication-policy", "-n", ns)
+		kubectl(t, "", "delete", "--ignore-not-found", "clusterrolebinding/"+sa)
+	})
+	mustKubectl(t, "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: "+sa+", namespace: "+ns+"}\n"+
+		"---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: "+sa+"}\n"+
+		"roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: shadowgate}\nsubjects:\n"+subject+
+		"---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: "+sa+", namespace: "+ns+"}\n"+
+		"roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: shadowgate-leader-election}\nsubjects:\n"+subject,
+		"apply", "-f", "-")
+	for _, verb := range []string{"get", "create", "update"} {
+		if r := kubectl(t, "", "auth", "can-i", verb, "secrets", "--all-namespaces", "--as=system:serviceaccount:"+ns+":"+sa); strings.TrimSpace(r.Stdout) != "no" {
+			t.Fatalf("the ServiceAccount may %s Secrets: %s", verb, r.Output())
+		}
+	}
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cluster.cp.ServiceAccountKubeconfig(ctx, cluster.kubectl, ns, sa, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+
+	// The example policy replicates by default.
+	cmd := exec.CommandContext(ctx, cluster.bin, "serve", "--kubeconfig", kubeconfig, "--namespace", ns, "--credential-replication=false",
+		"--cert-dir", t.TempDir(), "--port", "0", "--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:0", "--log-format", "console")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	want := "error: policy ConfigMap shadowgate-system/shadowgate-policy asks for what this shadowgate may not do:\n" +
+		"* data[policy.yaml].virtualNodes[cern-vk].Network.SSH.ReplicateCredentials: Invalid value: true: shadowgate runs with --credential-replication=false,"
+	if ctx.Err() != nil {
+		t.Fatalf("serve on a replicating policy did not exit in time (%v): %v:\n%s", ctx.Err(), err, out)
+	}
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), want) {
+		t.Errorf("serve on a replicating policy: want exit code 1 and %q, got %v:\n%s", want, err, out)
+	}
+
+	doc := strings.ReplaceAll(examplePolicyDocument(t), "      SSH:\n", "      SSH:\n        ReplicateCredentials: false\n")
+	mustKubectl(t, "", "create", "configmap", "no-replication-policy", "-n", ns, "--from-literal=policy.yaml="+doc)
+	s, err := harness.Serve(cluster.kubectl, cluster.cp, harness.ServeOptions{Bin: cluster.bin, Dir: dir, GracePeriod: gracePeriod, Kubeconfig: kubeconfig,
+		Args: []string{"--credential-replication=false", "--policy-configmap=no-replication-policy"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("serve without Secret rights did not stop cleanly: %v", err)
+		}
+	}()
+	createNamespaces(t, "no-replication")
+	p := offloaded{name: "trainer", namespace: "no-replication", node: "hpc-vk", ports: []int32{8888}}
+	r, err := s.Review("/validate-pods", 10*time.Second, "application/json", harness.PodCreateReview("nr1", p.namespace, p.name, []byte(p.json())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Allowed {
+		t.Fatalf("the pod was refused: %+v", r.Result)
+	}
+	mustKubectl(t, "", "get", "deployment", p.shadowName(), "-n", p.shadowNamespace())
+	if ok, out := exists(t, "secret", "hpc-ssh-key", "-n", p.shadowNamespace()); ok {
+		t.Errorf("a Secret was copied without replication: %s", out)
+	}
+	if log := readLog(t, s.Log); strings.Contains(log, copiesWarning) {
+		t.Errorf("serve without replication warns of copies into pod namespaces: %s", s.Log)
+	}
+}
+
+// copiesWarning starts the warning serve logs at start while it copies the site's Secret into
+// the namespaces of shadow-same-ns pods.
+const copiesWarning = "WARNING: pods with interlink.eu/shadow-same-ns have the site's key or keytab copied into their own namespace"
+
+// The suite's serve runs with the defaults, replication and copies into pod namespaces both
+// on, and says at start what that exposes and which flag closes it.
+func TestServeWarnsOfCopiesIntoPodNamespaces(t *testing.T) {
+	log := readLog(t, cluster.sg.Log)
+	if !strings.Contains(log, copiesWarning) || !strings.Contains(log, "--credentials-in-pod-namespaces=false") {
+		t.Errorf("serve's log does not warn of copies into pod namespaces, naming the flag: %s", cluster.sg.Log)
+	}
+}
+
+func readLog(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

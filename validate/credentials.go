@@ -1,0 +1,99 @@
+package validate
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/interlink-hq/shadowgate/validate/policy"
+)
+
+// Flags of serve, check, render and policy check that set CredentialRules.
+const (
+	// CredentialReplicationFlag says whether shadowgate may copy credentials into shadow
+	// namespaces: false where its ServiceAccount is granted no Secret rights (the chart's
+	// credentialReplication: false, kustomize's no-credential-replication component).
+	CredentialReplicationFlag = "credential-replication"
+	// CredentialsInPodNamespacesFlag lets a pod with interlink.eu/shadow-same-ns have the
+	// site's credentials copied into its own namespace.
+	CredentialsInPodNamespacesFlag = "credentials-in-pod-namespaces"
+)
+
+// CredentialRules are what shadowgate may do with the site's credentials, set by the flags
+// above. The zero value is their defaults, the guide's behaviour: replicate, also into a pod's
+// own namespace. A valid policy, pod or template that needs more than the rules allow is
+// refused, naming the flag.
+type CredentialRules struct {
+	// WithoutReplication (--credential-replication=false) is set when shadowgate may not
+	// write Secrets: a virtual node whose policy asks for ReplicateCredentials is refused once,
+	// when the policy is applied, rather than every pod of that node when its copy is
+	// forbidden.
+	WithoutReplication bool
+	// WithoutCopiesInPodNamespaces (--credentials-in-pod-namespaces=false) is set when no pod
+	// may have the site's Secret copied into its own namespace (SecretInPodNamespace).
+	WithoutCopiesInPodNamespaces bool
+}
+
+// Policy returns the errors of a valid policy that these rules cannot carry out. docPath
+// prefixes their paths as in policy.ParseDocument: nil for the document itself, data[policy.yaml]
+// as kubectl shows them for the policy ConfigMap.
+func (r CredentialRules) Policy(pol *policy.Policy, docPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	nodes := docPath.Child("virtualNodes")
+	for _, name := range pol.NodeNames() {
+		network := pol.VirtualNodes[name].Network
+		if r.WithoutReplication && network.SSHShadow() && network.SSH.ReplicateCredentials {
+			errs = append(errs, field.Invalid(nodes.Key(name).Child("Network", "SSH", "ReplicateCredentials"), true,
+				"shadowgate runs with --"+CredentialReplicationFlag+"=false, so it may not write Secrets and cannot copy this node's credentials "+
+					"into shadow namespaces: set ReplicateCredentials: false and provide the credentials in each shadow namespace yourself, "+
+					"or install shadowgate with credential replication (chart value credentialReplication: true, or kustomize without the no-credential-replication component)"))
+		}
+	}
+	return errs
+}
+
+// PolicyConfigMap reads the policy a ConfigMap holds, as policy.FromConfigMap, and refuses
+// what these rules cannot carry out (Policy): the policy is parsed once for both.
+func (r CredentialRules) PolicyConfigMap(cm *corev1.ConfigMap) (*policy.Policy, field.ErrorList) {
+	pol, errs := policy.FromConfigMap(cm)
+	if len(errs) == 0 {
+		errs = r.Policy(pol, field.NewPath("data").Key(policy.DataKey))
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return pol, nil
+}
+
+// SecretInPodNamespace refuses, with WithoutCopiesInPodNamespaces, a pod (or a template's pods)
+// in namespace that asks for its shadow in its own namespace (interlink.eu/shadow-same-ns) on a
+// node that replicates a Secret: there everyone who can create pods or read Secrets, the pod's
+// author first, could read the site's key or keytab. The shadow's own namespace, <ns>-shadow,
+// grants pod authors nothing. The pod is refused whether or not it has a port that needs a
+// shadow: the annotation asks for the copy, and the rule stays one a user can read off the
+// pod's annotations and the policy.
+func (r CredentialRules) SecretInPodNamespace(o *Offload, namespace string, at Paths) field.ErrorList {
+	if r.WithoutCopiesInPodNamespaces && o != nil && o.SameNamespace && !o.PodVPN {
+		if secret := copiedSecret(&o.Node.Network); secret != "" {
+			return secretInPodNamespace(o.NodeName, secret, namespace, at)
+		}
+	}
+	return nil
+}
+
+// copiedSecret is the Secret a shadow on this network has copied into its namespace, or "".
+func copiedSecret(network *policy.Network) string {
+	if network.SSHShadow() && network.SSH.ReplicateCredentials {
+		return network.SSH.CredentialSecret()
+	}
+	return ""
+}
+
+func secretInPodNamespace(node, secret, namespace string, at Paths) field.ErrorList {
+	return field.ErrorList{field.Forbidden(at.Meta.Child("annotations").Key(AnnotationShadowSameNS), fmt.Sprintf(
+		"the shadow would live in namespace %s and the site's credentials (Secret %s of virtual node %s) would be copied there, "+
+			"where everyone who can create pods or read Secrets could read them: remove the annotation, and the shadow lives in %s-shadow; "+
+			"this shadowgate runs with --%s=false",
+		namespace, secret, node, namespace, CredentialsInPodNamespacesFlag))}
+}

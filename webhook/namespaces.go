@@ -1,0 +1,69 @@
+package webhook
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// knownNamespaces remembers the shadow namespaces this process applied lately, so that pods
+// arriving together in one namespace apply it once rather than once each: every apply of an
+// unchanged namespace still cost the API server a server-side apply. A remembered namespace
+// is applied again once namespaceMemory has passed, which re-asserts its labels, and at once
+// when a write finds it gone (Applier.apply), so no write it needs is ever skipped.
+type knownNamespaces struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+}
+
+const (
+	namespaceMemory = time.Minute
+	// maxKnownNamespaces bounds the memory; past it, the expired go, or else all: a forgotten
+	// namespace is only applied once more.
+	maxKnownNamespaces = 1024
+)
+
+func (k *knownNamespaces) known(name string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return time.Now().Before(k.until[name])
+}
+
+func (k *knownNamespaces) add(name string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.until == nil {
+		k.until = map[string]time.Time{}
+	}
+	now := time.Now()
+	if len(k.until) >= maxKnownNamespaces {
+		for n, t := range k.until {
+			if !now.Before(t) {
+				delete(k.until, n)
+			}
+		}
+	}
+	if len(k.until) >= maxKnownNamespaces {
+		clear(k.until)
+	}
+	k.until[name] = now.Add(namespaceMemory)
+}
+
+func (k *knownNamespaces) forget(name string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.until, name)
+}
+
+// isMissingNamespace reports whether err is the API server's answer to a write into a
+// namespace that does not exist.
+func isMissingNamespace(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d != nil && d.Kind == "namespaces"
+}

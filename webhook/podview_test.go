@@ -1,0 +1,139 @@
+package webhook
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+
+	"github.com/interlink-hq/shadowgate/e2e/bench"
+	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/validate"
+	"github.com/interlink-hq/shadowgate/validate/policy"
+)
+
+// Every decision the pod endpoints take on the podView is the one they would take on the whole
+// Pod: the verdict, what the pod asks of its node, whether MutatePod has prepared it, the
+// annotations MutatePod works on, and the shadow, for every golden case of inject (placed by
+// node selector, and by toleration alone) and the benchmarks' pods (with and without
+// MutatePod's work).
+func TestPodViewDecidesAsTheWholePod(t *testing.T) {
+	_, _, _, _, example := handlers(t)
+	inputs := map[string]goldenPod{}
+	mutated := bench.TypicalPod("mutated", "user", true, true)
+	o, _ := validate.Pod(mutated, example)
+	inject.MutatePod(mutated, o)
+	generated := bench.TypicalPod("", "user", true, false)
+	generated.GenerateName = "notebook-"
+	for name, pod := range map[string]*corev1.Pod{
+		"typical": bench.TypicalPod("notebook", "user", true, false),
+		"reverse": bench.TypicalPod("trainer", "user", true, true),
+		"large":   bench.LargePod("big", "user", true),
+		"mutated": mutated, "generateName": generated,
+	} {
+		raw, err := json.Marshal(pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs[name] = goldenPod{example, raw}
+	}
+	for name, in := range goldenPods(t) {
+		inputs[name] = in
+		// The same pod placed by its toleration alone, as on a policy of one virtual node.
+		var obj map[string]any
+		if err := json.Unmarshal(in.raw, &obj); err != nil {
+			t.Fatal(err)
+		}
+		spec := obj["spec"].(map[string]any)
+		delete(spec, "nodeSelector")
+		delete(spec, "nodeName")
+		spec["tolerations"] = []any{map[string]any{"key": validate.TolerationVirtualNode, "operator": "Exists"}}
+		raw, err := json.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs[name+", tolerating"] = goldenPod{in.pol, raw}
+	}
+
+	for name, in := range inputs {
+		t.Run(name, func(t *testing.T) {
+			whole := &corev1.Pod{}
+			if err := kjson.UnmarshalCaseSensitivePreserveInts(in.raw, whole); err != nil {
+				t.Fatal(err)
+			}
+			view, err := decodePod(admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				Kind: podGVK, Object: runtime.RawExtension{Raw: in.raw}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			same := func(what string, got, want any) {
+				t.Helper()
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("%s on the view:\n%+v\non the whole pod:\n%+v", what, got, want)
+				}
+			}
+			meta := func(m *corev1.Pod) []any { return []any{m.Name, m.GenerateName, m.Namespace, m.UID, m.Annotations} }
+			same("name, namespace, UID and annotations", meta(view), meta(whole))
+			oV, dV := validate.Pod(view, in.pol)
+			oW, dW := validate.Pod(whole, in.pol)
+			same("the offload", oV, oW)
+			same("the decision", dV, dW)
+			same("CheckMutated", inject.CheckMutated(view, oV), inject.CheckMutated(whole, oW))
+			if oW == nil || !dW.Allowed() {
+				return
+			}
+			sV, wV := inject.BuildShadow(view, oV)
+			sW, wW := inject.BuildShadow(whole, oW)
+			same("the shadow", sV, sW)
+			same("the shadow's warnings", wV, wW)
+		})
+	}
+}
+
+// goldenPod is a pod of inject's golden cases, as the API server would send it, and its policy.
+type goldenPod struct {
+	pol *policy.Policy
+	raw []byte
+}
+
+func goldenPods(t *testing.T) map[string]goldenPod {
+	t.Helper()
+	files, err := filepath.Glob("../inject/testdata/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := map[string]goldenPod{}
+	for _, f := range files {
+		if strings.HasSuffix(f, ".golden.yaml") {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		policyDoc, podDoc, _ := bytes.Cut(data, []byte("\n---\n"))
+		pol, errs := policy.Parse(policyDoc)
+		if len(errs) > 0 {
+			t.Fatalf("%s: %v", f, errs.ToAggregate())
+		}
+		raw, err := yaml.YAMLToJSON(podDoc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods[filepath.Base(f)] = goldenPod{pol, raw}
+	}
+	if len(pods) == 0 {
+		t.Fatal("no golden pods in ../inject/testdata")
+	}
+	return pods
+}

@@ -1,0 +1,187 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/validate"
+	"github.com/interlink-hq/shadowgate/validate/policy"
+)
+
+// examplePolicyConfigMap is manifests/examples/policy.yaml with edit applied to its document.
+func examplePolicyConfigMap(t testing.TB, edit func(doc string) string) *corev1.ConfigMap {
+	t.Helper()
+	b, err := os.ReadFile("../manifests/examples/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := yaml.Unmarshal(b, cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data[policy.DataKey] = edit(cm.Data[policy.DataKey])
+	return cm
+}
+
+// replicationOff is the example policy with ReplicateCredentials: false on both its nodes.
+func replicationOff(doc string) string {
+	return strings.ReplaceAll(doc, "      SSH:\n", "      SSH:\n        ReplicateCredentials: false\n")
+}
+
+func unchanged(doc string) string { return doc }
+
+// The rules themselves are tested in package validate; these check that each endpoint and the
+// reconciler keep to them.
+
+// At apply, the policy ConfigMap is refused with the causes validate gives; other ConfigMaps
+// are judged as ever, whatever their data.
+func TestConfigMapValidatorRefusesAPolicyItCannotCarryOut(t *testing.T) {
+	_, _, _, cmV, _ := handlers(t)
+	cmV.rules = validate.CredentialRules{WithoutReplication: true}
+	kind := metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	refused := examplePolicyConfigMap(t, unchanged)
+	pol, _ := policy.FromConfigMap(refused)
+	var want []string
+	for _, e := range cmV.rules.Policy(pol, field.NewPath("data").Key(policy.DataKey)) {
+		want = append(want, e.Field+": "+e.ErrorBody())
+	}
+	if len(want) != 2 {
+		t.Fatalf("the rules refuse %d nodes of the example policy, want both: %q", len(want), want)
+	}
+	sameLines(t, causes(t, cmV.Handle(context.Background(), request(t, admissionv1.Create, kind, refused))), want)
+	if resp := cmV.Handle(context.Background(), request(t, admissionv1.Create, kind, examplePolicyConfigMap(t, replicationOff))); !resp.Allowed {
+		t.Errorf("refused a policy that replicates nothing: %+v", resp.Result)
+	}
+	other := refused.DeepCopy()
+	other.Name = "not-the-policy"
+	if resp := cmV.Handle(context.Background(), request(t, admissionv1.Create, kind, other)); !resp.Allowed {
+		t.Errorf("refused a ConfigMap that is not the policy: %+v", resp.Result)
+	}
+}
+
+// sameNSRefusal is the cause kubectl prints for the notebook with shadow-same-ns in namespace
+// user, at the annotations of meta.
+func sameNSRefusal(meta *field.Path) string {
+	e := field.Forbidden(meta.Child("annotations").Key(validate.AnnotationShadowSameNS),
+		"the shadow would live in namespace user and the site's credentials (Secret hpc-ssh-key of virtual node hpc-vk) would be copied there, "+
+			"where everyone who can create pods or read Secrets could read them: remove the annotation, and the shadow lives in user-shadow; "+
+			"this shadowgate runs with --credentials-in-pod-namespaces=false")
+	return e.Field + ": " + e.ErrorBody()
+}
+
+// /validate-pods refuses such a pod before it applies anything (this validator has nothing to
+// apply with), and /validate-workloads a template whose pods would all be refused, under the
+// template's path; both admit them by default.
+func TestPodAndWorkloadValidatorsRefuseSecretsInThePodsNamespace(t *testing.T) {
+	_, podV, workV, _, _ := handlers(t)
+	p := pod("notebook", map[string]string{validate.AnnotationShadowSameNS: "true"})
+	deploy := &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: "notebooks", Namespace: "user"},
+		Spec:       appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: p.Annotations}, Spec: p.Spec}},
+	}
+	deployGVK := metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+	if resp := workV.Handle(context.Background(), request(t, admissionv1.Create, deployGVK, deploy)); !resp.Allowed {
+		t.Errorf("by default the template is refused: %+v", resp.Result)
+	}
+	podV.rules = validate.CredentialRules{WithoutCopiesInPodNamespaces: true}
+	workV.rules = podV.rules
+	sameLines(t, causes(t, podV.Handle(context.Background(), request(t, admissionv1.Create, podGVK, p))),
+		[]string{sameNSRefusal(field.NewPath("metadata"))})
+	sameLines(t, causes(t, workV.Handle(context.Background(), request(t, admissionv1.Create, deployGVK, deploy))),
+		[]string{sameNSRefusal(field.NewPath("spec", "template", "metadata"))})
+}
+
+// recordingApplier records the shadows the reconciler applies.
+type recordingApplier struct{ applied []*inject.Shadow }
+
+func (a *recordingApplier) Apply(_ context.Context, s *inject.Shadow, _ bool) ([]string, error) {
+	a.applied = append(a.applied, s)
+	return nil, nil
+}
+
+// The reconciler keeps to the same rule: it does not re-apply the missing shadow of such a pod,
+// admitted before serve refused the copy, and says why on the pod; by default it does.
+func TestReconcilerAppliesNoSecretsInThePodsNamespace(t *testing.T) {
+	_, _, _, _, pol := handlers(t)
+	p := pod("notebook", map[string]string{validate.AnnotationShadowSameNS: "true"})
+	for name, c := range map[string]struct {
+		rules     validate.CredentialRules
+		applied   int
+		wantEvent bool
+	}{
+		"by default the missing shadow is applied again":                                        {validate.CredentialRules{}, 1, false},
+		"without copies into pod namespaces it is not, and a Warning Event on the pod says why": {validate.CredentialRules{WithoutCopiesInPodNamespaces: true}, 0, true},
+	} {
+		applier, recorder := &recordingApplier{}, &recordingEvents{}
+		r := &Reconciler{policies: fixedPolicy{pol}, applier: applier, rules: c.rules, recorder: recorder}
+		if err := r.ensure(context.Background(), mutated(t, p, pol), nil); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(applier.applied) != c.applied {
+			t.Errorf("%s: applied %d shadows, want %d", name, len(applier.applied), c.applied)
+		}
+		if got := len(recorder.reasons) > 0; got != c.wantEvent || (got && recorder.reasons[0] != ReasonShadowNotReapplied) {
+			t.Errorf("%s: Events %q, want one %s: %v", name, recorder.reasons, ReasonShadowNotReapplied, c.wantEvent)
+		}
+	}
+}
+
+// A complete shadow is left alone without a word, however often the pod is reconciled.
+func TestReconcilerSaysNothingOfACompleteShadow(t *testing.T) {
+	_, _, _, _, pol := handlers(t)
+	p := mutated(t, pod("notebook", map[string]string{validate.AnnotationShadowSameNS: "true"}), pol)
+	o, _ := validate.Pod(p, pol)
+	shadow, _ := inject.BuildShadow(p, o)
+	have := []client.Object{shadow.NodeConfigMap, shadow.Service, shadow.Deployment}
+	recorder := &recordingEvents{}
+	r := &Reconciler{policies: fixedPolicy{pol}, applier: failingApplier{}, rules: validate.CredentialRules{WithoutCopiesInPodNamespaces: true}, recorder: recorder}
+	if err := r.ensure(context.Background(), p, have); err != nil {
+		t.Fatal(err)
+	}
+	if len(recorder.reasons) > 0 {
+		t.Errorf("Events on a pod whose shadow is complete: %q", recorder.reasons)
+	}
+}
+
+// failingApplier fails every apply: a test using it expects none.
+type failingApplier struct{}
+
+func (failingApplier) Apply(context.Context, *inject.Shadow, bool) ([]string, error) {
+	return nil, errors.New("nothing should be applied")
+}
+
+// mutated is p as the mutating webhook stores it, which the reconciler requires.
+func mutated(t *testing.T, p *corev1.Pod, pol *policy.Policy) *corev1.Pod {
+	t.Helper()
+	p = p.DeepCopy()
+	o, d := validate.Pod(p, pol)
+	if !d.Allowed() || o == nil {
+		t.Fatalf("the test pod is refused: %v", d.Errors)
+	}
+	inject.MutatePod(p, o)
+	return p
+}
+
+// recordingEvents records the reasons of the Events it is given.
+type recordingEvents struct{ reasons []string }
+
+var _ events.EventRecorder = (*recordingEvents)(nil)
+
+func (e *recordingEvents) Eventf(_ runtime.Object, _ runtime.Object, _, reason, _, _ string, _ ...any) {
+	e.reasons = append(e.reasons, reason)
+}

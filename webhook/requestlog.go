@@ -1,0 +1,46 @@
+package webhook
+
+import (
+	"slices"
+
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// requestLogger is every endpoint's admission.Webhook LogConstructor: the values of
+// controller-runtime's DefaultLogConstructor, added to a line only when one is written. The
+// default adds them to serve's zap logger for every request, which encodes them at once (the
+// resource by reflection): a tenth of serve's CPU per admission over HTTPS (pprof), for lines
+// a request almost never writes.
+func requestLogger(base logr.Logger, req *admission.Request) logr.Logger {
+	if req == nil {
+		return base
+	}
+	return base.WithSink(&lazyValues{LogSink: base.GetSink(), values: []any{
+		"object", klog.KRef(req.Namespace, req.Name), "namespace", req.Namespace, "name", req.Name,
+		"resource", req.Resource, "user", req.UserInfo.Username, "requestID", req.UID,
+	}})
+}
+
+// lazyValues is a LogSink that hands its values to the sink it wraps when it writes a line.
+type lazyValues struct {
+	logr.LogSink
+	values []any
+}
+
+func (l *lazyValues) Info(level int, msg string, keysAndValues ...any) {
+	l.LogSink.WithValues(l.values...).Info(level, msg, keysAndValues...)
+}
+
+func (l *lazyValues) Error(err error, msg string, keysAndValues ...any) {
+	l.LogSink.WithValues(l.values...).Error(err, msg, keysAndValues...)
+}
+
+func (l *lazyValues) WithValues(keysAndValues ...any) logr.LogSink {
+	return &lazyValues{LogSink: l.LogSink, values: append(slices.Clip(l.values), keysAndValues...)}
+}
+
+func (l *lazyValues) WithName(name string) logr.LogSink {
+	return &lazyValues{LogSink: l.LogSink.WithName(name), values: l.values}
+}
