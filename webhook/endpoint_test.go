@@ -85,7 +85,9 @@ func TestEndpointRefusesWhatItCannotRead(t *testing.T) {
 		"a kind without an apiVersion that is not AdmissionReview": {"application/json", `{"kind":"Banana","request":{"uid":"x",` + podKind + `,"object":{}}}`,
 			`a "Banana" of apiVersion "" is not an AdmissionReview: shadowgate's endpoints read only kind AdmissionReview, as the API server sends to the webhooks of its webhook configurations`},
 		"an object that is not a Pod": {"application/json", `{"request":{"uid":"x",` + podKind + `,"object":{"metadata":[]}}}`,
-			`the request's object is not a "Pod" (apiVersion "v1"): json: cannot unmarshal JSON array into Go webhook.podViewMeta within "/metadata"`},
+			`the request's object is not a "Pod" (apiVersion "v1"): "/metadata" holds a JSON array where an object belongs`},
+		"an object with a port that is not a number": {"application/json", `{"request":{"uid":"x",` + podKind + `,"object":{"spec":{"containers":[{"name":"c","ports":[{"containerPort":"80"}]}]}}}}`,
+			`the request's object is not a "Pod" (apiVersion "v1"): "/spec/containers/0/ports/0/containerPort" holds a JSON string where a number belongs`},
 	} {
 		out := serveReview(t, mut, c.contentType, []byte(c.body))
 		if r := out.Response.Result; out.Response.Allowed || r == nil || r.Code != http.StatusBadRequest || r.Message != c.message {

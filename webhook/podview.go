@@ -3,6 +3,7 @@ package webhook
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -68,7 +69,7 @@ func decodePod(req admission.Request) (*corev1.Pod, error) {
 		if dup := duplicateField(err); dup != nil {
 			return nil, fmt.Errorf("the request's object is not what the API server sends: %w", dup)
 		}
-		return nil, fmt.Errorf("the request's object is not a %s: %w", describe(podVersionKind), err)
+		return nil, fmt.Errorf("the request's object is not a %s: %w", describe(podVersionKind), misplacedValue(err))
 	}
 	if err := checkObjectKind(&v, podVersionKind); err != nil {
 		return nil, err
@@ -98,4 +99,46 @@ func duplicateField(err error) error {
 		return nil
 	}
 	return fmt.Errorf("duplicate field %q", strings.Join(slices.Collect(serr.JSONPointer.Tokens()), "."))
+}
+
+// misplacedValue words v2's "this JSON value cannot go into this Go field" in shadowgate's
+// terms: where, what was found and what belongs there. v2's own message names our Go types and
+// deliberately switches its wording between processes ("cannot" or "unable to"), so neither a
+// user nor a test could rely on it. Other errors pass unchanged.
+func misplacedValue(err error) error {
+	var serr *jsonv2.SemanticError
+	if !errors.As(err, &serr) || serr.JSONKind == 0 || serr.GoType == nil {
+		return err
+	}
+	return fmt.Errorf("%q holds a JSON %s where %s belongs", serr.JSONPointer, jsonKind(serr.JSONKind), goKind(serr.GoType.Kind()))
+}
+
+func jsonKind(k jsontext.Kind) string {
+	switch k {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case '0':
+		return "number"
+	case 't', 'f':
+		return "boolean"
+	}
+	return "null"
+}
+
+func goKind(k reflect.Kind) string {
+	switch k {
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	}
+	return "a number"
 }
