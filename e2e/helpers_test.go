@@ -18,9 +18,16 @@ import (
 // kubectl runs the real kubectl as the cluster admin.
 func kubectl(t *testing.T, stdin string, args ...string) harness.Result {
 	t.Helper()
+	return kubectlAs(t, cluster.kubectl.Kubeconfig, stdin, args...)
+}
+
+// kubectlAs runs the real kubectl as the user of kubeconfig: shadowgate's ServiceAccount with
+// cluster.cp.ShadowgateKubeconfig.
+func kubectlAs(t *testing.T, kubeconfig, stdin string, args ...string) harness.Result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return cluster.kubectl.Run(ctx, stdin, args...)
+	return harness.Kubectl{Path: cluster.kubectl.Path, Kubeconfig: kubeconfig}.Run(ctx, stdin, args...)
 }
 
 // mustKubectl runs kubectl and fails the test, with what kubectl printed, when it fails.

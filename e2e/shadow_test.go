@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -208,10 +207,10 @@ func TestCredentialReplication(t *testing.T) {
 }
 
 // A node ConfigMap's compute-node reaches ssh: a value smuggling an option is refused with its
-// field path, a hostname passes. Only shadowgate's own writes skip the webhook (the
-// matchCondition not-shadowgate spares the API server a call back per shadow): the same value
-// written as its ServiceAccount is stored, so every other writer, the virtual kubelet among
-// them, is judged.
+// field path, a hostname passes. The matchCondition not-shadowgate-or-compute-node spares only
+// those of shadowgate's own writes that cannot carry a node: the same value written as its
+// ServiceAccount is refused too, and so is a compute-node in binaryData, which a volume mounts
+// as the same file.
 func TestNodeConfigMapRefusesSmuggledSSHOptions(t *testing.T) {
 	createNamespaces(t, "nodecm")
 	p := offloaded{name: "trainer", namespace: "nodecm", node: "hpc-vk", ports: []int32{8888}}
@@ -226,12 +225,30 @@ func TestNodeConfigMapRefusesSmuggledSSHOptions(t *testing.T) {
 	expectContains(t, r.Stderr, `The ConfigMap "`+cm+`" is invalid: `,
 		`data[compute-node]: Invalid value: "node07 -oProxyCommand=touch /tmp/pwned": `)
 
-	asShadowgate := harness.Kubectl{Path: cluster.kubectl.Path, Kubeconfig: cluster.cp.ShadowgateKubeconfig}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if r := asShadowgate.Run(ctx, "", "patch", "configmap", cm, "-n", p.shadowNamespace(), "--type=merge", "-p", patch("node07 -oProxyCommand=id")); r.Err != nil {
-		t.Errorf("shadowgate's own write was sent back to its webhook; kubectl printed:\n%s", r.Output())
+	asShadowgate := func(stdin string, args ...string) harness.Result {
+		t.Helper()
+		r := kubectlAs(t, cluster.cp.ShadowgateKubeconfig, stdin, args...)
+		if strings.Contains(r.Stderr, " is forbidden: User ") {
+			t.Fatalf("RBAC forbids shadowgate's ServiceAccount to run kubectl %s, so its webhook was never asked: grant it in manifests/base/rbac.yaml; kubectl printed:\n%s", strings.Join(args, " "), r.Output())
+		}
+		return r
 	}
+	r = asShadowgate("", "patch", "configmap", cm, "-n", p.shadowNamespace(), "--type=merge", "-p", patch("node07 -oProxyCommand=id"))
+	if r.Err == nil {
+		t.Errorf("a compute node smuggling an ssh option was stored when written as shadowgate; kubectl printed:\n%s", r.Output())
+	}
+	expectContains(t, r.Stderr, `data[compute-node]: Invalid value: "node07 -oProxyCommand=id": `)
+	if r := asShadowgate("", "label", "configmap", cm, "-n", p.shadowNamespace(), "example.org/relabelled=yes"); r.Err != nil {
+		t.Errorf("shadowgate could not relabel the node ConfigMap; kubectl printed:\n%s", r.Output())
+	}
+
+	binary := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"binary-node","namespace":"` + p.shadowNamespace() +
+		`"},"binaryData":{"compute-node":"bm9kZTA3"}}`
+	r = asShadowgate(binary, "create", "-f", "-")
+	if r.Err == nil {
+		t.Errorf("a compute node in binaryData was stored; kubectl printed:\n%s", r.Output())
+	}
+	expectContains(t, r.Stderr, `binaryData[compute-node]: Invalid value: "node07": `, "under data[compute-node] instead")
 
 	expectContains(t, mustKubectl(t, "", "patch", "configmap", cm, "-n", p.shadowNamespace(), "--type=merge", "-p", patch("node07.cluster.local")),
 		"configmap/"+cm+" patched")
@@ -341,5 +358,92 @@ func TestCreatingATakenPodNameLeavesTheLivePodsShadowAlone(t *testing.T) {
 	expectContains(t, r.Stderr, "AlreadyExists", `pods "trainer" already exists`)
 	if after := shadow(); after != before {
 		t.Errorf("the live pod's shadow changed: resourceVersion and pod-uid %q, were %q", after, before)
+	}
+}
+
+// Each replica applies a shadow namespace at most once a minute; one deleted within that
+// minute is applied again by the next pod's write that finds it gone, and that pod's shadow
+// is complete. There is no namespace controller here: the test empties the namespace and
+// finalizes it, as the controller would.
+func TestShadowNamespaceDeletedWithinTheMinuteComesBackWithTheNextShadow(t *testing.T) {
+	createNamespaces(t, "nsgone")
+	first := offloaded{name: "first", namespace: "nsgone", node: "hpc-vk", ports: []int32{8888}}
+	mustKubectl(t, first.json(), "apply", "-f", "-")
+	applied := time.Now()
+	shadowNS := first.shadowNamespace()
+	mustKubectl(t, "", "delete", "pod", first.name, "-n", first.namespace)
+	eventually(t, gracePeriod/3, "the first pod's shadow is deleted", func() (bool, string) {
+		ok, out := exists(t, "deployment", first.shadowName(), "-n", shadowNS)
+		return !ok, out
+	})
+	mustKubectl(t, "", "delete", "deployments,services,configmaps,secrets", "--all", "-n", shadowNS)
+	mustKubectl(t, "", "delete", "namespace", shadowNS, "--wait=false")
+	mustKubectl(t, `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"`+shadowNS+`"},"spec":{"finalizers":[]}}`,
+		"replace", "--raw", "/api/v1/namespaces/"+shadowNS+"/finalize", "-f", "-")
+	eventually(t, 10*time.Second, "the shadow namespace is gone", func() (bool, string) {
+		ok, out := exists(t, "namespace", shadowNS)
+		return !ok, out
+	})
+
+	second := offloaded{name: "second", namespace: "nsgone", node: "hpc-vk", ports: []int32{8888}}
+	mustKubectl(t, second.json(), "apply", "-f", "-")
+	if since := time.Since(applied); since >= time.Minute {
+		t.Fatalf("the second pod came %s after the first: shadowgate had forgotten the namespace anyway, so this proves nothing", since.Round(time.Second))
+	}
+	for _, obj := range [][]string{
+		{"namespace", shadowNS},
+		{"configmap", inject.NodeConfigMapName(second.shadowName()), "-n", shadowNS},
+		{"service", second.shadowName(), "-n", shadowNS},
+		{"secret", "hpc-ssh-key", "-n", shadowNS},
+		{"deployment", second.shadowName(), "-n", shadowNS},
+	} {
+		if ok, out := exists(t, obj...); !ok {
+			t.Errorf("no %s %s once the shadow namespace had been deleted: %s", obj[0], obj[1], out)
+		}
+	}
+}
+
+// What /mutate-pods does to pods its matchCondition offloaded-pod sends, through the real API
+// server: a stale snippet block comes out of a pre-exec that asks for no tunnel, and a SOCKS
+// port alone, on cern-vk which allows it, is a reverse tunnel to prepare. The marker lines are
+// inject's (preexec.go), repeated here as a user would see them.
+func TestMutatingWebhookPreparesThePodsItsConditionSends(t *testing.T) {
+	const (
+		begin = "# >>> shadowgate: reverse tunnel (added by the admission webhook; do not edit) >>>"
+		end   = "# <<< shadowgate: reverse tunnel <<<"
+	)
+	createNamespaces(t, "mutated")
+	for sentence, c := range map[string]struct {
+		pod   offloaded
+		check func(preExec, bind string) string // what is wrong, or ""
+	}{
+		"a stale snippet block is taken out of a pre-exec that asks for no tunnel": {
+			pod: offloaded{name: "stale", namespace: "mutated", node: "hpc-vk", annotations: map[string]string{
+				validate.AnnotationPreExec: begin + "\necho an older snippet\n" + end + "\nmodule load cuda\n"}},
+			check: func(preExec, bind string) string {
+				if preExec != "module load cuda\n" || bind != "" {
+					return "want the user's pre-exec alone and no bind address"
+				}
+				return ""
+			},
+		},
+		"a SOCKS port alone on a node that allows it gets the snippet and a bind address": {
+			pod: offloaded{name: "socks-only", namespace: "mutated", node: "cern-vk", annotations: map[string]string{socks: "1080"}},
+			check: func(preExec, bind string) string {
+				if strings.Count(preExec, begin) != 1 || !strings.Contains(preExec, "'"+bind+"'") || !strings.HasPrefix(bind, "127.") {
+					return "want one snippet block calling the snippet with a recorded 127.x bind address"
+				}
+				return ""
+			},
+		},
+	} {
+		t.Run(sentence, func(t *testing.T) {
+			mustKubectl(t, c.pod.json(), "apply", "-f", "-")
+			stored := getObject(t, "pod", c.pod.name, "-n", c.pod.namespace).Metadata.Annotations
+			preExec, bind := stored[validate.AnnotationPreExec], stored[validate.AnnotationReverseBind]
+			if wrong := c.check(preExec, bind); wrong != "" {
+				t.Errorf("stored with pre-exec %q and bind %q: %s", preExec, bind, wrong)
+			}
+		})
 	}
 }

@@ -11,9 +11,14 @@ import (
 )
 
 // mutatingWebhookHint says what to check when a pod reaches validation without MutatePod's work.
+// Its last clause is the case no configuration fixes: the API server calls back, after a later
+// mutating webhook, only the webhooks it called before, and /mutate-pods is called only for
+// pods with an interlink.eu/ or pre-exec annotation or the virtual node's toleration.
 const mutatingWebhookHint = "shadowgate's mutating webhook (/mutate-pods) did not run for this pod, or failed open: " +
 	"check that the MutatingWebhookConfiguration shadowgate exists, selects this pod and has failurePolicy: Fail, " +
-	"read its admission warnings, and recreate the pod"
+	"read its admission warnings, and recreate the pod; if another mutating webhook adds the interlink.eu/reverse-* " +
+	"annotations, write an interlink.eu/ annotation or the virtual-node.interlink/no-schedule toleration in the pod " +
+	"itself, since the API server does not call back a webhook that it skipped before"
 
 // CheckMutated refuses a pod that validate.Pod admitted but that MutatePod has not prepared, as
 // when the mutating webhook was skipped or failed open: a pod that asks for the reverse tunnel

@@ -17,17 +17,24 @@ const (
 )
 
 // IsNodeConfigMap reports whether cm tells a shadow its compute node: it carries the node
-// role label, or a compute-node key that a shadow could mount.
+// role label, or a compute-node key that a shadow could mount (a volume mounts binaryData's
+// keys as files just as data's).
 func IsNodeConfigMap(cm *corev1.ConfigMap) bool {
 	_, hasKey := cm.Data[ComputeNodeKey]
-	return hasKey || cm.Labels[LabelShadowRole] == ShadowRoleNode
+	_, hasBinary := cm.BinaryData[ComputeNodeKey]
+	return hasKey || hasBinary || cm.Labels[LabelShadowRole] == ShadowRoleNode
 }
 
 // NodeConfigMap judges a node ConfigMap: compute-node must be empty (the job is not placed
 // yet), an RFC 1123 hostname or an IP literal. The shadow passes it to ssh, so anything else is
-// refused rather than escaped.
+// refused rather than escaped. A compute-node in binaryData would reach the shadow's volume as
+// the same file, so it is refused whatever it holds.
 func NodeConfigMap(cm *corev1.ConfigMap) Decision {
 	var d Decision
+	if b, ok := cm.BinaryData[ComputeNodeKey]; ok {
+		d.Errors = append(d.Errors, field.Invalid(field.NewPath("binaryData").Key(ComputeNodeKey), string(b),
+			"refusing a compute node in binaryData: the shadow would read it as its compute node unchecked; write the node's hostname or IP address under data[compute-node] instead"))
+	}
 	node := cm.Data[ComputeNodeKey]
 	if node == "" {
 		return d

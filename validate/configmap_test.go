@@ -19,12 +19,22 @@ func nodeConfigMap(node string) *corev1.ConfigMap {
 	}
 }
 
+// binaryNodeConfigMap holds its compute node in binaryData, as no writer should.
+func binaryNodeConfigMap(node string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "shadow-notebook-user-node", Namespace: "user"},
+		BinaryData: map[string][]byte{validate.ComputeNodeKey: []byte(node)},
+	}
+}
+
 func TestNodeConfigMap(t *testing.T) {
 	pol := mustPolicy(t, testPolicy)
 	ref := validate.PolicyRef{Namespace: "shadowgate-system", Name: "shadowgate-policy"}
 	computeNode := field.NewPath("data").Key(validate.ComputeNodeKey).String()
+	binaryComputeNode := field.NewPath("binaryData").Key(validate.ComputeNodeKey).String()
 	cases := map[string]struct {
 		node string
+		cm   *corev1.ConfigMap // when set, judged instead of a node ConfigMap holding node
 		want []vt.Err
 	}{
 		"an empty compute node means the job is not placed yet": {node: ""},
@@ -40,10 +50,18 @@ func TestNodeConfigMap(t *testing.T) {
 			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: computeNode, Value: "-oProxyCommand=x"}}},
 		"a name with a newline is refused": {node: "node07\nnode08",
 			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: computeNode, Value: "node07\nnode08"}}},
+		"a compute node in binaryData is refused, even without the label and valid": {cm: binaryNodeConfigMap("node07.hpc.example.org"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: binaryComputeNode, Value: "node07.hpc.example.org"}}},
+		"an empty compute node in binaryData is refused": {cm: binaryNodeConfigMap(""),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: binaryComputeNode, Value: ""}}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			d, judged := validate.Object(nodeConfigMap(tc.node), pol, ref, validate.CredentialRules{})
+			cm := tc.cm
+			if cm == nil {
+				cm = nodeConfigMap(tc.node)
+			}
+			d, judged := validate.Object(cm, pol, ref, validate.CredentialRules{})
 			if !judged {
 				t.Fatal("not judged")
 			}

@@ -11,11 +11,15 @@ import (
 // knownNamespaces remembers the shadow namespaces this process applied lately, so that pods
 // arriving together in one namespace apply it once rather than once each: every apply of an
 // unchanged namespace still cost the API server a server-side apply. A remembered namespace
-// is applied again once namespaceMemory has passed, which re-asserts its labels, and at once
-// when a write finds it gone (Applier.apply), so no write it needs is ever skipped.
+// is applied again once namespaceMemory has passed, and at once when a write finds it gone
+// (Applier.apply), so no shadow waits for it. The namespace's own fields, its Pod Security
+// label above all, are therefore re-applied at most once a minute per replica, by the first
+// shadow after namespaceMemory: a label removed meanwhile stays off until then.
 type knownNamespaces struct {
 	mu    sync.Mutex
 	until map[string]time.Time
+	// now is the clock, time.Now when nil; tests set it.
+	now func() time.Time
 }
 
 const (
@@ -25,10 +29,17 @@ const (
 	maxKnownNamespaces = 1024
 )
 
+func (k *knownNamespaces) clock() time.Time {
+	if k.now == nil {
+		return time.Now()
+	}
+	return k.now()
+}
+
 func (k *knownNamespaces) known(name string) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return time.Now().Before(k.until[name])
+	return k.clock().Before(k.until[name])
 }
 
 func (k *knownNamespaces) add(name string) {
@@ -37,7 +48,7 @@ func (k *knownNamespaces) add(name string) {
 	if k.until == nil {
 		k.until = map[string]time.Time{}
 	}
-	now := time.Now()
+	now := k.clock()
 	if len(k.until) >= maxKnownNamespaces {
 		for n, t := range k.until {
 			if !now.Before(t) {

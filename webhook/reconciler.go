@@ -98,7 +98,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager) 
 	return b.Complete(r)
 }
 
-// mayHaveShadow mirrors the webhooks' matchConditions (manifests/base/webhooks.yaml): a pod
+// mayHaveShadow mirrors the pod webhooks' matchCondition offloaded-pod
+// (manifests/base/webhooks.yaml; the tests' offloadedPodCondition holds its text): a pod
 // with no interLink annotation that does not tolerate the virtual node's taint was never sent
 // to /validate-pods, so it has no shadow, and most of a cluster's pods need no reconciling.
 func mayHaveShadow(o client.Object) bool {

@@ -67,14 +67,42 @@ namespaceSelector:
 {{- end -}}
 {{- end -}}
 
-{{/* matchConditions of the pod webhooks: pods that carry an interLink annotation or tolerate
-the virtual node's taint, then the values' own. */}}
+{{/* matchConditions of the pod webhooks, /mutate-pods and /validate-pods alike: pods that
+carry an interLink annotation or tolerate the virtual node's taint, then the values' own. */}}
 {{- define "shadowgate.podConditions" -}}
 - name: offloaded-pod
   expression: >-
     (has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.startsWith('interlink.eu/') || k == 'slurm-job.vk.io/pre-exec'))
     || (has(object.spec.tolerations) && object.spec.tolerations.exists(t, has(t.key) ? t.key == 'virtual-node.interlink/no-schedule' : (has(t.operator) && t.operator == 'Exists')))
+{{- include "shadowgate.valuesConditions" . }}
+{{- end -}}
+
+{{/* matchConditions of /validate-workloads: pod templates as the pod webhooks' pods, but not
+in shadowgate's own writes; then the values' own. */}}
+{{- define "shadowgate.workloadConditions" -}}
+# shadowgate's own writes (its shadow Deployments) are its output, built from a pod already
+# judged: calling back for them cost every shadow a round trip. Every pod a workload makes is
+# still judged by /validate-pods, which skips no user.
+- name: not-shadowgate
+  expression: request.userInfo.username != '{{ include "shadowgate.serviceAccountUser" . }}'
+- name: offloaded-template
+  expression: >-
+    [has(object.spec.jobTemplate) ? object.spec.jobTemplate.spec.template : object.spec.template].exists(p,
+    (has(p.metadata) && has(p.metadata.annotations) && p.metadata.annotations.exists(k, k.startsWith('interlink.eu/') || k == 'slurm-job.vk.io/pre-exec'))
+    || (has(p.spec) && has(p.spec.tolerations) && p.spec.tolerations.exists(t, has(t.key) ? t.key == 'virtual-node.interlink/no-schedule' : (has(t.operator) && t.operator == 'Exists'))))
+{{- include "shadowgate.valuesConditions" . }}
+{{- end -}}
+
+{{/* The values' matchConditions, appended to those of every webhook that judges pods or pod
+templates; the output starts with a newline. */}}
+{{- define "shadowgate.valuesConditions" -}}
 {{- with .Values.webhooks.matchConditions }}
 {{ toYaml . }}
 {{- end }}
+{{- end -}}
+
+{{/* The user the API server names serve's ServiceAccount in an admission request, which the
+matchConditions skip for shadowgate's own writes. */}}
+{{- define "shadowgate.serviceAccountUser" -}}
+system:serviceaccount:{{ .Release.Namespace }}:{{ include "shadowgate.fullname" . }}
 {{- end -}}
