@@ -49,7 +49,7 @@ chart-docs:
 ## bench: measure shadowgate (issue 7) in one run, printing BENCH <name> <value> <unit> lines and
 ## a summary against the targets: the Go benchmarks of the in-process path, the webhook over
 ## HTTPS, and pod creates through a real API server beside a no-webhook baseline, interleaved
-## (about 5 minutes once e2e-tools are built)
+## (about 3 minutes once e2e-tools are built)
 bench: e2e-tools
 	$(GO) run ./e2e/cmd/bench
 
