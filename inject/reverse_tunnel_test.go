@@ -138,9 +138,15 @@ func TestReverseTunnelFollowsTheJobToAnotherNode(t *testing.T) {
 		}
 		return nil
 	})
-	if want := "compute node changed from " + s.node.Host + " to " + node11 + ", rebuilding the reverse tunnel"; !strings.Contains(shadow.out.String(), want) {
-		t.Errorf("the shadow's log lacks %q", want)
-	}
+	// The shadow's output reaches shadow.out through a pipe copied on its own goroutine, and
+	// the new node's sshd logs through another: the shadow's line may trail sshd's a moment.
+	want := "compute node changed from " + s.node.Host + " to " + node11 + ", rebuilding the reverse tunnel"
+	eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(shadow.out.String(), want) {
+			return fmt.Errorf("the shadow's log lacks %q", want)
+		}
+		return nil
+	})
 	addr := net.JoinHostPort(s.bind, strconv.Itoa(s.listen))
 	eventually(t, 10*time.Second, func() error {
 		if got := dialAs(t, s.job, "TCP4:"+addr); got != "ping\n" {
@@ -197,9 +203,14 @@ func TestReverseTunnelEndsWithTheSocketDirectory(t *testing.T) {
 		}
 		return nil
 	})
-	if !strings.Contains(job.out.String(), s.dir()+" is gone; stopping the relay") {
-		t.Errorf("the relay did not say why it stopped")
-	}
+	// The relay's line reaches job.out through the job's output pipe, copied on its own
+	// goroutine, so it may trail the relay's exit a moment.
+	eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(job.out.String(), s.dir()+" is gone; stopping the relay") {
+			return fmt.Errorf("the relay did not say why it stopped:\n%s", job.out)
+		}
+		return nil
+	})
 }
 
 func TestReverseTunnelPortTakenFailsTheJob(t *testing.T) {
@@ -227,9 +238,14 @@ func TestReverseTunnelSocks(t *testing.T) {
 		if got := socksEcho(t, s.socks, s.echo); got != "ping\n" {
 			t.Errorf("through the SOCKS proxy: %q", got)
 		}
-		if !strings.Contains(shadow.out.String(), "WARNING: pod asks for a SOCKS5 proxy") {
-			t.Errorf("the shadow's log has no WARNING line")
-		}
+		// The shadow's output reaches shadow.out through a pipe copied on its own goroutine,
+		// so read it once the line has had time to arrive rather than at once.
+		eventually(t, 10*time.Second, func() error {
+			if !strings.Contains(shadow.out.String(), "WARNING: pod asks for a SOCKS5 proxy") {
+				return fmt.Errorf("the shadow's log has no WARNING line")
+			}
+			return nil
+		})
 	})
 	t.Run("a wildcard listener (GatewayPorts yes) makes the job refuse", func(t *testing.T) {
 		t.Parallel()

@@ -158,6 +158,14 @@ func TestForwardCarriesHTTPToTheComputeNode(t *testing.T) {
 			}
 			if opt.mode == policy.ForwardModeExec {
 				// Every relay rides the one control master: the login node saw one login.
+				// sshd's log reaches s.login.Log() through a pipe copied on its own goroutine,
+				// so wait for the master's line to arrive before counting.
+				eventually(t, 10*time.Second, func() error {
+					if !strings.Contains(s.login.Log(), "Accepted publickey") {
+						return fmt.Errorf("the login node's log has no login yet")
+					}
+					return nil
+				})
 				if n := strings.Count(s.login.Log(), "Accepted publickey"); n != 1 {
 					t.Errorf("the login node accepted %d logins for 3 requests, want 1 (the control master)", n)
 				}
@@ -176,9 +184,14 @@ func TestForwardRebuildsTheTunnelWhenTheNodeChanges(t *testing.T) {
 			s.publish(t, "node11")
 			s.expectReply(t, "node11")
 			want := fmt.Sprintf("compute node changed from %s to %s, rebuilding the tunnel", s.nodes["node07"], s.nodes["node11"])
-			if !strings.Contains(p.out.String(), want) {
-				t.Errorf("the log lacks %q", want)
-			}
+			// The script's output reaches p.out through a pipe copied on its own goroutine,
+			// so the line may trail the reply from the new node a moment.
+			eventually(t, 10*time.Second, func() error {
+				if !strings.Contains(p.out.String(), want) {
+					return fmt.Errorf("the log lacks %q", want)
+				}
+				return nil
+			})
 			// In place: the script the container runs is still there, and it has replaced its
 			// ssh rather than left the old one running beside a new one.
 			if !p.running() {

@@ -148,10 +148,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			}
 			continue
 		}
-		if err := r.deleteObject(ctx, obj); err != nil {
+		deleted, err := r.deleteObject(ctx, obj)
+		if err != nil {
 			return reconcile.Result{}, err
 		}
-		log.FromContext(ctx).Info("deleted shadow object whose pod is gone", "object", describeObject(r.kindOf(obj), obj), "podUID", uid)
+		if deleted {
+			log.FromContext(ctx).Info("deleted shadow object whose pod is gone", "object", describeObject(r.kindOf(obj), obj), "podUID", uid)
+		}
 	}
 	if live && pod.DeletionTimestamp == nil {
 		if err := r.ensure(ctx, pod, objs); err != nil {
@@ -236,10 +239,15 @@ func (r *Reconciler) shadowObjects(ctx context.Context, podKey string) ([]client
 
 // deleteObject deletes a shadow object only if it is still the version the decision was made
 // on: a shadow re-applied for a new pod of the same name meanwhile is kept.
-func (r *Reconciler) deleteObject(ctx context.Context, obj client.Object) error {
+// deleteObject deletes obj as the cache saw it and says whether this call deleted it: two
+// reconciles of one pod can race to the same object, and only the one that deleted it logs so.
+func (r *Reconciler) deleteObject(ctx context.Context, obj client.Object) (bool, error) {
 	uid, rv := obj.GetUID(), obj.GetResourceVersion()
 	err := r.client.Delete(ctx, obj, client.Preconditions{UID: &uid, ResourceVersion: &rv}, client.PropagationPolicy(metav1.DeletePropagationBackground))
-	return client.IgnoreNotFound(err)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 func (r *Reconciler) podDeleted(uid types.UID) {

@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/interlink-hq/shadowgate/validate"
 )
@@ -95,6 +97,24 @@ func TestMayHaveShadowMirrorsTheMatchConditions(t *testing.T) {
 	} {
 		if got := mayHaveShadow(c.pod); got != c.want {
 			t.Errorf("%s: %v, want %v", sentence, got, c.want)
+		}
+	}
+}
+
+// Two reconciles of one pod can race to delete the same object: only the one whose call
+// deleted it says so, and the other's NotFound is no error.
+func TestDeleteObjectSaysWhetherItDeleted(t *testing.T) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shadow-trainer-user-node", Namespace: "user-shadow"}}
+	r := newTestReconciler(time.Minute)
+	r.client = fake.NewClientBuilder().WithObjects(cm.DeepCopy()).Build()
+	stored := &corev1.ConfigMap{}
+	if err := r.client.Get(t.Context(), client.ObjectKeyFromObject(cm), stored); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{true, false} {
+		deleted, err := r.deleteObject(t.Context(), stored.DeepCopy())
+		if err != nil || deleted != want {
+			t.Errorf("delete %d: got deleted=%v, err=%v; want deleted=%v and no error", i+1, deleted, err, want)
 		}
 	}
 }

@@ -97,9 +97,15 @@ func TestServeWaitsForItsCertificate(t *testing.T) {
 	if code, body, err := s.Probe("/readyz"); err != nil || code != http.StatusInternalServerError || !strings.Contains(body, "[-]serving-certificate failed") {
 		t.Errorf("/readyz while waiting: %d %v\n%s", code, err, body)
 	}
-	if log, err := os.ReadFile(s.Log); err != nil || !strings.Contains(string(log), ready.Message) {
-		t.Errorf("the log does not say what serve waits for (%v):\n%s", err, log)
-	}
+	// serve records the reason /readyz/serving-certificate gives before it logs it
+	// (certs.Serving.wait), so the line may trail the probe's answer a moment.
+	eventually(t, 15*time.Second, "the log says what serve waits for", func() (bool, string) {
+		log, err := os.ReadFile(s.Log)
+		if err != nil || !strings.Contains(string(log), ready.Message) {
+			return false, fmt.Sprintf("the log does not say what serve waits for (%v):\n%s", err, log)
+		}
+		return true, ""
+	})
 	if err := s.Exited(); err != nil {
 		t.Fatal(err)
 	}

@@ -126,7 +126,13 @@ func TestAPIServerStoppedDuringAShadowApplyDeniesThePodAndLeavesNoPartialShadow(
 		return left.Objects == 0, left.String()
 	}, func() string { return "serve's log: " + cluster.SG.Log })
 	restartIfLeaseLost() // a lease lost just as the wait ended counts too
+	// The reconciler logs a deletion once the API server has answered it, so the last line may
+	// trail the audit that found the objects gone: give the lines a bounded while to arrive.
 	collected := reconcilerDeletions(t, string(pod.UID))
+	for deadline := time.Now().Add(30 * time.Second); collected < partial && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+		collected = reconcilerDeletions(t, string(pod.UID))
+	}
 	if collected != partial {
 		t.Errorf("the reconciler logged %d deletions of the pod's shadow objects, want the %d applied before the stop (see %s)", collected, partial, cluster.SG.Log)
 	}
