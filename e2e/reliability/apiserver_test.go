@@ -63,13 +63,14 @@ func TestAPIServerStoppedDuringAShadowApplyDeniesThePodAndLeavesNoPartialShadow(
 			harness.PodCreateReview("apistop", namespace, pod.Name, raw))
 		answered <- answer{r, err, time.Since(sent)}
 	}()
-	select {
-	case <-hold.held:
-	case a := <-answered:
-		t.Fatalf("answered before the Deployment's apply was held: %+v %v", a.r, a.err)
-	case <-ctx.Done():
-		t.Fatal("the shadow Deployment's apply never reached the holding webhook")
-	}
+	harness.Eventually(t, time.Minute, "the shadow Deployment's apply held by the holding webhook", func() (bool, string) {
+		select {
+		case a := <-answered:
+			t.Fatalf("answered before the Deployment's apply was held: %+v %v", a.r, a.err)
+		default:
+		}
+		return len(hold.heldPods()) > 0, "nothing held"
+	})
 	// What was applied before the stop: the objects the Deployment mounts go first.
 	partial := 0
 	if _, err := kube.CoreV1().Services(shadowNS).Get(ctx, shadow, metav1.GetOptions{}); err == nil {

@@ -21,8 +21,7 @@ import (
 
 // heldCreates is a webhook of the API server's that holds Deployment creates in one namespace.
 type heldCreates struct {
-	held    chan struct{} // receives when a create is being held
-	release func()        // lets every held create go, once
+	release func() // lets every held create go, once
 
 	mu      sync.Mutex
 	podUIDs map[string]bool // the interlink.eu/pod-uid labels of the Deployments held
@@ -49,7 +48,7 @@ func holdDeploymentCreates(ctx context.Context, t *testing.T, namespace string) 
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	h := &heldCreates{held: make(chan struct{}, 1), podUIDs: map[string]bool{}}
+	h := &heldCreates{podUIDs: map[string]bool{}}
 	released, probed := make(chan struct{}), make(chan struct{}, 1)
 	h.release = sync.OnceFunc(func() { close(released) })
 	url, ca := harness.StartAdmissionServer(t, func(review *admissionv1.AdmissionReview) {
@@ -71,10 +70,6 @@ func holdDeploymentCreates(ctx context.Context, t *testing.T, namespace string) 
 		h.mu.Lock()
 		h.podUIDs[d.Labels[inject.LabelPodUID]] = true
 		h.mu.Unlock()
-		select {
-		case h.held <- struct{}{}:
-		default:
-		}
 		<-released
 	})
 	// Registered after the server's: cleanups run last first, so the held request is freed
@@ -113,12 +108,11 @@ func holdDeploymentCreates(ctx context.Context, t *testing.T, namespace string) 
 	return h
 }
 
-// waitHeld returns once a create is being held.
-func (h *heldCreates) waitHeld(ctx context.Context, t *testing.T) {
+// waitHeld returns once n creates are being held, within timeout.
+func (h *heldCreates) waitHeld(t *testing.T, n int, timeout time.Duration) {
 	t.Helper()
-	select {
-	case <-h.held:
-	case <-ctx.Done():
-		t.Fatal("no shadow Deployment's apply reached the holding webhook")
-	}
+	harness.Eventually(t, timeout, fmt.Sprintf("%d shadow Deployment applies held", n), func() (bool, string) {
+		got := len(h.heldPods())
+		return got >= n, fmt.Sprint(got, " held")
+	})
 }

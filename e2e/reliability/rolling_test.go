@@ -76,7 +76,9 @@ func TestAKilledReplicaFailsCreatesOnlyWithTheWebhookCallErrorAndLeavesNoOrphan(
 	const holdBound = 10 * time.Second
 	safety := time.AfterFunc(holdBound, hold.release)
 	defer safety.Stop()
-	hold.waitHeld(ctx, t)
+	// Each client has one create in flight: once every client's is held, a replica judging a
+	// pod is one holding a shadow apply, and the kill cuts that admission off mid-apply.
+	hold.waitHeld(t, clients, holdBound/2)
 	killed := r.find(t, "a replica applying a shadow", judgingMetric)
 	wasLeader := leaderMetric.MatchString(metricsOf(t, killed))
 	killedAt := time.Now()
