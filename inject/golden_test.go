@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/interlink-hq/shadowgate/inject/goldencase"
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
@@ -28,35 +29,17 @@ type goldenCase struct {
 
 func goldenCases(t *testing.T) []goldenCase {
 	t.Helper()
-	inputs, err := filepath.Glob("testdata/*.yaml")
+	read, err := goldencase.Read("testdata")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cases []goldenCase
-	for _, in := range inputs {
-		if strings.HasSuffix(in, ".golden.yaml") {
-			continue
-		}
-		data, err := os.ReadFile(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		policyDoc, podDoc, ok := bytes.Cut(data, []byte("\n---\n"))
-		if !ok {
-			t.Fatalf("%s: want a policy document, ---, and a Pod", in)
-		}
-		pol, errs := policy.Parse(policyDoc)
-		if len(errs) > 0 {
-			t.Fatalf("%s: policy refused: %v", in, errs.ToAggregate())
-		}
+	cases := make([]goldenCase, len(read))
+	for i, c := range read {
 		pod := &corev1.Pod{}
-		if err := yaml.UnmarshalStrict(podDoc, pod); err != nil {
-			t.Fatalf("%s: %v", in, err)
+		if err := yaml.UnmarshalStrict(c.PodYAML, pod); err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
 		}
-		cases = append(cases, goldenCase{name: strings.TrimSuffix(filepath.Base(in), ".yaml"), policy: pol, pod: pod})
-	}
-	if len(cases) == 0 {
-		t.Fatal("no golden cases in testdata")
+		cases[i] = goldenCase{name: c.Name, policy: c.Policy, pod: pod}
 	}
 	return cases
 }

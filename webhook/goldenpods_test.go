@@ -1,14 +1,11 @@
 package webhook
 
 import (
-	"bytes"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/interlink-hq/shadowgate/inject/goldencase"
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
@@ -20,32 +17,17 @@ type goldenPod struct {
 
 func goldenPods(t *testing.T) map[string]goldenPod {
 	t.Helper()
-	files, err := filepath.Glob("../inject/testdata/*.yaml")
+	cases, err := goldencase.Read("../inject/testdata")
 	if err != nil {
 		t.Fatal(err)
 	}
 	pods := map[string]goldenPod{}
-	for _, f := range files {
-		if strings.HasSuffix(f, ".golden.yaml") {
-			continue
-		}
-		data, err := os.ReadFile(f)
+	for _, c := range cases {
+		raw, err := yaml.YAMLToJSON(c.PodYAML)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", c.Name, err)
 		}
-		policyDoc, podDoc, _ := bytes.Cut(data, []byte("\n---\n"))
-		pol, errs := policy.Parse(policyDoc)
-		if len(errs) > 0 {
-			t.Fatalf("%s: %v", f, errs.ToAggregate())
-		}
-		raw, err := yaml.YAMLToJSON(podDoc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pods[filepath.Base(f)] = goldenPod{pol, raw}
-	}
-	if len(pods) == 0 {
-		t.Fatal("no golden pods in ../inject/testdata")
+		pods[c.Name+".yaml"] = goldenPod{c.Policy, raw}
 	}
 	return pods
 }

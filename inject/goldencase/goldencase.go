@@ -1,0 +1,54 @@
+// Package goldencase reads inject's golden cases, inject/testdata/<name>.yaml: a policy
+// document, ---, and a Pod. inject renders them against their .golden.yaml files, and webhook
+// holds its decisions on them to inject's, so both read the cases the same way.
+package goldencase
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/interlink-hq/shadowgate/validate/policy"
+)
+
+// Case is one golden case: its name (the file's, without .yaml), its policy, and its Pod as
+// written.
+type Case struct {
+	Name    string
+	Policy  *policy.Policy
+	PodYAML []byte
+}
+
+// Read reads every case in dir (inject's testdata), failing on a file that is not a valid
+// policy, ---, and a Pod, or on a directory that holds none.
+func Read(dir string) ([]Case, error) {
+	inputs, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var cases []Case
+	for _, in := range inputs {
+		if strings.HasSuffix(in, ".golden.yaml") {
+			continue
+		}
+		data, err := os.ReadFile(in)
+		if err != nil {
+			return nil, err
+		}
+		policyDoc, podDoc, ok := bytes.Cut(data, []byte("\n---\n"))
+		if !ok {
+			return nil, fmt.Errorf("%s: want a policy document, ---, and a Pod", in)
+		}
+		pol, errs := policy.Parse(policyDoc)
+		if len(errs) > 0 {
+			return nil, fmt.Errorf("%s: policy refused: %v", in, errs.ToAggregate())
+		}
+		cases = append(cases, Case{Name: strings.TrimSuffix(filepath.Base(in), ".yaml"), Policy: pol, PodYAML: podDoc})
+	}
+	if len(cases) == 0 {
+		return nil, fmt.Errorf("no golden cases in %s", dir)
+	}
+	return cases, nil
+}
