@@ -322,8 +322,7 @@ func dialAs(t *testing.T, acct account, addr string) string {
 // startEcho serves a TCP echo on a fresh loopback address: the cluster Service.
 func startEcho(t *testing.T) string {
 	t.Helper()
-	host := sshtest.Loopback(t)
-	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(sshtest.FreePort(t, host))))
+	l, err := net.Listen("tcp", sshtest.Loopback(t)+":0")
 	if err != nil {
 		t.Fatal(err)
 	}

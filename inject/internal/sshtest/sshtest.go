@@ -144,17 +144,33 @@ func Loopback(t testing.TB) string {
 	}
 }
 
-// FreePort returns a TCP port that is free on every given address at the time of the call.
+// handedOut holds every port FreePort has returned in this process. The kernel may give a
+// port that was just closed to the next bind of port 0, so two tests running in parallel could
+// otherwise be told the same port, and one of them might bind it on the wildcard address (an
+// sshd with GatewayPorts yes), where it takes the port from every loopback address.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// FreePort returns a TCP port that is free on every given address at the time of the call and
+// that no earlier call in this process returned. Listen on port 0 instead where the listener is
+// this process's own: only a port given to another program needs choosing in advance.
 func FreePort(t testing.TB, hosts ...string) int {
 	t.Helper()
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	for range 100 {
 		l, err := net.Listen("tcp", hosts[0]+":0")
 		if err != nil {
 			t.Fatalf("sshtest: %v", err)
 		}
 		port := l.Addr().(*net.TCPAddr).Port
-		free := true
+		free := !handedOut.ports[port]
 		for _, h := range hosts[1:] {
+			if !free {
+				break
+			}
 			other, err := net.Listen("tcp", net.JoinHostPort(h, strconv.Itoa(port)))
 			if err != nil {
 				free = false
@@ -164,6 +180,7 @@ func FreePort(t testing.TB, hosts ...string) int {
 		}
 		l.Close()
 		if free {
+			handedOut.ports[port] = true
 			return port
 		}
 	}
