@@ -3,12 +3,13 @@ package harness
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/interlink-hq/shadowgate/internal/freeport"
 )
 
 // process is a child process whose output goes to a log file, stopped with SIGTERM.
@@ -100,15 +101,9 @@ func (p *process) tail(n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// freePort returns a loopback port nothing listens on right now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// freePort returns a loopback port nothing listens on right now and that no other harness
+// process in this test binary was given.
+func freePort() (int, error) { return freeport.Port("127.0.0.1") }
 
 // poll calls ready every 100ms until it returns nil, p exits, or timeout passes.
 func poll(p *process, timeout time.Duration, ready func() error) error {

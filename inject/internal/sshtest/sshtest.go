@@ -26,6 +26,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/interlink-hq/shadowgate/internal/freeport"
 )
 
 // Server is a running sshd.
@@ -144,48 +146,16 @@ func Loopback(t testing.TB) string {
 	}
 }
 
-// handedOut holds every port FreePort has returned in this process. The kernel may give a
-// port that was just closed to the next bind of port 0, so two tests running in parallel could
-// otherwise be told the same port, and one of them might bind it on the wildcard address (an
-// sshd with GatewayPorts yes), where it takes the port from every loopback address.
-var handedOut = struct {
-	sync.Mutex
-	ports map[int]bool
-}{ports: map[int]bool{}}
-
 // FreePort returns a TCP port that is free on every given address at the time of the call and
-// that no earlier call in this process returned. Listen on port 0 instead where the listener is
-// this process's own: only a port given to another program needs choosing in advance.
+// that no earlier call in this process returned: a port for sshd's ListenAddress, or for a
+// server that must listen on the same port on several addresses.
 func FreePort(t testing.TB, hosts ...string) int {
 	t.Helper()
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	for range 100 {
-		l, err := net.Listen("tcp", hosts[0]+":0")
-		if err != nil {
-			t.Fatalf("sshtest: %v", err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		free := !handedOut.ports[port]
-		for _, h := range hosts[1:] {
-			if !free {
-				break
-			}
-			other, err := net.Listen("tcp", net.JoinHostPort(h, strconv.Itoa(port)))
-			if err != nil {
-				free = false
-				break
-			}
-			other.Close()
-		}
-		l.Close()
-		if free {
-			handedOut.ports[port] = true
-			return port
-		}
+	port, err := freeport.Port(hosts...)
+	if err != nil {
+		t.Fatalf("sshtest: %v", err)
 	}
-	t.Fatalf("sshtest: no port free on all of %v", hosts)
-	return 0
+	return port
 }
 
 // StartHTTP serves "hello from <name>\n" on host:port until the test ends: a compute node

@@ -47,15 +47,3 @@ func TestStartHTTPAnswersWithTheNodeName(t *testing.T) {
 		t.Fatalf("got %q", body)
 	}
 }
-
-func TestFreePortNeverHandsOutAPortTwice(t *testing.T) {
-	host := Loopback(t)
-	seen := map[int]bool{}
-	for range 300 {
-		port := FreePort(t, host)
-		if seen[port] {
-			t.Fatalf("port %d handed out twice", port)
-		}
-		seen[port] = true
-	}
-}
