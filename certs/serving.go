@@ -19,8 +19,9 @@ import (
 // than failing the server with a file-not-found; from then on controller-runtime's certwatcher
 // serves them and reloads them when they change. The kubelet updates a mounted Secret by
 // swapping the ..data symlink and removing the old files, which the certwatcher sees as the
-// removal of the files it watches: it watches the new ones and reads them at once (it also
-// re-reads every 10 seconds, should an event be missed).
+// removal of the files it watches: it watches the new ones and reads them at once. It also
+// re-reads them every waitInterval, so a change whose event is missed (one that lands before
+// its watches are added) is served within a second, not controller-runtime's default 10.
 type Serving struct {
 	dir     string
 	explain func(context.Context) string
@@ -50,6 +51,7 @@ func (s *Serving) Start(ctx context.Context) error {
 	for {
 		w, err := certwatcher.New(filepath.Join(s.dir, CertFile), filepath.Join(s.dir, KeyFile))
 		if err == nil {
+			w = w.WithWatchInterval(waitInterval)
 			s.watcher.Store(w)
 			s.log.Info("serving certificate loaded", "dir", s.dir)
 			return w.Start(ctx)

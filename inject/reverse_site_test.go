@@ -222,7 +222,7 @@ func (s *reverseSite) socket(port int) string {
 // jobEnv is what the plugin gives the job: the socket directory root, a node-local TMPDIR,
 // and a wait short enough for a test.
 func (s *reverseSite) jobEnv(env ...string) []string {
-	return append([]string{"INTERLINK_SOCKET_DIR_ROOT=" + s.root, "TMPDIR=" + s.root, "SHADOWGATE_REVERSE_WAIT=30"}, env...)
+	return append([]string{"INTERLINK_SOCKET_DIR_ROOT=" + s.root, "TMPDIR=" + s.root, "SHADOWGATE_REVERSE_WAIT=60"}, env...)
 }
 
 // jobScript is the pod's pre-exec followed by a workload that reports its environment and
@@ -267,7 +267,7 @@ func (s *reverseSite) startShadow(t *testing.T) *process {
 // waitReady waits until the job's pre-exec has let the workload start.
 func (s *reverseSite) waitReady(t *testing.T, job jobRun) {
 	t.Helper()
-	eventually(t, 20*time.Second, func() error {
+	eventually(t, 45*time.Second, func() error {
 		if !job.running() {
 			return fmt.Errorf("the job ended before its workload started:\n%s", job.output())
 		}
@@ -310,9 +310,11 @@ func startAs(t *testing.T, acct account, env []string, name string, args ...stri
 }
 
 // dialAs sends a line through addr with socat running as acct and returns what came back.
+// socat waits up to -t for the answer once its input ends (half a second by default, too
+// short for a relay, an sshd and an ssh under load); it returns as soon as the peer closes.
 func dialAs(t *testing.T, acct account, addr string) string {
 	t.Helper()
-	cmd := exec.Command("socat", "-T", "5", "-", addr)
+	cmd := exec.Command("socat", "-t", "10", "-T", "10", "-", addr)
 	cmd.Stdin = strings.NewReader("ping\n")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: acct.uid, Gid: acct.gid}}
 	out, _ := cmd.Output()

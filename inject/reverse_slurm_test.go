@@ -72,7 +72,7 @@ MpiDefault=none
 ReturnToService=2
 NodeName=%[5]s NodeAddr=127.0.0.1 CPUs=2 RealMemory=256 State=UNKNOWN
 PartitionName=debug Nodes=%[5]s Default=YES MaxTime=INFINITE State=UP
-`, sshtest.FreePort(t, "127.0.0.1"), sshtest.FreePort(t, "127.0.0.1"), socket, s.dir, slurmNode)
+`, sshtest.FreePort(t, "0.0.0.0"), sshtest.FreePort(t, "0.0.0.0"), socket, s.dir, slurmNode)
 	if err := os.WriteFile(s.conf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}

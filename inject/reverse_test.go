@@ -128,7 +128,7 @@ func TestReverseScriptRefusesValuesItWouldPassOn(t *testing.T) {
 			_, s := reverseShadow(t, "        KeySecret: hpc-ssh-key\n        Reverse: {Enabled: true, NodeExec: "+c.nodeExec+"}\n")
 			mounts := map[string]string{nodeDir: t.TempDir(), stateDir: t.TempDir(), keyDir: t.TempDir()}
 			p := runContainer(t, container(t, s.Deployment, ContainerReverse), mounts, c.env)
-			if code := p.wait(t, 5*time.Second); code == 0 || !strings.Contains(p.out.String(), c.want) {
+			if code := p.wait(t, 15*time.Second); code == 0 || !strings.Contains(p.out.String(), c.want) {
 				t.Errorf("exit code %d, output:\n%s\nwant it to fail saying %q", code, p.out, c.want)
 			}
 		})

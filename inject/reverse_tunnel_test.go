@@ -261,7 +261,7 @@ func TestReverseTunnelNeedsTheSocketDirectoryRoot(t *testing.T) {
 	t.Parallel()
 	s := newReverseSite(t, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH})
 	job := s.startJob(t, "INTERLINK_SOCKET_DIR_ROOT=")
-	job.expectFailure(t, 5*time.Second, "the job went on without a socket directory", "the plugin gave no socket directory root")
+	job.expectFailure(t, 15*time.Second, "the job went on without a socket directory", "the plugin gave no socket directory root")
 }
 
 func TestReverseTunnelGivesUpAfterItsWait(t *testing.T) {

@@ -112,7 +112,7 @@ func (s *site) forwardTo(t *testing.T, node string) *process {
 
 // get makes one HTTP request through the shadow's listener.
 func (s *site) get() (string, error) {
-	client := http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	client := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := client.Get("http://" + net.JoinHostPort(s.listen, strconv.Itoa(s.port)) + "/")
 	if err != nil {
 		return "", err
@@ -125,7 +125,7 @@ func (s *site) get() (string, error) {
 // expectReply waits until a request through the shadow reaches the named compute node.
 func (s *site) expectReply(t *testing.T, node string) {
 	t.Helper()
-	eventually(t, 10*time.Second, func() error {
+	eventually(t, 20*time.Second, func() error {
 		body, err := s.get()
 		if err != nil {
 			return err
@@ -213,7 +213,7 @@ func TestForwardKeepsItsTunnelWhenTheNodeFileHoldsNoHostname(t *testing.T) {
 			p := s.forwardTo(t, "node07")
 			pwned := filepath.Join(t.TempDir(), "pwned")
 			writeAtomically(t, s.nodeFile, s.nodes["node11"]+" -oProxyCommand=touch "+pwned+" '$(touch "+pwned+")'")
-			eventually(t, 5*time.Second, func() error {
+			eventually(t, 15*time.Second, func() error {
 				if !strings.Contains(p.out.String(), "ignoring compute node") {
 					return fmt.Errorf("ssh-forward has not logged that it ignores the value")
 				}
@@ -243,7 +243,7 @@ func TestForwardExitsNonZeroWhenSSHDiesOnAnUnchangedNode(t *testing.T) {
 			if err := syscall.Kill(ssh[0], syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
-			p.expectFailure(t, 5*time.Second, "ssh died; want non-zero so the container restarts", "ssh exited with status")
+			p.expectFailure(t, 15*time.Second, "ssh died; want non-zero so the container restarts", "ssh exited with status")
 		})
 	}
 }
@@ -304,7 +304,7 @@ func TestWaitForNode(t *testing.T) {
 		s := newSite(t, siteOptions{mode: policy.ForwardModePortForward})
 		writeAtomically(t, s.nodeFile, "node07 -oProxyCommand=touch")
 		p := runContainer(t, container(t, s.shadow.Deployment, ContainerWaitForNode), s.mounts, pollEnv)
-		eventually(t, 5*time.Second, func() error {
+		eventually(t, 15*time.Second, func() error {
 			if !p.running() {
 				return fmt.Errorf("wait-for-node exited on an invalid node:\n%s", p.out)
 			}
@@ -321,7 +321,7 @@ func TestWaitForNode(t *testing.T) {
 		s := newSite(t, siteOptions{mode: policy.ForwardModePortForward, nodeTimeout: "1s"})
 		p := runContainer(t, container(t, s.shadow.Deployment, ContainerWaitForNode), s.mounts, pollEnv)
 		cm := path.Join(s.shadow.NodeConfigMap.Namespace, s.shadow.NodeConfigMap.Name)
-		p.expectFailure(t, 5*time.Second, "wait-for-node succeeded without a node",
+		p.expectFailure(t, 15*time.Second, "wait-for-node succeeded without a node",
 			"no compute node after 1s (NodeWaitTimeout): "+cm, "still queued", "PodStatus.NodeName", "kubectl get configmap "+s.shadow.NodeConfigMap.Name)
 	})
 }
@@ -330,7 +330,7 @@ func TestWaitForNode(t *testing.T) {
 func (s *site) expectNodeTaken(t *testing.T, p *process, node string) {
 	t.Helper()
 	s.publish(t, node)
-	if code := p.wait(t, 5*time.Second); code != 0 {
+	if code := p.wait(t, 15*time.Second); code != 0 {
 		t.Fatalf("exit code %d once %s was published", code, node)
 	}
 	if want := "compute node is " + s.nodes[node]; !strings.Contains(p.out.String(), want) {

@@ -11,7 +11,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/interlink-hq/shadowgate/certs"
+	"github.com/interlink-hq/shadowgate/internal/freeport"
 )
 
 // clientCA is a CA that signs client certificates, as a cluster admin makes one for the API
@@ -81,12 +81,11 @@ func startWebhookServer(t *testing.T, o serveOptions) (url string, servingCA *x5
 	if err := bundle.WriteDir(dir); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	// controller-runtime's server binds the port it is given (0 means its default, 9443).
+	o.host = "127.0.0.1"
+	if o.port, err = freeport.Port(o.host); err != nil {
 		t.Fatal(err)
 	}
-	o.host, o.port = "127.0.0.1", l.Addr().(*net.TCPAddr).Port
-	l.Close()
 	serving := certs.NewServing(dir, nil, logr.Discard())
 	srv, err := o.webhookServer(serving)
 	if err != nil {
@@ -113,7 +112,12 @@ func startWebhookServer(t *testing.T, o serveOptions) (url string, servingCA *x5
 		if time.Now().After(deadline) {
 			t.Fatalf("the webhook server did not start: %v, %v", serving.Check(nil), srv.StartedChecker()(nil))
 		}
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case err := <-done:
+			done <- err // for the cleanup, which collects both results
+			t.Fatalf("the webhook server stopped at start: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 	return url, servingCA
 }

@@ -15,8 +15,9 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
-// testDelay is long enough to tell "drains, then stops" from "stops at once" on loaded cores.
-const testDelay = 200 * time.Millisecond
+// testDelay is long enough to tell "drains, then stops" from "stops at once" when the test
+// goroutine waits a second or more for a core.
+const testDelay = 2 * time.Second
 
 // newDrainingServer registers handler on /validate-pods of a draining server.
 func newDrainingServer(handler http.HandlerFunc) *drainingServer {

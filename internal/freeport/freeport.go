@@ -1,43 +1,63 @@
 // Package freeport chooses TCP ports for tests that must tell another program which port to
-// listen on (sshd, etcd, kube-apiserver, shadowgate serve). A listener of the test's own
-// process should bind port 0 instead: only a port chosen in advance can be lost to a race.
+// listen on (sshd, slurmd, etcd, kube-apiserver, shadowgate serve). A listener of the test's
+// own process should bind port 0 instead: only a port chosen in advance can be lost to a race.
 package freeport
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 )
 
-// handedOut holds every port Port has returned in this process. The kernel may give a port
-// that was just closed to the next bind of port 0, so two tests running in parallel could
-// otherwise be told the same port, and one of them might bind it on the wildcard address
-// (an sshd with GatewayPorts yes), taking it from every loopback address.
+// lowest is where chosen ports start: above the well-known and most registered service
+// ports a developer's machine may run.
+const lowest = 10000
+
+// handedOut holds every port Port has returned in this process, so two tests running in
+// parallel are never told the same port.
 var handedOut = struct {
 	sync.Mutex
 	ports map[int]bool
 }{ports: map[int]bool{}}
 
 // Port returns a TCP port that is free on every given address at the time of the call and
-// that no earlier call in this process returned.
+// that no earlier call in this process returned. It is chosen at random below the kernel's
+// ephemeral range: a port there is what any process's bind of port 0 or outgoing connection
+// may take next, so between the choice and the child's bind it could be lost to a listener
+// of another test, or to one bound on the wildcard address, which takes it from every
+// loopback address.
 func Port(hosts ...string) (int, error) {
 	handedOut.Lock()
 	defer handedOut.Unlock()
-	for range 100 {
-		l, err := net.Listen("tcp", hosts[0]+":0")
-		if err != nil {
-			return 0, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		free := !handedOut.ports[port] && freeOn(port, hosts[1:])
-		l.Close()
-		if free {
+	highest := ephemeralStart() - 1
+	for range 1000 {
+		port := lowest + rand.IntN(highest-lowest+1)
+		if !handedOut.ports[port] && freeOn(port, hosts) {
 			handedOut.ports[port] = true
 			return port, nil
 		}
 	}
-	return 0, fmt.Errorf("no port free on all of %v after 100 tries", hosts)
+	return 0, fmt.Errorf("no port in %d-%d free on all of %v after 1000 tries", lowest, highest, hosts)
+}
+
+// ephemeralStart is the first port of the kernel's ephemeral range, or Linux's default start
+// where /proc does not say or leaves fewer than 1,000 ports below it.
+func ephemeralStart() int {
+	const linuxDefault = 32768
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return linuxDefault
+	}
+	first, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\t")
+	start, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || start < lowest+1000 {
+		return linuxDefault
+	}
+	return start
 }
 
 func freeOn(port int, hosts []string) bool {
