@@ -87,18 +87,24 @@ func startWebhookServer(t *testing.T, o serveOptions) (url string, servingCA *x5
 		t.Fatal(err)
 	}
 	serving := certs.NewServing(dir, nil, logr.Discard())
-	srv, err := o.webhookServer(serving)
+	clientCA, err := o.clientCA(logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv := o.webhookServer(serving, clientCA)
 	srv.Register("/validate-pods", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 2)
-	go func() { done <- serving.Start(ctx) }()
-	go func() { done <- srv.Start(ctx) }()
+	runnables := []interface{ Start(context.Context) error }{serving, srv}
+	if clientCA != nil {
+		runnables = append(runnables, clientCA)
+	}
+	done := make(chan error, len(runnables))
+	for _, r := range runnables {
+		go func() { done <- r.Start(ctx) }()
+	}
 	t.Cleanup(func() {
 		cancel()
-		for range 2 {
+		for range runnables {
 			if err := <-done; err != nil {
 				t.Errorf("stopping: %v", err)
 			}
@@ -178,9 +184,46 @@ func TestClientCAFileWithoutACertificateIsAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := serveOptions{clientCAFile: caFile}
-	_, err := o.webhookServer(certs.NewServing(t.TempDir(), nil, logr.Discard()))
-	want := "--client-ca-file " + caFile + " holds no PEM certificate: give the CA that signed the API server's webhook client certificate"
+	_, err := o.clientCA(logr.Discard())
+	want := "--client-ca-file: " + caFile + " holds no PEM certificate: give the CA that signed the API server's webhook client certificate"
 	if err == nil || err.Error() != want {
 		t.Errorf("error %v, want %q", err, want)
+	}
+}
+
+// A new bundle written to the file (as a ConfigMap update reaches its volume) is in force
+// within a few seconds, without a restart: the new CA's clients are answered and the old
+// one's are refused in the handshake, on fresh connections.
+func TestClientCAFileIsReloadedWithoutARestart(t *testing.T) {
+	old, rotated := newClientCA(t), newClientCA(t)
+	caFile := filepath.Join(t.TempDir(), "client-ca.crt")
+	if err := os.WriteFile(caFile, old.pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before, after := old.client(t), rotated.client(t)
+	url, servingCA := startWebhookServer(t, serveOptions{clientCAFile: caFile})
+	if code, err := post(url, servingCA, &before); err != nil || code != http.StatusOK {
+		t.Fatalf("before the rotation the old CA's client is not answered: status %d, error %v", code, err)
+	}
+	tmp := caFile + ".new"
+	if err := os.WriteFile(tmp, rotated.pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, caFile); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		code, err := post(url, servingCA, &after)
+		if err == nil && code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new CA's client is still not answered 15s after the rotation: status %d, error %v", code, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := post(url, servingCA, &before); err == nil {
+		t.Error("after the rotation the old CA's client is still answered")
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"os"
 	"os/signal"
@@ -129,10 +128,11 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 			"where their authors can read it; run with --" + validate.CredentialsInPodNamespacesFlag + "=false " +
 			"(chart value credentialsInPodNamespaces: false, kustomize component no-credentials-in-pod-namespaces) unless every such pod's author may hold the site's credentials")
 	}
-	webhookServer, err := o.webhookServer(serving)
+	clientCA, err := o.clientCA(logger.WithName("client-ca"))
 	if err != nil {
 		return &exitError{code: exitServeFailed, msg: err.Error()}
 	}
+	webhookServer := o.webhookServer(serving, clientCA)
 	mgrOpts := o.managerOptions(namespace, webhookServer, logger)
 	webhooks := &drainingServer{Server: mgrOpts.WebhookServer}
 	mgrOpts.WebhookServer = webhooks
@@ -148,6 +148,11 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 	}
 	if err := mgr.AddReadyzCheck("serving-certificate", serving.Check); err != nil {
 		return &exitError{code: exitServeFailed, msg: err.Error()}
+	}
+	if clientCA != nil {
+		if err := mgr.Add(clientCA); err != nil {
+			return &exitError{code: exitServeFailed, msg: err.Error()}
+		}
 	}
 	metrics, err := webhook.NewMetrics(ctrlmetrics.Registry)
 	if err != nil {
@@ -234,20 +239,21 @@ func (o *serveOptions) managerOptions(namespace string, webhookServer ctrlwebhoo
 	}
 }
 
-// webhookServer serves the admission endpoints over TLS with the certificate serving reads,
-// and with --client-ca-file only to clients presenting a certificate that CA signed.
-func (o *serveOptions) webhookServer(serving *certs.Serving) (ctrlwebhook.Server, error) {
-	var clientCAs *x509.CertPool
-	if o.clientCAFile != "" {
-		pem, err := os.ReadFile(o.clientCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading --client-ca-file: %w", err)
-		}
-		clientCAs = x509.NewCertPool()
-		if !clientCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--client-ca-file %s holds no PEM certificate: give the CA that signed the API server's webhook client certificate", o.clientCAFile)
-		}
+// clientCA reads --client-ca-file, or is nil without it.
+func (o *serveOptions) clientCA(log logr.Logger) (*certs.ClientCA, error) {
+	if o.clientCAFile == "" {
+		return nil, nil
 	}
+	ca, err := certs.NewClientCA(o.clientCAFile, log)
+	if err != nil {
+		return nil, fmt.Errorf("--client-ca-file: %w: give the CA that signed the API server's webhook client certificate", err)
+	}
+	return ca, nil
+}
+
+// webhookServer serves the admission endpoints over TLS with the certificate serving reads,
+// and with a clientCA only to clients presenting a certificate its bundle in force signed.
+func (o *serveOptions) webhookServer(serving *certs.Serving, clientCA *certs.ClientCA) ctrlwebhook.Server {
 	return ctrlwebhook.NewServer(ctrlwebhook.Options{
 		Host: o.host,
 		Port: o.port,
@@ -258,14 +264,21 @@ func (o *serveOptions) webhookServer(serving *certs.Serving) (ctrlwebhook.Server
 			// HTTP/1.1 only: the API server needs nothing more, and HTTP/2 brings the
 			// stream-reset floods (CVE-2023-44487) into a component on every pod's path.
 			c.NextProtos = []string{"http/1.1"}
-			if clientCAs != nil {
+			if clientCA != nil {
 				// Anyone who reaches the port could otherwise send a hand-written review and
 				// have shadowgate apply a shadow and copy the site's credentials.
 				c.ClientAuth = tls.RequireAndVerifyClientCert
-				c.ClientCAs = clientCAs
+				// A resumed session is not checked against the bundle again: after a CA is
+				// rotated out, its clients must not get back in on an old ticket.
+				c.SessionTicketsDisabled = true
+				c.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+					each := c.Clone()
+					each.ClientCAs = clientCA.Pool()
+					return each, nil
+				}
 			}
 		}},
-	}), nil
+	})
 }
 
 // ownNamespace is the namespace of the service account shadowgate runs as, or
