@@ -36,7 +36,7 @@ func TestNewClientCARefusesAFileWithoutACertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, c := range map[string]struct{ file, want string }{
-		"a missing file names it":                    {missing, "open " + missing + ": no such file or directory"},
+		"a missing file names it":                   {missing, "open " + missing + ": no such file or directory"},
 		"a file without a PEM certificate names it": {empty, empty + " holds no PEM certificate"},
 	} {
 		if _, err := NewClientCA(c.file, funcr.New(func(string, string) {}, funcr.Options{})); err == nil || err.Error() != c.want {
