@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -88,6 +89,39 @@ func TestChartRefusesBadValues(t *testing.T) {
 		_, err := runHelm(t, "template", "shadowgate", chartDir, "--set", set)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("--set %s: got %v, want an error naming %s", set, err, want)
+		}
+	}
+}
+
+// The PodDisruptionBudget never blocks a node drain: it keeps minAvailable replicas through
+// one, so it is rendered only with more than one replica (with `replicas: 1`, which the schema
+// allows, minAvailable 1 would let no drain evict the only one, ever), and a numeric
+// minAvailable that is not below replicas is refused.
+func TestChartPodDisruptionBudgetNeverBlocksADrain(t *testing.T) {
+	for _, c := range []struct {
+		set      []string
+		replicas int32
+	}{{nil, 2}, {[]string{"--set", "replicas=3", "--set", "pdb.minAvailable=2"}, 3}} {
+		r := parseRendered(t, helmTemplate(t, c.set...))
+		var d appsv1.Deployment
+		r.typed(t, "Deployment/shadowgate", &d)
+		var pdb policyv1.PodDisruptionBudget
+		r.typed(t, "PodDisruptionBudget/shadowgate", &pdb)
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != c.replicas || pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() >= int(c.replicas) {
+			t.Errorf("%v: %v replicas, PodDisruptionBudget minAvailable %v: want %d replicas and fewer kept", c.set, d.Spec.Replicas, pdb.Spec.MinAvailable, c.replicas)
+		}
+	}
+	r := parseRendered(t, helmTemplate(t, "--set", "replicas=1"))
+	if _, ok := r["Deployment/shadowgate"]; !ok {
+		t.Fatal("replicas=1: no Deployment rendered")
+	}
+	if _, ok := r["PodDisruptionBudget/shadowgate"]; ok {
+		t.Error("replicas=1: a PodDisruptionBudget is rendered, which would let no node drain evict the only replica")
+	}
+	for _, set := range [][]string{{"--set", "pdb.minAvailable=2"}, {"--set", "replicas=3", "--set", "pdb.minAvailable=4"}} {
+		_, err := runHelm(t, append([]string{"template", "shadowgate", chartDir}, set...)...)
+		if err == nil || !strings.Contains(err.Error(), "pdb.minAvailable") || !strings.Contains(err.Error(), "must be below replicas") {
+			t.Errorf("%v: got %v, want a refusal naming pdb.minAvailable", set, err)
 		}
 	}
 }

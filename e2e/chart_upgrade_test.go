@@ -25,6 +25,27 @@ func TestChartUpgradeKeepsItsCertificate(t *testing.T) {
 	}
 }
 
+// With no replica serving, the policy can still be written back: its webhook,
+// validate-policy, has failurePolicy Ignore (serve does not start without a policy, so under
+// Fail a policy deleted then could only be restored by deleting the webhook configuration),
+// while the node ConfigMap webhook beside it, at the same path, still refuses what it would
+// have judged. `helm install` as above: nothing runs, so every call fails as it does once the
+// last replica is gone.
+func TestChartPolicyCanBeWrittenBackWhileNoReplicaServes(t *testing.T) {
+	c := newChartCluster(t)
+	helm(t, "install", "shadowgate", chartDir, "--namespace", "shadowgate-system", "--kubeconfig", c.k.Kubeconfig)
+	c.must(t, "", "delete", "configmap", "shadowgate-policy", "-n", "shadowgate-system")
+	policy := helmTemplate(t, "--show-only", "templates/policy.yaml")
+	if r := c.run(t, policy, "create", "-f", "-"); r.Err != nil {
+		t.Errorf("the deleted policy could not be written back while no replica serves:\n%s", r.Output())
+	}
+	node := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"shadow-x-node","namespace":"default",` +
+		`"labels":{"interlink.eu/shadow-role":"node"}},"data":{"compute-node":"node1"}}`
+	if r := c.run(t, node, "create", "-f", "-"); r.Err == nil || !strings.Contains(r.Stderr, `failed calling webhook "validate-configmaps.shadowgate.interlink.eu"`) {
+		t.Errorf("a node ConfigMap was not refused for the failed call while no replica serves (failurePolicy Fail):\n%s", r.Output())
+	}
+}
+
 // tlsState is the serving certificate and CA in Secret shadowgate-tls and the caBundle of
 // each webhook, after checking that the caBundles are that CA.
 func (c *chartCluster) tlsState(t *testing.T) string {

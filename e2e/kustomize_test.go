@@ -34,9 +34,10 @@ func TestNamespaceOverlayLeavesOnlyTheDocumentedStrings(t *testing.T) {
 	// README, "Flags, health and metrics": the strings to patch beside --namespace.
 	want := []string{
 		"MutatingWebhookConfiguration/site-shadowgate webhooks[mutate-pods.shadowgate.interlink.eu].namespaceSelector.matchExpressions[0].values[1]",
-		"ValidatingWebhookConfiguration/site-shadowgate webhooks[validate-configmaps.shadowgate.interlink.eu].matchConditions[node-or-policy-configmap].expression",
 		"ValidatingWebhookConfiguration/site-shadowgate webhooks[validate-configmaps.shadowgate.interlink.eu].matchConditions[not-shadowgate-or-compute-node].expression",
 		"ValidatingWebhookConfiguration/site-shadowgate webhooks[validate-pods.shadowgate.interlink.eu].namespaceSelector.matchExpressions[0].values[1]",
+		"ValidatingWebhookConfiguration/site-shadowgate webhooks[validate-policy.shadowgate.interlink.eu].matchConditions[policy-configmap].expression",
+		"ValidatingWebhookConfiguration/site-shadowgate webhooks[validate-policy.shadowgate.interlink.eu].namespaceSelector.matchExpressions[0].values[0]",
 		"ValidatingWebhookConfiguration/site-shadowgate webhooks[validate-workloads.shadowgate.interlink.eu].matchConditions[not-shadowgate].expression",
 		"ValidatingWebhookConfiguration/site-shadowgate webhooks[validate-workloads.shadowgate.interlink.eu].namespaceSelector.matchExpressions[0].values[1]",
 	}

@@ -22,8 +22,10 @@ import (
 // offloadedPodCondition is the CEL of the pod webhooks' matchCondition offloaded-pod, which
 // mayHaveShadow translates into Go. No CEL evaluator is in this module's graph, so the tests
 // tie the two by text: change the manifests, this constant and mayHaveShadow together (and
-// the chart's shadowgate.podConditions, which e2e TestChartMatchesKustomize compares).
-const offloadedPodCondition = "(has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.startsWith('interlink.eu/') || k == 'slurm-job.vk.io/pre-exec')) " +
+// the chart's shadowgate.podConditions, which e2e TestChartMatchesKustomize compares). The
+// API server evaluates it in e2e TestShadowPodsAreNotSentToShadowgate: interlink.eu/shadow-for,
+// which every shadow pod carries, does not count.
+const offloadedPodCondition = "(has(object.metadata.annotations) && object.metadata.annotations.exists(k, (k.startsWith('interlink.eu/') && k != 'interlink.eu/shadow-for') || k == 'slurm-job.vk.io/pre-exec')) " +
 	"|| (has(object.spec.tolerations) && object.spec.tolerations.exists(t, has(t.key) ? t.key == 'virtual-node.interlink/no-schedule' : (has(t.operator) && t.operator == 'Exists')))"
 
 // Both pod webhooks send the pods mayHaveShadow passes: /mutate-pods must see every pod it

@@ -38,6 +38,10 @@ type PolicyStore struct {
 	recorder events.EventRecorder
 	metrics  *Metrics
 	log      logr.Logger
+	// rejected is the resourceVersion of the last version found invalid. The informer hands
+	// the same version over again on every relist; said once, it is not counted, logged and
+	// recorded again. Only the informer's handlers, which run one at a time, touch it.
+	rejected string
 }
 
 type loadedPolicy struct {
@@ -113,11 +117,12 @@ func (s *PolicyStore) Synced(*http.Request) error {
 
 func (s *PolicyStore) load(obj any) {
 	cm, ok := obj.(*corev1.ConfigMap)
-	if !ok || cm.ResourceVersion == s.current.Load().resourceVersion {
+	if !ok || cm.ResourceVersion == s.current.Load().resourceVersion || cm.ResourceVersion == s.rejected {
 		return
 	}
 	pol, errs := s.rules.PolicyConfigMap(cm)
 	if len(errs) > 0 {
+		s.rejected = cm.ResourceVersion
 		kept := s.current.Load().resourceVersion
 		s.metrics.policyReloads.WithLabelValues(reloadInvalid).Inc()
 		s.log.Error(errs.ToAggregate(), "stored policy is invalid; still serving the last valid one", "resourceVersion", cm.ResourceVersion, "serving", kept)

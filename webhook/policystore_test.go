@@ -4,6 +4,12 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
 // An Event note cut at maxEventNote stays valid UTF-8 when a multi-byte character straddles
@@ -20,4 +26,74 @@ func TestTruncateCutsAtARuneBoundary(t *testing.T) {
 	if short := "déjà vu"; truncate(short) != short {
 		t.Errorf("a short note was changed: %q", truncate(short))
 	}
+}
+
+// The informer hands the stored version over again on every relist and resync. An invalid
+// version is said once, in the metric, the log and a Warning Event, not again at each relist;
+// the next invalid version is said again, and a valid one is loaded as before.
+func TestInvalidPolicyIsReportedOncePerVersion(t *testing.T) {
+	valid := examplePolicyConfigMap(t, unchanged)
+	pol, errs := policy.FromConfigMap(valid)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reloads := func(result string) float64 {
+		t.Helper()
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			for _, metric := range f.GetMetric() {
+				for _, l := range metric.GetLabel() {
+					if f.GetName() == "shadowgate_policy_reloads_total" && l.GetName() == "result" && l.GetValue() == result {
+						return metric.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		return 0
+	}
+	recorder := &recordingEvents{}
+	s := &PolicyStore{recorder: recorder, metrics: m, log: logr.Discard()}
+	s.current.Store(&loadedPolicy{policy: pol, resourceVersion: "1"})
+	version := func(cm *corev1.ConfigMap, rv string) *corev1.ConfigMap {
+		cm = cm.DeepCopy()
+		cm.ResourceVersion = rv
+		return cm
+	}
+	invalid := examplePolicyConfigMap(t, func(string) string { return "{" })
+	check := func(step string, wantInvalid, wantValid float64, wantServing string) {
+		t.Helper()
+		if got := reloads(reloadInvalid); got != wantInvalid {
+			t.Errorf("%s: %v invalid reloads counted, want %v", step, got, wantInvalid)
+		}
+		if got := reloads(reloadValid); got != wantValid {
+			t.Errorf("%s: %v valid reloads counted, want %v", step, got, wantValid)
+		}
+		if got := len(recorder.reasons); got != int(wantInvalid) {
+			t.Errorf("%s: %d Events %q, want %v", step, got, recorder.reasons, wantInvalid)
+		}
+		if got := s.current.Load().resourceVersion; got != wantServing {
+			t.Errorf("%s: serving resourceVersion %s, want %s", step, got, wantServing)
+		}
+	}
+	s.load(version(invalid, "2"))
+	check("an invalid version", 1, 0, "1")
+	s.load(version(invalid, "2"))
+	s.load(version(invalid, "2"))
+	check("the same invalid version after two relists", 1, 0, "1")
+	s.load(version(invalid, "3"))
+	check("another invalid version", 2, 0, "1")
+	s.load(version(valid, "4"))
+	s.load(version(valid, "4"))
+	check("a valid version, relisted", 2, 1, "4")
+	s.load(version(invalid, "5"))
+	s.load(version(invalid, "5"))
+	check("an invalid version after a valid one, relisted", 3, 1, "4")
 }

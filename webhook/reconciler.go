@@ -36,7 +36,10 @@ const indexShadowFor = "shadowFor"
 // Reconciler keeps shadows and pods in step, keyed by pod. A shadow object whose pod is gone
 // is deleted: at once when this process saw the pod deleted, else after the grace period,
 // since /validate-pods applies a shadow before its pod is stored and a later admission step
-// may still refuse the pod. A shadow object deleted while its pod lives is re-applied.
+// may still refuse the pod. A pod that has finished (phase Succeeded or Failed: a completed
+// Job's pod) counts as gone, its shadow deleted at once and never re-applied: its job has
+// left the compute node, and its shadow would hold SSH sessions to the login node for
+// nothing. A shadow object deleted while its pod lives is re-applied.
 type Reconciler struct {
 	client   client.Client // the manager's: cached reads of pods and shadow objects
 	policies Policies
@@ -66,12 +69,6 @@ func shadowKinds() []client.ObjectList {
 
 // SetupWithManager indexes shadow objects by pod and starts the controller on the leader.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager) error {
-	shadowFor := func(o client.Object) []string {
-		if v := o.GetAnnotations()[inject.AnnotationShadowFor]; v != "" {
-			return []string{v}
-		}
-		return nil
-	}
 	podOf := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		ns, name, ok := splitKey(o.GetAnnotations()[inject.AnnotationShadowFor])
 		if !ok {
@@ -83,14 +80,19 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager) 
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)})
 		},
-		// Pod updates change no shadow: the webhook judges pods on CREATE only.
+		// Other pod updates change no shadow: the webhook judges pods on CREATE only.
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if phaseEnded(e.ObjectOld, e.ObjectNew) {
+				q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.ObjectNew)})
+			}
+		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			r.podDeleted(e.Object.GetUID())
 			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)})
 		},
 	}, builder.WithPredicates(predicate.NewPredicateFuncs(mayHaveShadow)))
 	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}} {
-		if err := mgr.GetFieldIndexer().IndexField(ctx, obj, indexShadowFor, shadowFor); err != nil {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, obj, indexShadowFor, shadowForIndex); err != nil {
 			return err
 		}
 		b = b.Watches(obj, podOf)
@@ -98,13 +100,37 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager) 
 	return b.Complete(r)
 }
 
+// shadowForIndex is the value of indexShadowFor: the pod a shadow object stands in for.
+func shadowForIndex(o client.Object) []string {
+	if v := o.GetAnnotations()[inject.AnnotationShadowFor]; v != "" {
+		return []string{v}
+	}
+	return nil
+}
+
+// phaseEnded says whether a pod update moved the pod into a terminal phase, which ends its
+// shadow. Pods never leave Succeeded or Failed, so this is seen once per pod.
+func phaseEnded(oldObj, newObj client.Object) bool {
+	oldPod, ok1 := oldObj.(*corev1.Pod)
+	newPod, ok2 := newObj.(*corev1.Pod)
+	return ok1 && ok2 && oldPod.Status.Phase != newPod.Status.Phase && finished(newPod)
+}
+
+// finished says whether the pod is in a terminal phase: its containers have all stopped and
+// will not be restarted.
+func finished(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
 // mayHaveShadow mirrors the pod webhooks' matchCondition offloaded-pod
 // (manifests/base/webhooks.yaml; the tests' offloadedPodCondition holds its text): a pod
 // with no interLink annotation that does not tolerate the virtual node's taint was never sent
 // to /validate-pods, so it has no shadow, and most of a cluster's pods need no reconciling.
+// interlink.eu/shadow-for does not count: shadow pods carry it from their Deployment's
+// template, and they are no offloaded pods.
 func mayHaveShadow(o client.Object) bool {
 	for k := range o.GetAnnotations() {
-		if strings.HasPrefix(k, "interlink.eu/") || k == validate.AnnotationPreExec {
+		if (strings.HasPrefix(k, "interlink.eu/") && k != inject.AnnotationShadowFor) || k == validate.AnnotationPreExec {
 			return true
 		}
 	}
@@ -129,6 +155,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	} else if err != nil {
 		return reconcile.Result{}, err
 	}
+	// A finished pod is stored, so its shadow is no orphan of a refused admission: it goes
+	// at once, without the grace period.
+	done := live && finished(pod)
 	objs, err := r.shadowObjects(ctx, req.String())
 	if err != nil {
 		return reconcile.Result{}, err
@@ -138,11 +167,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	var requeue time.Duration
 	for _, obj := range objs {
 		uid := types.UID(obj.GetLabels()[inject.LabelPodUID])
-		if live && uid == pod.UID {
+		ours := live && uid == pod.UID
+		if ours {
 			r.adopted(uid)
-			continue
-		}
-		if wait := r.orphanWait(uid, now); wait > 0 {
+			if !done {
+				continue
+			}
+		} else if wait := r.orphanWait(uid, now); wait > 0 {
 			if requeue == 0 || wait < requeue {
 				requeue = wait
 			}
@@ -152,11 +183,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		if deleted {
+		if deleted && ours {
+			log.FromContext(ctx).Info("deleted shadow object whose pod has finished", "object", describeObject(r.kindOf(obj), obj), "podUID", uid, "phase", pod.Status.Phase)
+		} else if deleted {
 			log.FromContext(ctx).Info("deleted shadow object whose pod is gone", "object", describeObject(r.kindOf(obj), obj), "podUID", uid)
 		}
 	}
-	if live && pod.DeletionTimestamp == nil {
+	if live && pod.DeletionTimestamp == nil && !done {
 		if err := r.ensure(ctx, pod, objs); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -237,8 +270,6 @@ func (r *Reconciler) shadowObjects(ctx context.Context, podKey string) ([]client
 	return objs, nil
 }
 
-// deleteObject deletes a shadow object only if it is still the version the decision was made
-// on: a shadow re-applied for a new pod of the same name meanwhile is kept.
 // deleteObject deletes obj as the cache saw it and says whether this call deleted it: two
 // reconciles of one pod can race to the same object, and only the one that deleted it logs so.
 func (r *Reconciler) deleteObject(ctx context.Context, obj client.Object) (bool, error) {

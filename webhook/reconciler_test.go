@@ -4,12 +4,16 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
@@ -89,6 +93,8 @@ func TestMayHaveShadowMirrorsTheMatchConditions(t *testing.T) {
 		want bool
 	}{
 		"a pod with an interlink.eu annotation":            {pod(map[string]string{"interlink.eu/pod-vpn": "true"}), true},
+		"a shadow pod, with shadow-for only":               {pod(map[string]string{inject.AnnotationShadowFor: "user/trainer"}), false},
+		"a pod with shadow-for and another interlink.eu":   {pod(map[string]string{inject.AnnotationShadowFor: "user/trainer", "interlink.eu/pod-vpn": "true"}), true},
 		"a pod with a pre-exec annotation":                 {pod(map[string]string{validate.AnnotationPreExec: "true"}), true},
 		"a pod tolerating the virtual node's taint":        {pod(nil, corev1.Toleration{Key: validate.TolerationVirtualNode, Operator: corev1.TolerationOpExists}), true},
 		"a pod tolerating every taint":                     {pod(nil, corev1.Toleration{Operator: corev1.TolerationOpExists}), true},
@@ -115,6 +121,97 @@ func TestDeleteObjectSaysWhetherItDeleted(t *testing.T) {
 		deleted, err := r.deleteObject(t.Context(), stored.DeepCopy())
 		if err != nil || deleted != want {
 			t.Errorf("delete %d: got deleted=%v, err=%v; want deleted=%v and no error", i+1, deleted, err, want)
+		}
+	}
+}
+
+// Only an update that moves a pod into Succeeded or Failed wakes the reconciler; every other
+// pod update is ignored, as before.
+func TestPhaseEndedSeesOnlyTheMoveIntoATerminalPhase(t *testing.T) {
+	inPhase := func(phase corev1.PodPhase) *corev1.Pod { return &corev1.Pod{Status: corev1.PodStatus{Phase: phase}} }
+	for _, c := range []struct {
+		from, to corev1.PodPhase
+		want     bool
+	}{
+		{corev1.PodRunning, corev1.PodSucceeded, true},
+		{corev1.PodPending, corev1.PodFailed, true},
+		{"", corev1.PodSucceeded, true},
+		{corev1.PodPending, corev1.PodRunning, false},
+		{corev1.PodRunning, corev1.PodRunning, false},
+		{corev1.PodSucceeded, corev1.PodSucceeded, false}, // a later update of a finished pod
+		{corev1.PodFailed, corev1.PodFailed, false},
+	} {
+		if got := phaseEnded(inPhase(c.from), inPhase(c.to)); got != c.want {
+			t.Errorf("%q to %q: %v, want %v", c.from, c.to, got, c.want)
+		}
+	}
+	if phaseEnded(&corev1.ConfigMap{}, inPhase(corev1.PodSucceeded)) {
+		t.Error("an update of something other than a pod")
+	}
+}
+
+// A finished pod (Succeeded or Failed) counts as gone: its shadow objects are deleted at
+// once, though the pod is stored and the grace period is long, and none is applied again.
+// A running pod keeps its shadow and has what is missing of it re-applied.
+func TestReconcilerDeletesTheShadowOfAFinishedPod(t *testing.T) {
+	_, _, _, _, pol := handlers(t)
+	p := mutated(t, pod("trainer", nil), pol)
+	o, _ := validate.Pod(p, pol)
+	shadow, _ := inject.BuildShadow(p, o)
+	if shadow == nil || shadow.Service == nil {
+		t.Fatal("the test pod has no shadow with a Service")
+	}
+	for name, c := range map[string]struct {
+		phase          corev1.PodPhase
+		deploymentGone bool // deleted beforehand, as an admin would
+		wantKept       bool
+		wantApplied    int
+	}{
+		"a running pod keeps its shadow":                         {corev1.PodRunning, false, true, 0},
+		"a running pod has its deleted Deployment re-applied":    {corev1.PodRunning, true, true, 1},
+		"a succeeded pod's shadow is deleted":                    {corev1.PodSucceeded, false, false, 0},
+		"a failed pod's shadow is deleted":                       {corev1.PodFailed, false, false, 0},
+		"a succeeded pod's deleted Deployment is not re-applied": {corev1.PodSucceeded, true, false, 0},
+	} {
+		stored := p.DeepCopy()
+		stored.Status.Phase = c.phase
+		objs := []client.Object{stored, shadow.NodeConfigMap.DeepCopy(), shadow.Service.DeepCopy()}
+		if !c.deploymentGone {
+			objs = append(objs, shadow.Deployment.DeepCopy())
+		}
+		b := fake.NewClientBuilder().WithObjects(objs...)
+		for _, kind := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}} {
+			b = b.WithIndex(kind, indexShadowFor, shadowForIndex)
+		}
+		applier := &recordingApplier{}
+		r := newTestReconciler(time.Hour)
+		r.client, r.policies, r.applier, r.recorder = b.Build(), fixedPolicy{pol}, applier, &recordingEvents{}
+		res, err := r.Reconcile(t.Context(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if res.RequeueAfter != 0 {
+			t.Errorf("%s: requeued after %s: nothing should wait for the grace period", name, res.RequeueAfter)
+		}
+		for _, obj := range []client.Object{shadow.NodeConfigMap, shadow.Service} {
+			err := r.client.Get(t.Context(), client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object))
+			if kept := err == nil; kept != c.wantKept || (err != nil && !apierrors.IsNotFound(err)) {
+				t.Errorf("%s: %s %s kept %v (%v), want kept %v", name, r.kindOf(obj), obj.GetName(), kept, err, c.wantKept)
+			}
+		}
+		if !c.deploymentGone {
+			err := r.client.Get(t.Context(), client.ObjectKeyFromObject(shadow.Deployment), &appsv1.Deployment{})
+			if kept := err == nil; kept != c.wantKept {
+				t.Errorf("%s: Deployment kept %v (%v), want kept %v", name, kept, err, c.wantKept)
+			}
+		}
+		if len(applier.applied) != c.wantApplied {
+			t.Errorf("%s: applied %d shadows, want %d", name, len(applier.applied), c.wantApplied)
+		} else if c.wantApplied == 1 && (applier.applied[0].Deployment == nil || applier.applied[0].Service != nil || applier.applied[0].NodeConfigMap != nil) {
+			t.Errorf("%s: applied %+v, want the Deployment alone", name, applier.applied[0])
+		}
+		if len(r.orphaned) > 0 {
+			t.Errorf("%s: the shadow of a stored pod was counted as orphaned: %v", name, r.orphaned)
 		}
 	}
 }

@@ -222,12 +222,19 @@ func (o *serveOptions) managerOptions(namespace string, webhookServer ctrlwebhoo
 	return manager.Options{
 		Scheme: scheme,
 		Logger: logger,
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			// Only shadow objects: the reconciler needs no other Deployment, Service or ConfigMap.
-			&appsv1.Deployment{}: shadows,
-			&corev1.Service{}:    shadows,
-			&corev1.ConfigMap{}:  shadows,
-		}},
+		Cache: cache.Options{
+			ByObject: map[client.Object]cache.ByObject{
+				// Only shadow objects: the reconciler needs no other Deployment, Service or ConfigMap.
+				&appsv1.Deployment{}: shadows,
+				&corev1.Service{}:    shadows,
+				&corev1.ConfigMap{}:  shadows,
+			},
+			// The cache holds every pod in the cluster (the reconciler watches them all), in a
+			// container of 256Mi; managedFields are often a pod's largest part, and nothing reads
+			// them from the cache (shadows are written with server-side apply, which needs no
+			// copy of them). Everything else stays: the reconciler rebuilds shadows from pods.
+			DefaultTransform: cache.TransformStripManagedFields(),
+		},
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:        o.probeAddr,
 		LeaderElection:                o.leaderElect,

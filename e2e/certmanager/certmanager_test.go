@@ -27,8 +27,8 @@ func TestCertManagerIssuesAndInjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(bundles) != 4 {
-		t.Errorf("want the 4 webhooks of manifests/base, got %d:\n%s", len(bundles), describeBundles(bundles, caPEM))
+	if len(bundles) != 5 {
+		t.Errorf("want the 5 webhooks of manifests/base, got %d:\n%s", len(bundles), describeBundles(bundles, caPEM))
 	}
 	for name, b := range bundles {
 		if !bytes.Equal(b, caPEM) {

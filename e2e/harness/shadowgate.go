@@ -67,7 +67,8 @@ type Shadowgate struct {
 // configurations (namespace, RBAC, credentials) and the example policy, starts shadowgate serve as the
 // ServiceAccount the RBAC binds, waits until it is ready, and then registers the webhooks,
 // pointed at its port with its CA. The webhooks go last: registered before shadowgate serves,
-// they would refuse the policy ConfigMap they need it to read (failurePolicy: Fail).
+// they would leave the example policy unjudged (its webhook is failurePolicy: Ignore) and
+// refuse every offloaded pod and node ConfigMap until it does (failurePolicy: Fail).
 func Install(ctx context.Context, root string, k Kubectl, cp *ControlPlane, opts ServeOptions) (*Shadowgate, error) {
 	rendered, err := k.Must(ctx, "", "kustomize", filepath.Join(root, DevOverlay))
 	if err != nil {

@@ -68,11 +68,15 @@ namespaceSelector:
 {{- end -}}
 
 {{/* matchConditions of the pod webhooks, /mutate-pods and /validate-pods alike: pods that
-carry an interLink annotation or tolerate the virtual node's taint, then the values' own. */}}
+carry an interLink annotation or tolerate the virtual node's taint, then the values' own.
+interlink.eu/shadow-for does not count: every shadow object carries it, the shadow
+Deployment's pod template too, and shadow pods (or the ReplicaSets of shadow Deployments) sent
+here would cost a call each and, under failurePolicy Fail, could not be made again during an
+outage. */}}
 {{- define "shadowgate.podConditions" -}}
 - name: offloaded-pod
   expression: >-
-    (has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.startsWith('interlink.eu/') || k == 'slurm-job.vk.io/pre-exec'))
+    (has(object.metadata.annotations) && object.metadata.annotations.exists(k, (k.startsWith('interlink.eu/') && k != 'interlink.eu/shadow-for') || k == 'slurm-job.vk.io/pre-exec'))
     || (has(object.spec.tolerations) && object.spec.tolerations.exists(t, has(t.key) ? t.key == 'virtual-node.interlink/no-schedule' : (has(t.operator) && t.operator == 'Exists')))
 {{- include "shadowgate.valuesConditions" . }}
 {{- end -}}
@@ -88,7 +92,7 @@ in shadowgate's own writes; then the values' own. */}}
 - name: offloaded-template
   expression: >-
     [has(object.spec.jobTemplate) ? object.spec.jobTemplate.spec.template : object.spec.template].exists(p,
-    (has(p.metadata) && has(p.metadata.annotations) && p.metadata.annotations.exists(k, k.startsWith('interlink.eu/') || k == 'slurm-job.vk.io/pre-exec'))
+    (has(p.metadata) && has(p.metadata.annotations) && p.metadata.annotations.exists(k, (k.startsWith('interlink.eu/') && k != 'interlink.eu/shadow-for') || k == 'slurm-job.vk.io/pre-exec'))
     || (has(p.spec) && has(p.spec.tolerations) && p.spec.tolerations.exists(t, has(t.key) ? t.key == 'virtual-node.interlink/no-schedule' : (has(t.operator) && t.operator == 'Exists'))))
 {{- include "shadowgate.valuesConditions" . }}
 {{- end -}}
