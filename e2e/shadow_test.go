@@ -6,6 +6,10 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/interlink-hq/shadowgate/e2e/harness"
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/validate"
@@ -286,13 +290,12 @@ func computeNodeOwners(t *testing.T, name, namespace string) (string, []string) 
 }
 
 // Once the node ConfigMap exists its compute-node is the virtual kubelet's: neither the
-// reconciler re-applying a shadow nor a second admission for the same shadow (a pod refused
-// by a later admission step, applied again) resets the value or takes the field.
+// reconciler re-applying a shadow nor a second admission of the same pod (same UID: the API
+// server calls the webhook again when an answer was lost on the way) resets the value or
+// takes the field. A pod created again under the same name is another pod, with a UID of its
+// own: TestAPodCreatedAgainUnderItsNameDoesNotInheritTheEarlierPodsComputeNode.
 func TestShadowReappliesKeepTheComputeNodeTheVirtualKubeletWrote(t *testing.T) {
-	createNamespaces(t, "vknode", "vkretry")
-	mustKubectl(t, `{"apiVersion":"v1","kind":"ResourceQuota","metadata":{"name":"no-pods","namespace":"vkretry"},"spec":{"hard":{"pods":"0"}}}`, "apply", "-f", "-")
-	mustKubectl(t, "", "patch", "resourcequota", "no-pods", "-n", "vkretry", "--subresource=status", "--type=merge",
-		"-p", `{"status":{"hard":{"pods":"0"},"used":{"pods":"0"}}}`)
+	createNamespaces(t, "vknode", "vkagain")
 	const vk = "interlink-virtual-kubelet"
 	reportNode := func(p offloaded) string {
 		cm := inject.NodeConfigMapName(p.shadowName())
@@ -322,16 +325,60 @@ func TestShadowReappliesKeepTheComputeNodeTheVirtualKubeletWrote(t *testing.T) {
 	})
 	expectKept(live, cm, "the reconciler's re-apply")
 
-	retried := offloaded{name: "trainer", namespace: "vkretry", node: "hpc-vk", ports: []int32{8888}}
-	for attempt := range 2 {
-		if r := kubectl(t, retried.json(), "apply", "-f", "-"); r.Err == nil || !strings.Contains(r.Stderr, "exceeded quota: no-pods") {
-			t.Fatalf("want the quota to refuse the pod; kubectl printed:\n%s", r.Output())
+	// The API server's call again, with the same request, before the pod is stored: a stored
+	// pod's name is refused as taken.
+	again := offloaded{name: "trainer", namespace: "vkagain", node: "hpc-vk", ports: []int32{8888}}
+	var pod corev1.Pod
+	if err := json.Unmarshal([]byte(again.json()), &pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.UID = "6c1d9e2a-4b7f-4e3a-8d5c-1f2a3b4c5d6e"
+	raw, _ := json.Marshal(pod) // a typed Pod always marshals
+	for call := range 2 {
+		r, err := cluster.sg.Review("/validate-pods", 10*time.Second, "application/json", harness.PodCreateReview("lost-answer", again.namespace, again.name, raw))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if attempt == 0 {
-			cm = reportNode(retried)
+		if !r.Allowed {
+			t.Fatalf("call %d of the admission was refused: %+v", call+1, r.Result)
+		}
+		if call == 0 {
+			cm = reportNode(again)
 		}
 	}
-	expectKept(retried, cm, "a second admission")
+	expectKept(again, cm, "a second admission of the same pod")
+}
+
+// A pod deleted and created again under its name (a StatefulSet's, `kubectl replace --force`)
+// before the reconciler removed the earlier pod's shadow finds that pod's node ConfigMap,
+// holding the node the earlier job ran on. The new shadow resets it to empty under the new
+// pod's UID, so it waits for its own job's node instead of forwarding at once to a node that
+// job has left, maybe running another user's job. The reconciler deletes a deleted pod's
+// shadow at once, too soon for a test to come first: the ConfigMap is created as that race
+// leaves it, with the earlier pod's UID and the node the virtual kubelet wrote.
+func TestAPodCreatedAgainUnderItsNameDoesNotInheritTheEarlierPodsComputeNode(t *testing.T) {
+	createNamespaces(t, "reborn", "reborn-shadow")
+	p := offloaded{name: "worker-0", namespace: "reborn", node: "hpc-vk", ports: []int32{8888}}
+	cm := inject.NodeConfigMapName(p.shadowName())
+	left, _ := json.Marshal(corev1.ConfigMap{ // a typed ConfigMap always marshals
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: cm, Namespace: p.shadowNamespace(),
+			Labels: map[string]string{inject.LabelManagedBy: "shadowgate", validate.LabelShadowRole: validate.ShadowRoleNode,
+				inject.LabelPodUID: "0f5b2c1e-7a3d-4c8e-9b6f-2d4e8a1c3b57"}, // the earlier pod's
+			Annotations: map[string]string{inject.AnnotationShadowFor: p.namespace + "/" + p.name}},
+		Data: map[string]string{validate.ComputeNodeKey: "node042"},
+	})
+	mustKubectl(t, string(left), "create", "--field-manager=interlink-virtual-kubelet", "-f", "-")
+
+	mustKubectl(t, p.json(), "create", "-f", "-")
+	podUID := mustKubectl(t, "", "get", "pod", p.name, "-n", p.namespace, "-o", "jsonpath={.metadata.uid}")
+	o := getObject(t, "configmap", cm, "-n", p.shadowNamespace())
+	if node, ok := o.Data[validate.ComputeNodeKey]; !ok || node != "" {
+		t.Errorf("compute-node %q (present %v): want it reset to empty, not the earlier pod's node", node, ok)
+	}
+	if uid := o.Metadata.Labels[inject.LabelPodUID]; uid != podUID {
+		t.Errorf("pod-uid %q, want the new pod's %s", uid, podUID)
+	}
 }
 
 // `kubectl create` of a pod whose name is taken is refused before its shadow is applied: the
@@ -445,5 +492,76 @@ func TestMutatingWebhookPreparesThePodsItsConditionSends(t *testing.T) {
 				t.Errorf("stored with pre-exec %q and bind %q: %s", preExec, bind, wrong)
 			}
 		})
+	}
+}
+
+// Shadow pods are not sent to shadowgate: every shadow object carries interlink.eu/shadow-for,
+// the shadow Deployment's pod template too, and the pod webhooks' offloaded-pod and
+// /validate-workloads' offloaded-template do not count it. Sent, each shadow pod (and each
+// ReplicaSet of a shadow Deployment) would cost a call, and under failurePolicy Fail a
+// shadowgate outage would keep an evicted shadow pod from being made again. There is no
+// controller manager here: the pod and the ReplicaSet its controllers would make from a real
+// shadow Deployment are created as server-side dry runs, and what was sent is read from serve's
+// request counters (no other test runs alongside), beside the same objects given one more
+// interLink annotation, which are sent, so the counters are seen to move.
+func TestShadowPodsAreNotSentToShadowgate(t *testing.T) {
+	createNamespaces(t, "shadowpods")
+	p := offloaded{name: "trainer", namespace: "shadowpods", node: "hpc-vk", ports: []int32{8888}}
+	mustKubectl(t, p.json(), "apply", "-f", "-")
+	var shadow appsv1.Deployment
+	if err := json.Unmarshal([]byte(mustKubectl(t, "", "get", "deployment", p.shadowName(), "-n", p.shadowNamespace(), "-o", "json")), &shadow); err != nil {
+		t.Fatal(err)
+	}
+	if shadow.Spec.Template.Annotations[inject.AnnotationShadowFor] == "" {
+		t.Fatalf("the shadow Deployment's pod template lacks %s: %+v", inject.AnnotationShadowFor, shadow.Spec.Template.ObjectMeta)
+	}
+	// The objects made from the shadow's template, with extra annotations on the pod template.
+	made := func(name string, extra map[string]string) (pod, replicaSet string) {
+		t.Helper()
+		template := *shadow.Spec.Template.DeepCopy()
+		for k, v := range extra {
+			template.Annotations[k] = v
+		}
+		meta := metav1.ObjectMeta{Name: name, Namespace: shadow.Namespace, Labels: template.Labels, Annotations: template.Annotations}
+		podJSON, err := json.Marshal(corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: meta, Spec: template.Spec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rsJSON, err := json.Marshal(appsv1.ReplicaSet{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "ReplicaSet"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: shadow.Namespace, Labels: template.Labels, Annotations: shadow.Annotations},
+			Spec:       appsv1.ReplicaSetSpec{Replicas: shadow.Spec.Replicas, Selector: shadow.Spec.Selector, Template: template}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(podJSON), string(rsJSON)
+	}
+	series := []string{
+		`controller_runtime_webhook_requests_total{code="200",webhook="/mutate-pods"}`,
+		`controller_runtime_webhook_requests_total{code="200",webhook="/validate-pods"}`,
+		`controller_runtime_webhook_requests_total{code="200",webhook="/validate-workloads"}`,
+	}
+	// sent creates the pod and the ReplicaSet as server-side dry runs, and returns how much each
+	// series grew meanwhile.
+	sent := func(pod, replicaSet string) map[string]float64 {
+		t.Helper()
+		before := metricValues(t, series)
+		for _, obj := range []string{pod, replicaSet} {
+			if r := kubectl(t, obj, "create", "--dry-run=server", "-f", "-"); r.Err != nil {
+				t.Fatalf("%v\n%s", r.Err, r.Output())
+			}
+		}
+		after := metricValues(t, series)
+		grew := map[string]float64{}
+		for _, s := range series {
+			grew[s] = after[s] - before[s]
+		}
+		return grew
+	}
+	if grew := sent(made("shadow-pod", nil)); grew[series[0]] != 0 || grew[series[1]] != 0 || grew[series[2]] != 0 {
+		t.Errorf("a shadow pod (only %s) or its ReplicaSet was sent to shadowgate: the counters grew by %v", inject.AnnotationShadowFor, grew)
+	}
+	// Another interLink annotation beside shadow-for is counted, as on any pod.
+	if grew := sent(made("annotated-pod", map[string]string{"interlink.eu/pod-vpn": "true"})); grew[series[0]] < 1 || grew[series[1]] < 1 || grew[series[2]] < 1 {
+		t.Errorf("the shadow pod and ReplicaSet with interlink.eu/pod-vpn were not sent to each webhook: the counters grew by %v", grew)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -114,33 +115,87 @@ func (a *Applier) applyObjects(ctx context.Context, s *inject.Shadow, dryRun boo
 // Wait blocks until the removals of failed requests' objects still running have finished.
 func (a *Applier) Wait() { a.cleanups.Wait() }
 
-// createNodeConfigMap creates the node ConfigMap with its empty compute-node, or, when it
-// exists, applies its metadata only. Once the ConfigMap exists compute-node is the virtual
-// kubelet's, which writes the job's node there: applying the key again (a second admission,
-// a re-apply by the reconciler) would reset the node and, forced, take the field from it.
+// writeRounds bounds the writes that lose a race to another writer: each lost race means the
+// object was created, changed or deleted meanwhile; a few rounds settle it, and one that keeps
+// changing is reported rather than chased.
+const writeRounds = 3
+
+// createNodeConfigMap creates the node ConfigMap with its empty compute-node. Once the
+// ConfigMap exists compute-node is the virtual kubelet's, which writes the job's node there,
+// so an existing one is written by writeExistingNodeConfigMap, which resets the node only
+// when the ConfigMap is an earlier pod's. A ConfigMap deleted or changed between the read and
+// the write is taken again from the start, for a few rounds.
 func (a *Applier) createNodeConfigMap(ctx context.Context, cm *corev1.ConfigMap, dryRun bool, created *createdObjects) error {
-	u, err := toApply(cm, a.scheme)
-	if err != nil {
-		return err
-	}
 	opts := []client.CreateOption{client.FieldOwner(FieldManager)}
 	if dryRun {
 		opts = append(opts, client.DryRunAll)
 	}
-	err = a.client.Create(ctx, u, opts...)
-	switch {
-	case err == nil:
-		if !dryRun {
-			created.add(u)
+	for range writeRounds {
+		u, err := toApply(cm, a.scheme)
+		if err != nil {
+			return err
 		}
-		return nil
-	case !apierrors.IsAlreadyExists(err):
-		return fmt.Errorf("creating %s: %w", describeObject("ConfigMap", cm), err)
+		err = a.client.Create(ctx, u, opts...)
+		switch {
+		case err == nil:
+			if !dryRun {
+				created.add(u)
+			}
+			return nil
+		case !apierrors.IsAlreadyExists(err):
+			return fmt.Errorf("creating %s: %w", describeObject("ConfigMap", cm), err)
+		}
+		if done, err := a.writeExistingNodeConfigMap(ctx, cm, dryRun, created); done || err != nil {
+			return err
+		}
 	}
-	metaOnly := cm.DeepCopy()
-	metaOnly.Data = nil
-	_, err = a.applyObject(ctx, metaOnly, dryRun, created)
-	return err
+	return apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, cm.Namespace+"/"+cm.Name,
+		fmt.Errorf("it changed %d times while shadowgate was writing it for a new pod; try again", writeRounds))
+}
+
+// writeExistingNodeConfigMap writes cm over the node ConfigMap that exists, read uncached, and
+// says whether it is done: false when that ConfigMap was deleted or changed meanwhile.
+//   - Of this pod (same pod UID: a second admission, a re-apply by the reconciler), only its
+//     metadata is applied: applying the key again would reset the node the virtual kubelet
+//     wrote for this pod's job and, forced, take the field from it.
+//   - Of an earlier pod of the same name (deleted and created again before the reconciler
+//     removed its shadow: a StatefulSet, `kubectl replace --force`), it is written at the
+//     resourceVersion read as a creation would have made it, compute-node empty (a merge
+//     patch carrying that resourceVersion: shadowgate may patch any ConfigMap, but update
+//     one only with credential replication). Kept, its node would be the earlier job's: the
+//     new shadow's wait-for-node would pass at once and forward to a node that job has left,
+//     possibly running another user's job. The object is not recorded in created: this
+//     request did not bring it into being, so a failure of this request does not remove it
+//     (the reconciler collects it if no pod keeps it).
+func (a *Applier) writeExistingNodeConfigMap(ctx context.Context, cm *corev1.ConfigMap, dryRun bool, created *createdObjects) (bool, error) {
+	existing := &corev1.ConfigMap{}
+	err := a.reader.Get(ctx, client.ObjectKeyFromObject(cm), existing)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading %s: %w", describeObject("ConfigMap", cm), err)
+	case existing.Labels[inject.LabelPodUID] == cm.Labels[inject.LabelPodUID]:
+		metaOnly := cm.DeepCopy()
+		metaOnly.Data = nil
+		_, err := a.applyObject(ctx, metaOnly, dryRun, created)
+		return true, err
+	}
+	reset := existing.DeepCopy()
+	reset.Labels, reset.Annotations = cm.Labels, cm.Annotations
+	reset.Data, reset.BinaryData = cm.Data, cm.BinaryData
+	opts := []client.PatchOption{client.FieldOwner(FieldManager)}
+	if dryRun {
+		opts = append(opts, client.DryRunAll)
+	}
+	err = a.client.Patch(ctx, reset, client.MergeFromWithOptions(existing, client.MergeFromWithOptimisticLock{}), opts...)
+	switch {
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("resetting the compute node of %s, left by an earlier pod of the same name: %w", describeObject("ConfigMap", cm), err)
+	}
+	return true, nil
 }
 
 // applyObject server-side applies obj and reports whether it existed before: the API server

@@ -3,6 +3,8 @@ package webhook
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,5 +136,133 @@ func TestApplyAnswersBeforeRemovingWhatItCreated(t *testing.T) {
 	err = c.Get(context.Background(), client.ObjectKeyFromObject(s.NodeConfigMap), &corev1.ConfigMap{})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("the node ConfigMap the failed request created is still there: %v", err)
+	}
+}
+
+// nodeConfigMap is the node ConfigMap of pod user/trainer's shadow as BuildShadow makes it
+// for the pod with UID uid, compute-node empty.
+func nodeConfigMap(uid string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "shadow-trainer-user-node", Namespace: "user-shadow",
+			Labels:      map[string]string{inject.LabelManagedBy: FieldManager, inject.LabelPodUID: uid, validate.LabelShadowRole: validate.ShadowRoleNode},
+			Annotations: map[string]string{inject.AnnotationShadowFor: "user/trainer"}},
+		Data: map[string]string{validate.ComputeNodeKey: ""},
+	}
+}
+
+// nodeConfigMapApplier is an Applier on a fake API server holding existing, the node
+// ConfigMap an earlier admission left with the virtual kubelet's compute-node.
+func nodeConfigMapApplier(t *testing.T, existing *corev1.ConfigMap, funcs interceptor.Funcs) (*Applier, client.Client) {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(existing).WithInterceptorFuncs(funcs).Build()
+	return &Applier{client: c, reader: c, scheme: scheme}, c
+}
+
+// vkReported is the node ConfigMap of the pod with UID uid once the virtual kubelet has
+// reported its job's node, with a label someone else added.
+func vkReported(uid, node string) *corev1.ConfigMap {
+	cm := nodeConfigMap(uid)
+	cm.Labels["team"] = "hpc"
+	cm.Data[validate.ComputeNodeKey] = node
+	return cm
+}
+
+func computeNode(t *testing.T, c client.Client) *corev1.ConfigMap {
+	t.Helper()
+	got := &corev1.ConfigMap{}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(nodeConfigMap("")), got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// A pod deleted and created again under its name before the reconciler removed the earlier
+// pod's shadow finds that pod's node ConfigMap: its compute-node, where the earlier job ran,
+// is reset and the ConfigMap carries the new pod's metadata alone. It is not recorded as
+// created: a failed request leaves it, as it did not bring it into being. A dry run changes
+// nothing.
+func TestNodeConfigMapOfAnEarlierPodOfTheSameNameHasItsComputeNodeReset(t *testing.T) {
+	for _, dryRun := range []bool{true, false} {
+		a, c := nodeConfigMapApplier(t, vkReported("earlier-uid", "node042"), interceptor.Funcs{})
+		created := &createdObjects{}
+		if err := a.createNodeConfigMap(context.Background(), nodeConfigMap("new-uid"), dryRun, created); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(created.list()); n != 0 {
+			t.Errorf("dry run %v: %d objects recorded as created, want none", dryRun, n)
+		}
+		got := computeNode(t, c)
+		node, uid, team := got.Data[validate.ComputeNodeKey], got.Labels[inject.LabelPodUID], got.Labels["team"]
+		switch {
+		case dryRun && (node != "node042" || uid != "earlier-uid"):
+			t.Errorf("a dry run changed the ConfigMap: compute-node %q, pod-uid %q", node, uid)
+		case !dryRun && (node != "" || uid != "new-uid" || team != "" || got.Annotations[inject.AnnotationShadowFor] != "user/trainer"):
+			t.Errorf("compute-node %q, labels %v, annotations %v: want compute-node empty and the new pod's metadata", node, got.Labels, got.Annotations)
+		}
+	}
+}
+
+// The node ConfigMap of the same pod (a second admission, the reconciler's re-apply) keeps
+// the compute-node the virtual kubelet wrote for this pod's job.
+func TestNodeConfigMapOfTheSamePodKeepsTheComputeNodeTheVirtualKubeletWrote(t *testing.T) {
+	written := false
+	a, c := nodeConfigMapApplier(t, vkReported("same-uid", "node07"), interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			written = true
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	})
+	if err := a.createNodeConfigMap(context.Background(), nodeConfigMap("same-uid"), false, &createdObjects{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := computeNode(t, c); written || got.Data[validate.ComputeNodeKey] != "node07" {
+		t.Errorf("compute-node %q (reset written: %v), want node07 kept", got.Data[validate.ComputeNodeKey], written)
+	}
+}
+
+// An earlier pod's node ConfigMap deleted between the read and the reset is created again,
+// and recorded: this request brought it into being. One that keeps changing under the reset
+// is reported, naming it, after a few rounds.
+func TestNodeConfigMapChangedDuringItsResetIsTakenAgain(t *testing.T) {
+	deleteIt := interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+		if err := c.Delete(ctx, obj); err != nil {
+			return err
+		}
+		return c.Patch(ctx, obj, patch, opts...) // NotFound
+	}}
+	a, c := nodeConfigMapApplier(t, vkReported("earlier-uid", "node042"), deleteIt)
+	created := &createdObjects{}
+	if err := a.createNodeConfigMap(context.Background(), nodeConfigMap("new-uid"), false, created); err != nil {
+		t.Fatal(err)
+	}
+	if got := computeNode(t, c); got.Data[validate.ComputeNodeKey] != "" || got.Labels[inject.LabelPodUID] != "new-uid" || len(created.list()) != 1 {
+		t.Errorf("compute-node %q, pod-uid %q, %d recorded as created: want it created again, empty, and recorded",
+			got.Data[validate.ComputeNodeKey], got.Labels[inject.LabelPodUID], len(created.list()))
+	}
+
+	// Another writer changes it between each read and reset: the reset, at the version read,
+	// is refused with a Conflict.
+	writes := 0
+	a, c = nodeConfigMapApplier(t, vkReported("earlier-uid", "node042"), interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			writes++
+			changed := vkReported("earlier-uid", fmt.Sprintf("node%03d", writes))
+			if err := c.Update(ctx, changed); err != nil {
+				return err
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	})
+	err := a.createNodeConfigMap(context.Background(), nodeConfigMap("new-uid"), false, &createdObjects{})
+	if !apierrors.IsConflict(err) || writes != writeRounds ||
+		!strings.Contains(err.Error(), `configmaps "user-shadow/shadow-trainer-user-node"`) || !strings.Contains(err.Error(), "changed 3 times") {
+		t.Errorf("after %d resets: %v; want a Conflict naming the ConfigMap after %d", writes, err, writeRounds)
+	}
+	if got := computeNode(t, c); got.Labels[inject.LabelPodUID] != "earlier-uid" {
+		t.Errorf("a reset refused at an older version was written: pod-uid %q", got.Labels[inject.LabelPodUID])
 	}
 }

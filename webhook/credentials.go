@@ -44,10 +44,8 @@ func (a *Applier) replicate(ctx context.Context, c inject.Credential, dryRun boo
 		createOpts = append(createOpts, client.DryRunAll)
 		updateOpts = append(updateOpts, client.DryRunAll)
 	}
-	// Each lost race means another writer created or changed the object meanwhile; a few
-	// rounds settle it, and one that keeps changing is reported rather than chased.
-	const rounds = 3
-	for range rounds {
+	// A lost race is taken again from the read, at most writeRounds times in all.
+	for range writeRounds {
 		existing, err := newCredential(c.Kind)
 		if err != nil {
 			return err
@@ -82,7 +80,7 @@ func (a *Applier) replicate(ctx context.Context, c inject.Credential, dryRun boo
 		return nil
 	}
 	return apierrors.NewConflict(schema.GroupResource{Resource: strings.ToLower(c.Kind) + "s"}, c.Namespace+"/"+c.Name,
-		fmt.Errorf("it changed %d times while shadowgate was copying %s into it; try again", rounds, from))
+		fmt.Errorf("it changed %d times while shadowgate was copying %s into it; try again", writeRounds, from))
 }
 
 // missingSource is the NotFound error for a credential the policy names but the credentials
@@ -124,6 +122,9 @@ func decideCopy(src, existing client.Object, from string) (copyAction, error) {
 		// pod, would change nothing and cost the API server a write.
 		return copyUpToDate, nil
 	case marker != "":
+		if err := typeChanged(src, existing, marker, from); err != nil {
+			return 0, err
+		}
 		return copyOverwrite, nil
 	case same:
 		return copyAdopt, nil
@@ -135,6 +136,35 @@ func decideCopy(src, existing client.Object, from string) (copyAction, error) {
 		Reason: metav1.StatusReasonConflict,
 		Message: fmt.Sprintf("refusing to overwrite %s %s/%s: it already exists, holds different content and was not created by shadowgate",
 			kind, existing.GetNamespace(), existing.GetName()),
+	}}
+}
+
+// typeChanged refuses to overwrite a Secret copy (marked as a copy of marker) with a source
+// (from) of another type: a Secret's type is immutable, so the update would fail with the API
+// server's "field is immutable", which does not say what to do. Deleting the copy is the
+// remedy, and the admin's to take: shadowgate would need to delete Secrets in every
+// namespace to take it itself. nil for a ConfigMap, or a Secret of the source's type.
+func typeChanged(src, existing client.Object, marker, from string) error {
+	s, ok := src.(*corev1.Secret)
+	if !ok {
+		return nil
+	}
+	e := existing.(*corev1.Secret)
+	if s.Type == e.Type {
+		return nil
+	}
+	source := fmt.Sprintf("and the source is now of type %s", s.Type)
+	if marker != from {
+		source = fmt.Sprintf("and its source is now %s, of type %s", from, s.Type)
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusConflict,
+		Reason:  metav1.StatusReasonConflict,
+		Details: &metav1.StatusDetails{Kind: "secrets", Name: e.Name},
+		Message: fmt.Sprintf("secret %s/%s is a copy of %s of type %s, %s; a Secret's type cannot change: "+
+			"delete the copy (kubectl delete secret -n %s %s) and shadowgate copies it again",
+			e.Namespace, e.Name, marker, e.Type, source, e.Namespace, e.Name),
 	}}
 }
 

@@ -15,10 +15,12 @@ import (
 
 func TestDecideCopy(t *testing.T) {
 	const from = "shadowgate-system/hpc-ssh-key"
-	src := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "hpc-ssh-key", Namespace: "shadowgate-system"},
-		Type:       corev1.SecretTypeOpaque,
-		Data:       map[string][]byte{"id_ed25519": []byte("key")},
+	source := func(typ corev1.SecretType) client.Object {
+		return &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "hpc-ssh-key", Namespace: "shadowgate-system"},
+			Type:       typ,
+			Data:       map[string][]byte{"id_ed25519": []byte("key")},
+		}
 	}
 	in := func(marker, key string) client.Object {
 		s := &corev1.Secret{
@@ -31,23 +33,45 @@ func TestDecideCopy(t *testing.T) {
 		}
 		return s
 	}
+	const (
+		foreign     = "refusing to overwrite secret user-shadow/hpc-ssh-key: it already exists, holds different content and was not created by shadowgate"
+		typeChanged = "secret user-shadow/hpc-ssh-key is a copy of shadowgate-system/hpc-ssh-key of type Opaque, and the source is now of type kubernetes.io/ssh-auth; " +
+			"a Secret's type cannot change: delete the copy (kubectl delete secret -n user-shadow hpc-ssh-key) and shadowgate copies it again"
+		typeAndSourceChanged = "secret user-shadow/hpc-ssh-key is a copy of elsewhere/hpc-ssh-key of type Opaque, and its source is now shadowgate-system/hpc-ssh-key, of type kubernetes.io/ssh-auth; " +
+			"a Secret's type cannot change: delete the copy (kubectl delete secret -n user-shadow hpc-ssh-key) and shadowgate copies it again"
+	)
 	for sentence, c := range map[string]struct {
+		srcType  corev1.SecretType // Opaque unless set
 		existing client.Object
 		want     copyAction
-		refused  bool
+		refused  string // the refusal's message, if refused
 	}{
 		"a missing copy is created":                                    {existing: nil, want: copyCreate},
 		"shadowgate's copy with the source's content is left as it is": {existing: in(from, "key"), want: copyUpToDate},
 		"shadowgate's copy with other content is overwritten":          {existing: in(from, "old key"), want: copyOverwrite},
 		"a copy marked from another source is overwritten":             {existing: in("elsewhere/hpc-ssh-key", "key"), want: copyOverwrite},
 		"an unmarked object with the same content is adopted":          {existing: in("", "key"), want: copyAdopt},
-		"an unmarked object with other content is refused":             {existing: in("", "someone else's key"), refused: true},
+		"an unmarked object with other content is refused":             {existing: in("", "someone else's key"), refused: foreign},
+		"shadowgate's copy of a source recreated with another type is refused, saying to delete the copy": {
+			srcType: corev1.SecretTypeSSHAuth, existing: in(from, "key"), refused: typeChanged},
+		"shadowgate's copy with other content and of another type is refused, saying to delete the copy": {
+			srcType: corev1.SecretTypeSSHAuth, existing: in(from, "old key"), refused: typeChanged},
+		"a copy marked from another source and of another type is refused, naming both sources": {
+			srcType: corev1.SecretTypeSSHAuth, existing: in("elsewhere/hpc-ssh-key", "key"), refused: typeAndSourceChanged},
+		"an unmarked object of another type is refused as someone else's": {
+			srcType: corev1.SecretTypeSSHAuth, existing: in("", "key"), refused: foreign},
 	} {
-		got, err := decideCopy(src, c.existing, from)
-		if c.refused {
-			const want = "refusing to overwrite secret user-shadow/hpc-ssh-key: it already exists, holds different content and was not created by shadowgate"
-			if err == nil || err.Error() != want {
-				t.Errorf("%s: error %v, want %q", sentence, err, want)
+		typ := corev1.SecretTypeOpaque
+		if c.srcType != "" {
+			typ = c.srcType
+		}
+		got, err := decideCopy(source(typ), c.existing, from)
+		if c.refused != "" {
+			if err == nil || err.Error() != c.refused {
+				t.Errorf("%s: error %v, want %q", sentence, err, c.refused)
+			}
+			if !apierrors.IsConflict(err) {
+				t.Errorf("%s: not a Conflict: %v", sentence, err)
 			}
 			continue
 		}
