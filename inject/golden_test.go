@@ -44,6 +44,24 @@ func goldenCases(t *testing.T) []goldenCase {
 	return cases
 }
 
+// shadowCases are the golden cases whose pod belongs to a listed virtual node, and so gets a
+// shadow; TestGolden holds the others to their golden files, which say the pod is admitted
+// unchanged.
+func shadowCases(t *testing.T) []goldenCase {
+	t.Helper()
+	var cases []goldenCase
+	for _, c := range goldenCases(t) {
+		if o, _ := validate.Pod(c.pod, c.policy); o != nil {
+			cases = append(cases, c)
+		}
+	}
+	return cases
+}
+
+// notOffloaded is a golden file's whole content, after any warnings, for a pod that belongs to
+// no listed virtual node: the webhook admits it as it is, without a shadow.
+const notOffloaded = "# admitted unchanged: the pod belongs to no virtual node the policy lists, so it has no shadow\n"
+
 // shadowOf renders a case the way the webhook does: judge the pod, mutate a copy of it, check
 // the mutation, then build the shadow. A case that asks for the reverse tunnel names its bind
 // address, so the golden file does not depend on the one MutatePod would choose.
@@ -68,15 +86,27 @@ func (c goldenCase) shadowOf(t *testing.T) (*Shadow, []string) {
 }
 
 // TestGolden compares every shadow object of each case, whole, with
-// testdata/<case>.golden.yaml; `go test ./inject -run TestGolden -update` rewrites them. The
+// testdata/<case>.golden.yaml (for a pod of no listed virtual node, that it is admitted
+// unchanged); `go test ./inject -run TestGolden -update` rewrites them. The
 // scripts in container commands are written there as <scripts/NAME>, after checking that the
 // command holds that embedded file byte for byte, so a golden file shows what a case changes
 // and the scripts are read once, in scripts/.
 func TestGolden(t *testing.T) {
 	for _, c := range goldenCases(t) {
 		t.Run(c.name, func(t *testing.T) {
-			s, warnings := c.shadowOf(t)
 			var out bytes.Buffer
+			if o, d := validate.Pod(c.pod, c.policy); o == nil {
+				if !d.Allowed() {
+					t.Fatalf("%s: pod refused: %v", c.name, d.Errors.ToAggregate())
+				}
+				for _, w := range d.Warnings {
+					fmt.Fprintf(&out, "# warning: %s\n", w)
+				}
+				out.WriteString(notOffloaded)
+				compareGolden(t, c.name, out.Bytes())
+				return
+			}
+			s, warnings := c.shadowOf(t)
 			for _, w := range warnings {
 				fmt.Fprintf(&out, "# warning: %s\n", w)
 			}
@@ -93,21 +123,28 @@ func TestGolden(t *testing.T) {
 				}
 				out.Write(data)
 			}
-			golden := filepath.Join("testdata", c.name+".golden.yaml")
-			if *update {
-				if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test ./inject -run TestGolden -update to create it)", err)
-			}
-			if got := out.String(); got != string(want) {
-				t.Errorf("%s differs from the rendered shadow (rerun with -update and review the diff):\n%s", golden, lineDiff(string(want), got))
-			}
+			compareGolden(t, c.name, out.Bytes())
 		})
+	}
+}
+
+// compareGolden compares what a case rendered with testdata/<name>.golden.yaml, or with -update
+// rewrites that file.
+func compareGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	golden := filepath.Join("testdata", name+".golden.yaml")
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test ./inject -run TestGolden -update to create it)", err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("%s differs from what the case renders (rerun with -update and review the diff):\n%s", golden, lineDiff(string(want), string(got)))
 	}
 }
 

@@ -15,7 +15,7 @@ func TestRenderedScriptsPassSyntaxChecksAndShellcheck(t *testing.T) {
 	sshtest.Require(t, "shellcheck", "bash", "sh")
 	type rendered struct{ shell, ranBy string }
 	scripts := map[string]rendered{} // by text: every case renders the same few
-	for _, c := range goldenCases(t) {
+	for _, c := range shadowCases(t) {
 		s, _ := c.shadowOf(t)
 		spec := s.Deployment.Spec.Template.Spec
 		for _, ctr := range append(spec.InitContainers, spec.Containers...) {

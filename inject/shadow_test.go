@@ -83,7 +83,7 @@ func TestObjectsComeInApplyOrder(t *testing.T) {
 }
 
 func TestCredentialsToReplicate(t *testing.T) {
-	for _, c := range goldenCases(t) {
+	for _, c := range shadowCases(t) {
 		t.Run(c.name, func(t *testing.T) {
 			s, _ := c.shadowOf(t)
 			ssh := c.policy.VirtualNodes["hpc-vk"].Network.SSH
@@ -112,7 +112,7 @@ func TestShadowPodMeetsTheRestrictedPodSecurityStandard(t *testing.T) {
 		t.Fatal(err)
 	}
 	restricted := psapi.LevelVersion{Level: psapi.LevelRestricted, Version: psapi.LatestVersion()}
-	for _, c := range goldenCases(t) {
+	for _, c := range shadowCases(t) {
 		t.Run(c.name, func(t *testing.T) {
 			s, _ := c.shadowOf(t)
 			tmpl := s.Deployment.Spec.Template
@@ -131,7 +131,7 @@ func TestShadowPodMeetsTheRestrictedPodSecurityStandard(t *testing.T) {
 }
 
 func TestContainersPerAuthAndMode(t *testing.T) {
-	for _, c := range goldenCases(t) {
+	for _, c := range shadowCases(t) {
 		t.Run(c.name, func(t *testing.T) {
 			s, _ := c.shadowOf(t)
 			ssh := c.policy.VirtualNodes["hpc-vk"].Network.SSH

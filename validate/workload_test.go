@@ -87,3 +87,58 @@ func TestBindAddressInATemplateWarns(t *testing.T) {
 		})
 	}
 }
+
+// A DaemonSet's template has no per-node affinity (the controller adds one to each pod it
+// creates), so with one virtual node a template with a catch-all toleration is judged as the pod
+// it runs there; the pod it runs on an ordinary node belongs to none and is admitted with the
+// reverse annotations ignored.
+func TestTemplatePlacedByTolerationAlone(t *testing.T) {
+	pol := mustPolicy(t, `virtualNodes:
+  hpc-vk:
+    Network:
+      EnableTunnel: true
+      ShadowMode: ssh
+      SSH: {LoginHost: login.hpc.example.org, User: alice, KeySecret: hpc-ssh-key, Reverse: {Enabled: true}}
+`)
+	badBind := podOn("", ann(fwd, "minio:9000", bind, "127.0.0.1"))
+	badBind.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	pinnedTo := func(node string) *corev1.Pod {
+		p := badBind.DeepCopy()
+		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}}}
+		return p
+	}
+	meta := metav1.ObjectMeta{Name: "node-exporter", Namespace: "monitoring"}
+	daemonSet := func(p *corev1.Pod) *appsv1.DaemonSet {
+		return &appsv1.DaemonSet{ObjectMeta: meta, Spec: appsv1.DaemonSetSpec{
+			Template: corev1.PodTemplateSpec{ObjectMeta: p.ObjectMeta, Spec: p.Spec}}}
+	}
+	template := field.NewPath("spec", "template", "metadata", "annotations")
+	cases := map[string]struct {
+		obj          runtime.Object
+		wantErrs     []vt.Err
+		wantWarnings []string
+	}{
+		"a DaemonSet template with a catch-all toleration is judged as on the only virtual node": {obj: daemonSet(badBind),
+			wantErrs: []vt.Err{{Type: field.ErrorTypeInvalid, Field: template.Key(bind).String(), Value: "127.0.0.1"}}},
+		"the DaemonSet's pod pinned to the virtual node is judged": {obj: pinnedTo("hpc-vk"),
+			wantErrs: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(bind), Value: "127.0.0.1"}}},
+		"the DaemonSet's pod pinned to an ordinary node belongs to none": {obj: pinnedTo("worker-1"), wantWarnings: []string{
+			annPath(bind) + " is ignored: the pod is not placed on a virtual node", annPath(fwd) + " is ignored"}},
+		"a template whose required affinity excludes the virtual node belongs to none": {obj: daemonSet(pinnedTo("worker-1")),
+			wantWarnings: []string{template.Key(bind).String() + " is ignored", template.Key(fwd).String() + " is ignored"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			d, judged := validate.Object(tc.obj, pol, validate.PolicyRef{}, validate.CredentialRules{})
+			if !judged {
+				t.Fatal("not judged")
+			}
+			vt.Expect(t, d.Errors, tc.wantErrs)
+			if tc.wantErrs == nil {
+				expectWarnings(t, d.Warnings, tc.wantWarnings)
+			}
+		})
+	}
+}

@@ -30,7 +30,15 @@ type podView struct {
 		NodeName     string              `json:"nodeName"`
 		NodeSelector map[string]string   `json:"nodeSelector"`
 		Tolerations  []corev1.Toleration `json:"tolerations"`
-		Containers   []struct {
+		// Affinity is the required node affinity alone, which may keep a pod that tolerates
+		// the virtual node off it (validate.VirtualNodeFor); the rest, preferred terms and pod
+		// (anti-)affinity, is skipped.
+		Affinity *struct {
+			NodeAffinity *struct {
+				Required *corev1.NodeSelector `json:"requiredDuringSchedulingIgnoredDuringExecution"`
+			} `json:"nodeAffinity"`
+		} `json:"affinity"`
+		Containers []struct {
 			Name  string                 `json:"name"`
 			Ports []corev1.ContainerPort `json:"ports"`
 		} `json:"containers"`
@@ -80,6 +88,10 @@ func decodePod(req admission.Request) (*corev1.Pod, error) {
 		ObjectMeta: metav1.ObjectMeta{Name: m.Name, GenerateName: m.GenerateName, Namespace: m.Namespace,
 			UID: m.UID, Annotations: m.Annotations},
 		Spec: corev1.PodSpec{NodeName: v.Spec.NodeName, NodeSelector: v.Spec.NodeSelector, Tolerations: v.Spec.Tolerations},
+	}
+	if a := v.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.Required != nil {
+		pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: a.NodeAffinity.Required}}
 	}
 	if len(v.Spec.Containers) > 0 {
 		pod.Spec.Containers = make([]corev1.Container, len(v.Spec.Containers))

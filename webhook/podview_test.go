@@ -19,7 +19,8 @@ import (
 // Every decision the pod endpoints take on the podView is the one they would take on the whole
 // Pod: the verdict, what the pod asks of its node, whether MutatePod has prepared it, the
 // annotations MutatePod works on, and the shadow, for every golden case of inject (placed by
-// node selector, and by toleration alone) and the benchmarks' pods (with and without
+// node selector, by toleration alone, and by a catch-all toleration and a required node
+// affinity) and the benchmarks' pods (with and without
 // MutatePod's work).
 func TestPodViewDecidesAsTheWholePod(t *testing.T) {
 	_, _, _, _, example := handlers(t)
@@ -57,6 +58,25 @@ func TestPodViewDecidesAsTheWholePod(t *testing.T) {
 			t.Fatal(err)
 		}
 		inputs[name+", tolerating"] = goldenPod{in.pol, raw}
+		// Tolerating every taint, with a required node affinity whose second term admits the
+		// virtual node, and the affinity the view skips.
+		spec["tolerations"] = []any{map[string]any{"operator": "Exists"}}
+		spec["affinity"] = map[string]any{
+			"nodeAffinity": map[string]any{
+				"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{"nodeSelectorTerms": []any{
+					map[string]any{"matchFields": []any{map[string]any{"key": "metadata.name", "operator": "In", "values": []any{"worker-1"}}}},
+					map[string]any{"matchExpressions": []any{map[string]any{"key": validate.LabelHostname, "operator": "In", "values": []any{"hpc-vk"}}}},
+				}},
+				"preferredDuringSchedulingIgnoredDuringExecution": []any{map[string]any{"weight": 1, "preference": map[string]any{
+					"matchExpressions": []any{map[string]any{"key": "topology.kubernetes.io/zone", "operator": "In", "values": []any{"a"}}}}}},
+			},
+			"podAntiAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": []any{map[string]any{
+				"topologyKey": validate.LabelHostname, "labelSelector": map[string]any{"matchLabels": map[string]any{"app": "x"}}}}},
+		}
+		if raw, err = json.Marshal(obj); err != nil {
+			t.Fatal(err)
+		}
+		inputs[name+", tolerating any taint, with node affinity"] = goldenPod{in.pol, raw}
 	}
 
 	for name, in := range inputs {
