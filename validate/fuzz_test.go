@@ -1,6 +1,7 @@
 package validate_test
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -30,6 +31,8 @@ func FuzzParseForwards(f *testing.F) {
 		"minio.user.svc.cluster.local:9000 6443:kubernetes.default.svc.cluster.local:443",
 		"minio:9000", "8080:[fd00::1]:80", "[::1]:8080", "a:1 a:1", "x;rm:80", "$(id):9000",
 		"node -oProxyCommand=x:22", "9000:minio:9000\n9001:redis:6379", "1:2:3:4", "",
+		"8080:169.254.43518:80", "8080:0xa9.0xfe.0xa9.0xfe:80", "8080:0251.0376.0251.0376:80", "8080:2852039166:80",
+		"8080:[fd00:ec2::254]:80", "8080:[64:ff9b::a9fe:a9fe]:80", "8080:10.96.0.1:80",
 	} {
 		f.Add(seed)
 	}
@@ -48,6 +51,14 @@ func FuzzParseForwards(f *testing.F) {
 			if !shellSafe(fw.Host) || !shellSafe(fw.DialHost) {
 				t.Fatalf("accepted host %q / %q carries a special byte", fw.Host, fw.DialHost)
 			}
+			if looksNumeric(fw.Host) {
+				if addr, err := netip.ParseAddr(fw.Host); err != nil || !addr.Is4() || addr.IsLinkLocalUnicast() || addr.IsUnspecified() {
+					t.Fatalf("accepted host %q, which the C library reads as an address", fw.Host)
+				}
+			}
+			if addr, err := netip.ParseAddr(fw.Host); err == nil && (addr.Unmap().IsLinkLocalUnicast() || addr.IsUnspecified()) {
+				t.Fatalf("accepted link-local or unspecified host %q", fw.Host)
+			}
 			if fw.ListenPort < 1024 || fw.ListenPort > 65535 || fw.Port < 1 || fw.Port > 65535 {
 				t.Fatalf("accepted ports out of range: %+v", fw)
 			}
@@ -59,8 +70,25 @@ func FuzzParseForwards(f *testing.F) {
 	})
 }
 
+// looksNumeric reports whether every dot-separated label of host is digits, or 0x and hex
+// digits: what inet_aton might read as a number.
+func looksNumeric(host string) bool {
+	for _, label := range strings.Split(strings.ToLower(host), ".") {
+		if rest, hex := strings.CutPrefix(label, "0x"); hex {
+			if strings.Trim(rest, "0123456789abcdef") != "" {
+				return false
+			}
+			continue
+		}
+		if label == "" || strings.Trim(label, "0123456789") != "" {
+			return false
+		}
+	}
+	return true
+}
+
 func FuzzParseBind(f *testing.F) {
-	for _, seed := range []string{"127.0.10.1", "127.0.0.1", "::ffff:127.0.0.1", "::ffff:127.1.2.3", "10.0.0.1", "::1", "fe80::1%eth0", "127.0.0.1 ", ""} {
+	for _, seed := range []string{"127.0.10.1", "127.0.0.1", "::ffff:127.0.0.1", "::ffff:127.1.2.3", "10.0.0.1", "::1", "fe80::1%eth0", "127.0.0.1 ", "", "127.255.255.255", "::ffff:127.255.255.255"} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, value string) {
@@ -71,7 +99,7 @@ func FuzzParseBind(f *testing.F) {
 		if !shellSafe(value) || !shellSafe(addr.String()) {
 			t.Fatalf("accepted bind %q carries a special byte", value)
 		}
-		if !addr.Is4() || addr.As4()[0] != 127 || addr.String() == "127.0.0.1" {
+		if !addr.Is4() || addr.As4()[0] != 127 || addr.String() == "127.0.0.1" || addr.String() == "127.255.255.255" {
 			t.Fatalf("accepted bind %q became %s", value, addr)
 		}
 	})

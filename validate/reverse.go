@@ -13,6 +13,10 @@ var loopback = netip.MustParsePrefix("127.0.0.0/8")
 // sharedLoopback is where every node-local service and every other job listens.
 var sharedLoopback = netip.MustParseAddr("127.0.0.1")
 
+// loopbackBroadcast is 127/8's broadcast address: Linux lets a listener bind it, but a connect
+// to it fails with "Network is unreachable", so the job's relay could never reach the forwards.
+var loopbackBroadcast = netip.MustParseAddr("127.255.255.255")
+
 // ParseBind parses interlink.eu/reverse-bind. The address is checked after parsing, so an
 // IPv4-mapped form such as ::ffff:127.0.0.1 is judged as the address it becomes.
 func ParseBind(value string, p *field.Path) (netip.Addr, field.ErrorList) {
@@ -29,6 +33,9 @@ func ParseBind(value string, p *field.Path) (netip.Addr, field.ErrorList) {
 	case addr == sharedLoopback:
 		return netip.Addr{}, field.ErrorList{field.Invalid(p, value,
 			"127.0.0.1 is shared with every other job and node-local service on the compute node, so the forwards would collide; give another 127.x.y.z address, or remove the annotation and shadowgate chooses one")}
+	case addr == loopbackBroadcast:
+		return netip.Addr{}, field.ErrorList{field.Invalid(p, value,
+			"127.255.255.255 is the broadcast address of 127.0.0.0/8: the forwards would listen there, but no connection to it can be made (Network is unreachable), so the job would wait for the tunnel and fail; give another 127.x.y.z address, or remove the annotation and shadowgate chooses one")}
 	}
 	return addr, nil
 }

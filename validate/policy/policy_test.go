@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -124,6 +125,90 @@ func TestParse(t *testing.T) {
 			_, errs := policy.Parse([]byte(tc.doc))
 			vt.Expect(t, errs, tc.want)
 		})
+	}
+}
+
+func TestExtraOptions(t *testing.T) {
+	opts := ssh.Child("ExtraOptions")
+	forbidden := func(i int) []vt.Err {
+		return []vt.Err{{Type: field.ErrorTypeForbidden, Field: opts.Index(i).String(), Value: ""}}
+	}
+	cases := map[string]struct {
+		options []string
+		want    []vt.Err
+	}{
+		"keepalive, cipher, compression and jump options are admitted": {options: []string{
+			"ServerAliveInterval=10", "ServerAliveCountMax=5", "ConnectTimeout=60", "Ciphers=aes256-gcm@openssh.com",
+			"Compression=yes", "ProxyJump=bastion.example.org", "LogLevel=ERROR", "IPQoS=throughput", "AddressFamily=inet"}},
+		"options shadowgate sets first are admitted, as ssh keeps shadowgate's value": {options: []string{
+			"StrictHostKeyChecking=no", "UserKnownHostsFile=/dev/null", "GlobalKnownHostsFile=/tmp/x", "User=root", "Port=2200",
+			"BatchMode=no", "PreferredAuthentications=password"}},
+		"ProxyCommand runs a command":                       {options: []string{"ProxyCommand=nc"}, want: forbidden(0)},
+		"LocalCommand runs a command":                       {options: []string{"LocalCommand=id"}, want: forbidden(0)},
+		"PermitLocalCommand lets LocalCommand run":          {options: []string{"PermitLocalCommand=yes"}, want: forbidden(0)},
+		"KnownHostsCommand runs a command":                  {options: []string{"KnownHostsCommand=/bin/cat"}, want: forbidden(0)},
+		"RemoteCommand replaces shadowgate's command":       {options: []string{"RemoteCommand=id"}, want: forbidden(0)},
+		"XAuthLocation names a program ssh runs":            {options: []string{"XAuthLocation=/tmp/x"}, want: forbidden(0)},
+		"PKCS11Provider loads a shared library":             {options: []string{"PKCS11Provider=/tmp/evil.so"}, want: forbidden(0)},
+		"SmartcardDevice, PKCS11Provider's alias, too":      {options: []string{"SmartcardDevice=/tmp/evil.so"}, want: forbidden(0)},
+		"SecurityKeyProvider loads a shared library":        {options: []string{"SecurityKeyProvider=/tmp/evil.so"}, want: forbidden(0)},
+		"Match is a block whose exec runs a command":        {options: []string{"Match=all"}, want: forbidden(0)},
+		"Include reads options from a file":                 {options: []string{"Include=/tmp/config"}, want: forbidden(0)},
+		"Host is a block, not an option":                    {options: []string{"Host=login.example.org"}, want: forbidden(0)},
+		"LocalForward opens a listener":                     {options: []string{"LocalForward=8080:intranet.hpc:80"}, want: forbidden(0)},
+		"RemoteForward opens a listener on the site":        {options: []string{"RemoteForward=9000:minio.user:9000"}, want: forbidden(0)},
+		"DynamicForward opens a SOCKS proxy":                {options: []string{"DynamicForward=1080"}, want: forbidden(0)},
+		"GatewayPorts opens the forwards to others":         {options: []string{"GatewayPorts=yes"}, want: forbidden(0)},
+		"PermitRemoteOpen changes where SOCKS connects":     {options: []string{"PermitRemoteOpen=any"}, want: forbidden(0)},
+		"Tunnel opens a tun device":                         {options: []string{"Tunnel=point-to-point"}, want: forbidden(0)},
+		"TunnelDevice names a tun device":                   {options: []string{"TunnelDevice=any:any"}, want: forbidden(0)},
+		"ForwardAgent forwards an agent socket":             {options: []string{"ForwardAgent=yes"}, want: forbidden(0)},
+		"ForwardX11 opens an X11 channel":                   {options: []string{"ForwardX11=yes"}, want: forbidden(0)},
+		"Hostname sends every hop elsewhere":                {options: []string{"Hostname=attacker.example.org"}, want: forbidden(0)},
+		"CanonicalDomains rewrites the names dialled":       {options: []string{"CanonicalDomains=example.org"}, want: forbidden(0)},
+		"CanonicalizeHostname rewrites the names":           {options: []string{"CanonicalizeHostname=yes"}, want: forbidden(0)},
+		"HostKeyAlias checks another host's key":            {options: []string{"HostKeyAlias=trusted.example.org"}, want: forbidden(0)},
+		"VerifyHostKeyDNS trusts keys from DNS":             {options: []string{"VerifyHostKeyDNS=yes"}, want: forbidden(0)},
+		"NoHostAuthenticationForLocalhost skips checks":     {options: []string{"NoHostAuthenticationForLocalhost=yes"}, want: forbidden(0)},
+		"IdentityFile adds a credential":                    {options: []string{"IdentityFile=/run/shadow/other"}, want: forbidden(0)},
+		"CertificateFile adds a credential":                 {options: []string{"CertificateFile=/run/shadow/cert"}, want: forbidden(0)},
+		"IdentityAgent adds an agent's credentials":         {options: []string{"IdentityAgent=/run/shadow/agent"}, want: forbidden(0)},
+		"SendEnv passes the shadow's environment":           {options: []string{"SendEnv=LANG"}, want: forbidden(0)},
+		"SetEnv sets variables srun reads":                  {options: []string{"SetEnv=SLURM_JOB_ID=1"}, want: forbidden(0)},
+		"ControlMaster shares connections":                  {options: []string{"ControlMaster=auto"}, want: forbidden(0)},
+		"ControlPath names a shared connection":             {options: []string{"ControlPath=/run/shadow/cm"}, want: forbidden(0)},
+		"ControlPersist keeps a master in the background":   {options: []string{"ControlPersist=yes"}, want: forbidden(0)},
+		"ClearAllForwardings removes shadowgate's forwards": {options: []string{"ClearAllForwardings=yes"}, want: forbidden(0)},
+		"ForkAfterAuthentication backgrounds ssh":           {options: []string{"ForkAfterAuthentication=yes"}, want: forbidden(0)},
+		"SessionType changes the sessions scripts drive":    {options: []string{"SessionType=none"}, want: forbidden(0)},
+		"StdinNull takes the scripts' input away":           {options: []string{"StdinNull=yes"}, want: forbidden(0)},
+		"a keyword in another case is the same option":      {options: []string{"pkcs11PROVIDER=/tmp/evil.so"}, want: forbidden(0)},
+		"a refused option written Key value is refused as both": {options: []string{"ProxyCommand nc"}, want: []vt.Err{
+			{Type: field.ErrorTypeInvalid, Field: opts.Index(0).String(), Value: "ProxyCommand nc"}, forbidden(0)[0]}},
+		"each refused entry is reported at its index": {options: []string{"Compression=yes", "Hostname=x.example.org", "ServerAliveInterval=5", "DynamicForward=1080"},
+			want: []vt.Err{forbidden(1)[0], forbidden(3)[0]}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			doc := "ExtraOptions:\n"
+			for _, o := range tc.options {
+				doc += "- " + strconv.Quote(o) + "\n"
+			}
+			_, errs := policy.Parse([]byte(sshNode(doc)))
+			vt.Expect(t, errs, tc.want)
+		})
+	}
+}
+
+func TestExtraOptionRefusalNamesOptionAndReason(t *testing.T) {
+	_, errs := policy.Parse([]byte(sshNode("ExtraOptions:\n- SmartcardDevice=/tmp/evil.so\n")))
+	if len(errs) != 1 {
+		t.Fatalf("errors = %v, want one", errs)
+	}
+	for _, want := range []string{"SmartcardDevice", "shared library", "KeySecret"} {
+		if !strings.Contains(errs[0].Detail, want) {
+			t.Errorf("detail %q does not say %q", errs[0].Detail, want)
+		}
 	}
 }
 

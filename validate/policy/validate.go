@@ -12,12 +12,76 @@ import (
 	"github.com/interlink-hq/shadowgate/validate/syntax"
 )
 
-// commandOptions are ssh options that run a command on the shadow's side; a policy must not
-// turn the tunnel into a way to run one.
-var commandOptions = map[string]bool{
-	"proxycommand": true, "localcommand": true, "permitlocalcommand": true,
-	"knownhostscommand": true, "remotecommand": true, "match": true,
-}
+// refusal is why an ssh option may not be among ExtraOptions, and what to do instead.
+type refusal struct{ why, instead string }
+
+// refusedOptions are the ssh options, by lower-case keyword (ssh matches keywords in any case),
+// that ExtraOptions may not carry: every one runs code, opens a listener or a path between the
+// cluster and the site's network, sends the hops elsewhere, or takes effect over shadowgate's
+// own host key, credential or connection handling. It is a denylist so that the tuning options
+// admins use stay open. Options shadowgate sets before ExtraOptions in every ssh (User, Port,
+// BatchMode, StrictHostKeyChecking, UserKnownHostsFile, GlobalKnownHostsFile,
+// PreferredAuthentications, ExitOnForwardFailure) are not here: ssh keeps an option's first
+// value, so an entry for them has no effect (inject's TestExtraOptionsCannotOverrideWhatThePolicyStates).
+// Options ssh adds up (IdentityFile, CertificateFile, SendEnv, the forwards) or that shadowgate
+// leaves unset are.
+var refusedOptions = func() map[string]refusal {
+	m := map[string]refusal{}
+	refuse := func(r refusal, keywords ...string) {
+		for _, k := range keywords {
+			m[k] = r
+		}
+	}
+	refuse(refusal{"runs a command on the shadow's side", "use ProxyJump for a bastion host"},
+		"proxycommand", "localcommand")
+	refuse(refusal{"lets LocalCommand run a command on the shadow's side", "remove it"},
+		"permitlocalcommand")
+	refuse(refusal{"runs a command on the shadow's side to list host keys", "put the host keys in the ConfigMap KnownHostsConfigMap names"},
+		"knownhostscommand")
+	refuse(refusal{"replaces the command shadowgate runs on the login node", "remove it; to reach compute nodes through a command on the login node, use ForwardMode: exec and ExecConnectCommand"},
+		"remotecommand")
+	refuse(refusal{"names a program the shadow's ssh runs", "remove it: the shadow forwards no X11"},
+		"xauthlocation")
+	refuse(refusal{"loads a shared library into the shadow's ssh, which runs its code", "keep the key in the Secret KeySecret names"},
+		"pkcs11provider", "smartcarddevice", "securitykeyprovider")
+	refuse(refusal{"is a block of configuration, not one option, and Match exec runs a command on the shadow's side", "give the options themselves; they apply to every hop"},
+		"match")
+	refuse(refusal{"is a block of configuration, not one option, and ssh refuses it on its command line", "give the options themselves; they apply to every hop"},
+		"host")
+	refuse(refusal{"reads options from a file, where any option, a command among them, could hide", "give the options themselves; they apply to every hop"},
+		"include")
+	refuse(refusal{"opens a forward of its own, a path between the cluster and the site's network outside shadowgate's rules", "let pods ask for reverse forwards with interlink.eu/reverse-forwards; the shadow forwards the pod's ports itself"},
+		"localforward", "remoteforward", "dynamicforward")
+	refuse(refusal{"opens the shadow's forwards to other machines", "remove it: shadowgate binds each listener where it must"},
+		"gatewayports")
+	refuse(refusal{"changes where the reverse tunnel's SOCKS proxy may connect", "remove it: Reverse.AllowSocks decides whether pods get the proxy"},
+		"permitremoteopen")
+	refuse(refusal{"opens a tun device, a network path between the cluster and the site's network", "remove it"},
+		"tunnel", "tunneldevice")
+	refuse(refusal{"gives the login node a path back to an agent socket in the shadow", "remove it: the shadow logs in with KeySecret or the keytab"},
+		"forwardagent")
+	refuse(refusal{"opens an X11 channel from the login node into the shadow", "remove it"},
+		"forwardx11")
+	refuse(refusal{"sends every hop, to the login node and to the compute nodes, to that host instead", "set LoginHost; the compute nodes come from the virtual kubelet"},
+		"hostname")
+	refuse(refusal{"rewrites the names shadowgate dials, the login node's and the compute nodes', into other names", "give LoginHost as a full name"},
+		"canonicalizehostname", "canonicaldomains", "canonicalizepermittedcnames")
+	refuse(refusal{"checks every hop's host key against another host's entry", "list each host in KnownHostsConfigMap under the name shadowgate dials"},
+		"hostkeyalias")
+	refuse(refusal{"trusts host keys found outside KnownHostsConfigMap", "put the host keys in the ConfigMap KnownHostsConfigMap names"},
+		"verifyhostkeydns", "nohostauthenticationforlocalhost")
+	refuse(refusal{"adds a credential beside the one the policy names", "put the key in the Secret KeySecret names (Auth: publickey), or use Auth: kerberos"},
+		"identityfile", "identityfile2", "certificatefile", "identityagent")
+	refuse(refusal{"passes environment variables to the commands shadowgate runs on the login and compute nodes, where srun and squeue read SLURM_* variables as options", "remove it; set what the site needs in the login node's shell startup files"},
+		"sendenv", "setenv")
+	refuse(refusal{"shares connections between the shadow's ssh processes, which shadowgate manages itself", "remove it"},
+		"controlmaster", "controlpath", "controlpersist")
+	refuse(refusal{"removes the forwards shadowgate gives ssh, so the tunnel would carry nothing", "remove it"},
+		"clearallforwardings")
+	refuse(refusal{"changes how ssh runs the sessions shadowgate's scripts drive, so the tunnel would fail", "remove it"},
+		"forkafterauthentication", "sessiontype", "stdinnull")
+	return m
+}()
 
 // Validate checks a defaulted policy and returns every problem found. docPath prefixes the
 // error paths; nil means the document is the root.
@@ -150,15 +214,16 @@ func validateReverse(r *Reverse, p *field.Path) field.ErrorList {
 }
 
 func validateExtraOption(p *field.Path, opt string) field.ErrorList {
+	var errs field.ErrorList
 	if !syntax.SSHOption(opt) {
-		return field.ErrorList{field.Invalid(p, opt,
-			"each entry must be one ssh option written Key=Value, without whitespace, newlines, quotes or shell characters, so it cannot carry a second option or a command")}
+		errs = append(errs, field.Invalid(p, opt,
+			"each entry must be one ssh option written Key=Value, without whitespace, newlines, quotes or shell characters, so it cannot carry a second option or a command"))
 	}
-	key := strings.ToLower(strings.SplitN(opt, "=", 2)[0])
-	if commandOptions[key] {
-		return field.ErrorList{field.Forbidden(p, fmt.Sprintf("%s runs a command on the shadow's side and is not allowed; use ProxyJump for a bastion host", strings.SplitN(opt, "=", 2)[0]))}
+	key := syntax.SSHOptionKey(opt)
+	if r, refused := refusedOptions[strings.ToLower(key)]; refused {
+		errs = append(errs, field.Forbidden(p, fmt.Sprintf("%s is not allowed: it %s; %s", key, r.why, r.instead)))
 	}
-	return nil
+	return errs
 }
 
 func objectName(p *field.Path, name, kind string) field.ErrorList {

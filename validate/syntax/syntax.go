@@ -71,5 +71,17 @@ func Program(s string) bool {
 // metacharacter, so it can never become a second option or a command.
 func SSHOption(s string) bool { return sshOption.MatchString(s) }
 
+// SSHOptionKey returns the keyword ssh reads from the option s, as written: the first word, up
+// to whitespace, a quote or '=', after any leading whitespace or quote. ssh matches keywords in
+// any case. It is the keyword even when s is not a well-formed option, so a refusal can name it.
+func SSHOptionKey(s string) string {
+	s = strings.TrimLeft(s, " \t\r\n")
+	s = strings.TrimPrefix(s, `"`)
+	if i := strings.IndexAny(s, " \t\r\n\"="); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
 // Image reports whether s looks like a container image reference with nothing a shell would split.
 func Image(s string) bool { return imageRef.MatchString(s) }

@@ -53,6 +53,25 @@ func TestChecks(t *testing.T) {
 	}
 }
 
+func TestSSHOptionKey(t *testing.T) {
+	cases := map[string]struct{ option, want string }{
+		"Key=Value gives the key as written":         {"PKCS11Provider=/x.so", "PKCS11Provider"},
+		"Key value gives the key":                    {"ProxyCommand nc", "ProxyCommand"},
+		"a tab ends the key":                         {"Hostname\tx", "Hostname"},
+		"leading whitespace is skipped, as ssh does": {"  LocalCommand=id", "LocalCommand"},
+		"a quoted key is read without its quote":     {`"RemoteForward"=1`, "RemoteForward"},
+		"an option without a value is its key":       {"ForwardAgent", "ForwardAgent"},
+		"an empty key is empty":                      {"=x", ""},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := syntax.SSHOptionKey(tc.option); got != tc.want {
+				t.Errorf("SSHOptionKey(%q) = %q, want %q", tc.option, got, tc.want)
+			}
+		})
+	}
+}
+
 func hostOK(s string) bool {
 	ok, _ := syntax.Host(s)
 	return ok
