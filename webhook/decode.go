@@ -48,19 +48,40 @@ func decodeObject(req admission.Request, into interface{ GetObjectKind() schema.
 	if len(req.Object.Raw) == 0 {
 		return errNoObject
 	}
-	strict, err := kjson.UnmarshalStrict(req.Object.Raw, into, kjson.DisallowDuplicateFields)
+	return decodeRaw(req.Object.Raw, "object", into, kind)
+}
+
+// decodeOldObject decodes an UPDATE's oldObject, the object as stored, as decodeObject decodes
+// the object: what is compared with it must be read by the same rules.
+func decodeOldObject(req admission.Request, into interface{ GetObjectKind() schema.ObjectKind }, kind schema.GroupVersionKind) error {
+	if len(req.OldObject.Raw) == 0 {
+		return errNoOldObject
+	}
+	return decodeRaw(req.OldObject.Raw, "oldObject", into, kind)
+}
+
+// decodeRaw is decodeObject's decoding of raw, the request's field named what.
+func decodeRaw(raw []byte, what string, into interface{ GetObjectKind() schema.ObjectKind }, kind schema.GroupVersionKind) error {
+	strict, err := kjson.UnmarshalStrict(raw, into, kjson.DisallowDuplicateFields)
 	if err != nil {
-		return fmt.Errorf("the request's object is not a %s: %w", describe(kind), err)
+		return fmt.Errorf("the request's %s is not a %s: %w", what, describe(kind), err)
 	}
 	if len(strict) > 0 {
-		return fmt.Errorf("the request's object is not what the API server sends: %w", errors.Join(strict...))
+		return fmt.Errorf("the request's %s is not what the API server sends: %w", what, errors.Join(strict...))
 	}
-	return checkObjectKind(into, kind)
+	if got := into.GetObjectKind().GroupVersionKind(); !got.Empty() && got != kind {
+		return fmt.Errorf("the request is for %s, but its %s says it is %s", describe(kind), what, describe(got))
+	}
+	return nil
 }
 
 // errNoObject refuses a request without an object: the webhook configurations' rules send only
 // creates and updates, which carry one.
 var errNoObject = errors.New("the admission request holds no object to decode")
+
+// errNoOldObject refuses an UPDATE without the object as stored, which the API server always
+// sends with one.
+var errNoOldObject = errors.New("the UPDATE request holds no oldObject, the object as stored, to compare the object with")
 
 // checkObjectKind refuses an object whose own apiVersion and kind are not the request's.
 func checkObjectKind(obj interface{ GetObjectKind() schema.ObjectKind }, kind schema.GroupVersionKind) error {

@@ -3,9 +3,11 @@ package webhook
 import (
 	"context"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -40,7 +42,12 @@ var workloadKinds = map[schema.GroupVersionKind]func() runtime.Object{
 // workloadKindNames names workloadKinds in a refusal.
 const workloadKindNames = "Deployment, StatefulSet, DaemonSet and ReplicaSet (apiVersion apps/v1), Job and CronJob (apiVersion batch/v1)"
 
-// Handle implements admission.Handler.
+// Handle implements admission.Handler. A CREATE, and an UPDATE that changes the pod template,
+// is judged in full. An UPDATE that leaves the template as stored (scaling, labels, a
+// finalizer removed, the deployment controller's writes to its ReplicaSets) is admitted: it
+// makes no pod differ from what was admitted before, and refusing it under a policy tightened
+// since would stall the controllers and the garbage collector on the workload, its deletion
+// too. A workload being deleted is admitted whatever the update, for the same reason.
 func (v *WorkloadValidator) Handle(_ context.Context, req admission.Request) admission.Response {
 	gvk := schema.GroupVersionKind(req.Kind)
 	newObject, ok := workloadKinds[gvk]
@@ -51,15 +58,54 @@ func (v *WorkloadValidator) Handle(_ context.Context, req admission.Request) adm
 	if err := decodeObject(req, obj, gvk); err != nil {
 		return v.metrics.badRequest(PathValidateWorkloads, err)
 	}
+	name := req.Name
+	m, err := apimeta.Accessor(obj)
+	if err == nil {
+		name = objectName(m)
+	}
+	unchanged := false
+	if req.Operation == admissionv1.Update {
+		if m != nil && m.GetDeletionTimestamp() != nil {
+			v.metrics.decided(PathValidateWorkloads, resultAllowed)
+			return admission.Allowed("")
+		}
+		old := newObject()
+		if err := decodeOldObject(req, old, gvk); err != nil {
+			return v.metrics.badRequest(PathValidateWorkloads, err)
+		}
+		unchanged = sameTemplate(old, obj)
+	}
 	// Every workload kind is judged: the template's pods, and the credentials they would
 	// have copied, under the template's path.
 	d, _ := validate.Object(obj, v.policies.Current(), v.ref, v.rules)
-	v.metrics.decided(PathValidateWorkloads, result(d))
-	name := req.Name
-	if m, err := apimeta.Accessor(obj); err == nil {
-		name = objectName(m)
+	if unchanged {
+		d = unchangedTemplate(d)
 	}
+	v.metrics.decided(PathValidateWorkloads, result(d))
 	return respond(gvk.GroupKind(), name, d)
+}
+
+// sameTemplate reports whether two objects of one workload kind hold the same pod template
+// (a CronJob's spec.jobTemplate.spec.template), as the API server compares objects: a
+// quantity written 1000m is the same as 1.
+func sameTemplate(old, obj runtime.Object) bool {
+	a, _, okA := validate.PodTemplate(old)
+	b, _, okB := validate.PodTemplate(obj)
+	return okA && okB && equality.Semantic.DeepEqual(a, b)
+}
+
+// unchangedTemplate is the decision on an update that leaves the pod template as stored:
+// admitted. Its errors become warnings, each saying what they mean now, so whoever scales a
+// workload the policy has since turned against learns why its new pods are refused; its
+// warnings were said when the template was written and are not repeated on every write the
+// controllers make.
+func unchangedTemplate(d validate.Decision) validate.Decision {
+	var out validate.Decision
+	for _, e := range d.Errors {
+		out.Warnings = append(out.Warnings, e.Error()+"; this update is admitted as it leaves the pod template unchanged, "+
+			"but the policy in force refuses the template, and every pod made from it, until the template is changed")
+	}
+	return out
 }
 
 var configMapVersionKind = corev1.SchemeGroupVersion.WithKind("ConfigMap")
