@@ -90,7 +90,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager) 
 			r.podDeleted(e.Object.GetUID())
 			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)})
 		},
-	}, builder.WithPredicates(predicate.NewPredicateFuncs(mayHaveShadow)))
+	}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return mayHaveShadow(o, r.isVirtualNode) })))
 	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}} {
 		if err := mgr.GetFieldIndexer().IndexField(ctx, obj, indexShadowFor, shadowForIndex); err != nil {
 			return err
@@ -124,11 +124,12 @@ func finished(pod *corev1.Pod) bool {
 
 // mayHaveShadow mirrors the pod webhooks' matchCondition offloaded-pod
 // (manifests/base/webhooks.yaml; the tests' offloadedPodCondition holds its text): a pod
-// with no interLink annotation that does not tolerate the virtual node's taint was never sent
-// to /validate-pods, so it has no shadow, and most of a cluster's pods need no reconciling.
-// interlink.eu/shadow-for does not count: shadow pods carry it from their Deployment's
-// template, and they are no offloaded pods.
-func mayHaveShadow(o client.Object) bool {
+// with no interLink annotation (interlink.eu/shadow-for, a shadow pod's, does not count), no
+// toleration of the virtual node's taint and no spec.nodeName was never sent to /validate-pods,
+// so it has no shadow, and most of a cluster's pods need no reconciling. Where the condition
+// sends every pod with a spec.nodeName, isVirtualNode narrows it to those on a node the policy
+// lists: every pod is bound to a node once scheduled, and a pod elsewhere has no shadow.
+func mayHaveShadow(o client.Object, isVirtualNode func(string) bool) bool {
 	for k := range o.GetAnnotations() {
 		if (strings.HasPrefix(k, "interlink.eu/") && k != inject.AnnotationShadowFor) || k == validate.AnnotationPreExec {
 			return true
@@ -143,7 +144,13 @@ func mayHaveShadow(o client.Object) bool {
 			return true
 		}
 	}
-	return false
+	return pod.Spec.NodeName != "" && isVirtualNode(pod.Spec.NodeName)
+}
+
+// isVirtualNode says whether the policy in force lists the node.
+func (r *Reconciler) isVirtualNode(name string) bool {
+	_, ok := r.policies.Current().VirtualNodes[name]
+	return ok
 }
 
 // Reconcile implements reconcile.Reconciler for the pod req names.

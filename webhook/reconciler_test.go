@@ -83,25 +83,34 @@ func TestSplitKey(t *testing.T) {
 	}
 }
 
-// The pod watch passes what the webhooks' matchConditions send, and nothing else.
+// The pod watch passes what the webhooks' matchConditions send, and of the pods they send
+// for their spec.nodeName alone, only those on a virtual node the policy lists.
 func TestMayHaveShadowMirrorsTheMatchConditions(t *testing.T) {
 	pod := func(annotations map[string]string, tolerations ...corev1.Toleration) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: annotations}, Spec: corev1.PodSpec{Tolerations: tolerations}}
 	}
+	onNode := func(node string) *corev1.Pod {
+		p := pod(nil)
+		p.Spec.NodeName = node
+		return p
+	}
+	isVirtualNode := func(name string) bool { return name == "hpc-vk" }
 	for sentence, c := range map[string]struct {
 		pod  *corev1.Pod
 		want bool
 	}{
-		"a pod with an interlink.eu annotation":            {pod(map[string]string{"interlink.eu/pod-vpn": "true"}), true},
-		"a shadow pod, with shadow-for only":               {pod(map[string]string{inject.AnnotationShadowFor: "user/trainer"}), false},
-		"a pod with shadow-for and another interlink.eu":   {pod(map[string]string{inject.AnnotationShadowFor: "user/trainer", "interlink.eu/pod-vpn": "true"}), true},
-		"a pod with a pre-exec annotation":                 {pod(map[string]string{validate.AnnotationPreExec: "true"}), true},
-		"a pod tolerating the virtual node's taint":        {pod(nil, corev1.Toleration{Key: validate.TolerationVirtualNode, Operator: corev1.TolerationOpExists}), true},
-		"a pod tolerating every taint":                     {pod(nil, corev1.Toleration{Operator: corev1.TolerationOpExists}), true},
-		"a pod with other annotations and tolerations":     {pod(map[string]string{"example.com/x": "y"}, corev1.Toleration{Key: "other", Operator: corev1.TolerationOpExists}), false},
-		"a pod with an empty-key toleration that is Equal": {pod(nil, corev1.Toleration{Operator: corev1.TolerationOpEqual}), false},
+		"a pod with an interlink.eu annotation":                 {pod(map[string]string{"interlink.eu/pod-vpn": "true"}), true},
+		"a shadow pod, with shadow-for only":                    {pod(map[string]string{inject.AnnotationShadowFor: "user/trainer"}), false},
+		"a pod with shadow-for and another interlink.eu":        {pod(map[string]string{inject.AnnotationShadowFor: "user/trainer", "interlink.eu/pod-vpn": "true"}), true},
+		"a pod with a pre-exec annotation":                      {pod(map[string]string{validate.AnnotationPreExec: "true"}), true},
+		"a pod tolerating the virtual node's taint":             {pod(nil, corev1.Toleration{Key: validate.TolerationVirtualNode, Operator: corev1.TolerationOpExists}), true},
+		"a pod tolerating every taint":                          {pod(nil, corev1.Toleration{Operator: corev1.TolerationOpExists}), true},
+		"a pod with other annotations and tolerations":          {pod(map[string]string{"example.com/x": "y"}, corev1.Toleration{Key: "other", Operator: corev1.TolerationOpExists}), false},
+		"a pod with an empty-key toleration that is Equal":      {pod(nil, corev1.Toleration{Operator: corev1.TolerationOpEqual}), false},
+		"a pod bound to a listed virtual node by spec.nodeName": {onNode("hpc-vk"), true},
+		"a pod bound to an ordinary node":                       {onNode("worker-1"), false},
 	} {
-		if got := mayHaveShadow(c.pod); got != c.want {
+		if got := mayHaveShadow(c.pod, isVirtualNode); got != c.want {
 			t.Errorf("%s: %v, want %v", sentence, got, c.want)
 		}
 	}

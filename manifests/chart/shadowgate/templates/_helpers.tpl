@@ -68,7 +68,8 @@ namespaceSelector:
 {{- end -}}
 
 {{/* matchConditions of the pod webhooks, /mutate-pods and /validate-pods alike: pods that
-carry an interLink annotation or tolerate the virtual node's taint, then the values' own.
+carry an interLink annotation, tolerate the virtual node's taint or are created with a
+spec.nodeName (which skips the scheduler and its taints), then the values' own.
 interlink.eu/shadow-for does not count: every shadow object carries it, the shadow
 Deployment's pod template too, and shadow pods (or the ReplicaSets of shadow Deployments) sent
 here would cost a call each and, under failurePolicy Fail, could not be made again during an
@@ -78,6 +79,7 @@ outage. */}}
   expression: >-
     (has(object.metadata.annotations) && object.metadata.annotations.exists(k, (k.startsWith('interlink.eu/') && k != 'interlink.eu/shadow-for') || k == 'slurm-job.vk.io/pre-exec'))
     || (has(object.spec.tolerations) && object.spec.tolerations.exists(t, has(t.key) ? t.key == 'virtual-node.interlink/no-schedule' : (has(t.operator) && t.operator == 'Exists')))
+    || (has(object.spec.nodeName) && object.spec.nodeName != '')
 {{- include "shadowgate.valuesConditions" . }}
 {{- end -}}
 
@@ -93,7 +95,8 @@ in shadowgate's own writes; then the values' own. */}}
   expression: >-
     [has(object.spec.jobTemplate) ? object.spec.jobTemplate.spec.template : object.spec.template].exists(p,
     (has(p.metadata) && has(p.metadata.annotations) && p.metadata.annotations.exists(k, (k.startsWith('interlink.eu/') && k != 'interlink.eu/shadow-for') || k == 'slurm-job.vk.io/pre-exec'))
-    || (has(p.spec) && has(p.spec.tolerations) && p.spec.tolerations.exists(t, has(t.key) ? t.key == 'virtual-node.interlink/no-schedule' : (has(t.operator) && t.operator == 'Exists'))))
+    || (has(p.spec) && has(p.spec.tolerations) && p.spec.tolerations.exists(t, has(t.key) ? t.key == 'virtual-node.interlink/no-schedule' : (has(t.operator) && t.operator == 'Exists')))
+    || (has(p.spec) && has(p.spec.nodeName) && p.spec.nodeName != ''))
 {{- include "shadowgate.valuesConditions" . }}
 {{- end -}}
 
