@@ -242,8 +242,12 @@ func toApply(obj client.Object, scheme *runtime.Scheme) (*unstructured.Unstructu
 }
 
 // remove deletes what a failed request created, newest first, each only if it is still the
-// object this request made (same UID), so a concurrent request's object is never taken.
-// Failures are logged: the reconciler collects leftover shadow objects after its grace period.
+// object this request made (same UID), so an object recreated meanwhile is never taken. A
+// retry of the same pod that applied to these very objects in between loses them here; the
+// precondition stays the UID alone because a resourceVersion would miss every object a
+// controller has already touched (a Deployment's status), and the reconciler re-applies what
+// a live pod's shadow lacks. Failures are logged: the reconciler collects leftover shadow
+// objects after its grace period.
 func (a *Applier) remove(ctx context.Context, created *createdObjects) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()

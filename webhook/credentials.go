@@ -122,7 +122,7 @@ func decideCopy(src, existing client.Object, from string) (copyAction, error) {
 		// pod, would change nothing and cost the API server a write.
 		return copyUpToDate, nil
 	case marker != "":
-		if err := typeChanged(src, existing, marker, from); err != nil {
+		if err := cannotOverwrite(src, existing, marker, from); err != nil {
 			return 0, err
 		}
 		return copyOverwrite, nil
@@ -139,32 +139,42 @@ func decideCopy(src, existing client.Object, from string) (copyAction, error) {
 	}}
 }
 
-// typeChanged refuses to overwrite a Secret copy (marked as a copy of marker) with a source
-// (from) of another type: a Secret's type is immutable, so the update would fail with the API
-// server's "field is immutable", which does not say what to do. Deleting the copy is the
-// remedy, and the admin's to take: shadowgate would need to delete Secrets in every
-// namespace to take it itself. nil for a ConfigMap, or a Secret of the source's type.
-func typeChanged(src, existing client.Object, marker, from string) error {
-	s, ok := src.(*corev1.Secret)
-	if !ok {
+// cannotOverwrite refuses to overwrite a copy (marked as a copy of marker) that the API server
+// would not let change: a Secret whose source (from) now has another type, as a Secret's type
+// is immutable, or a copy marked immutable (one adopted from an immutable object). The update
+// would fail with the API server's "field is immutable", which does not say what to do.
+// Deleting the copy is the remedy, and the admin's to take: shadowgate would need to delete
+// Secrets in every namespace to take it itself. nil when the copy can be overwritten.
+func cannotOverwrite(src, existing client.Object, marker, from string) error {
+	kind := strings.ToLower(kindOf(existing))
+	var why string
+	switch e := existing.(type) {
+	case *corev1.Secret:
+		s := src.(*corev1.Secret)
+		switch {
+		case s.Type != e.Type && marker == from:
+			why = fmt.Sprintf("of type %s, and the source is now of type %s; a Secret's type cannot change", e.Type, s.Type)
+		case s.Type != e.Type:
+			why = fmt.Sprintf("of type %s, and its source is now %s, of type %s; a Secret's type cannot change", e.Type, from, s.Type)
+		case e.Immutable != nil && *e.Immutable:
+			why = "and is immutable, so it cannot take the source's new content"
+		}
+	case *corev1.ConfigMap:
+		if e.Immutable != nil && *e.Immutable {
+			why = "and is immutable, so it cannot take the source's new content"
+		}
+	}
+	if why == "" {
 		return nil
 	}
-	e := existing.(*corev1.Secret)
-	if s.Type == e.Type {
-		return nil
-	}
-	source := fmt.Sprintf("and the source is now of type %s", s.Type)
-	if marker != from {
-		source = fmt.Sprintf("and its source is now %s, of type %s", from, s.Type)
-	}
+	ns, name := existing.GetNamespace(), existing.GetName()
 	return &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status:  metav1.StatusFailure,
 		Code:    http.StatusConflict,
 		Reason:  metav1.StatusReasonConflict,
-		Details: &metav1.StatusDetails{Kind: "secrets", Name: e.Name},
-		Message: fmt.Sprintf("secret %s/%s is a copy of %s of type %s, %s; a Secret's type cannot change: "+
-			"delete the copy (kubectl delete secret -n %s %s) and shadowgate copies it again",
-			e.Namespace, e.Name, marker, e.Type, source, e.Namespace, e.Name),
+		Details: &metav1.StatusDetails{Kind: kind + "s", Name: name},
+		Message: fmt.Sprintf("%s %s/%s is a copy of %s %s: delete the copy (kubectl delete %s -n %s %s) and shadowgate copies it again",
+			kind, ns, name, marker, why, kind, ns, name),
 	}}
 }
 

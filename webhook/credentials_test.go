@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/interlink-hq/shadowgate/inject"
@@ -33,7 +34,13 @@ func TestDecideCopy(t *testing.T) {
 		}
 		return s
 	}
+	immutable := func(o client.Object) client.Object {
+		o.(*corev1.Secret).Immutable = ptr.To(true)
+		return o
+	}
 	const (
+		frozen = "secret user-shadow/hpc-ssh-key is a copy of shadowgate-system/hpc-ssh-key and is immutable, so it cannot take the source's new content: " +
+			"delete the copy (kubectl delete secret -n user-shadow hpc-ssh-key) and shadowgate copies it again"
 		foreign     = "refusing to overwrite secret user-shadow/hpc-ssh-key: it already exists, holds different content and was not created by shadowgate"
 		typeChanged = "secret user-shadow/hpc-ssh-key is a copy of shadowgate-system/hpc-ssh-key of type Opaque, and the source is now of type kubernetes.io/ssh-auth; " +
 			"a Secret's type cannot change: delete the copy (kubectl delete secret -n user-shadow hpc-ssh-key) and shadowgate copies it again"
@@ -58,6 +65,10 @@ func TestDecideCopy(t *testing.T) {
 			srcType: corev1.SecretTypeSSHAuth, existing: in(from, "old key"), refused: typeChanged},
 		"a copy marked from another source and of another type is refused, naming both sources": {
 			srcType: corev1.SecretTypeSSHAuth, existing: in("elsewhere/hpc-ssh-key", "key"), refused: typeAndSourceChanged},
+		"an immutable copy with the source's content is left as it is":  {existing: immutable(in(from, "key")), want: copyUpToDate},
+		"an immutable unmarked object with the same content is adopted": {existing: immutable(in("", "key")), want: copyAdopt},
+		"an immutable copy with other content is refused, saying to delete the copy": {
+			existing: immutable(in(from, "old key")), refused: frozen},
 		"an unmarked object of another type is refused as someone else's": {
 			srcType: corev1.SecretTypeSSHAuth, existing: in("", "key"), refused: foreign},
 	} {
