@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/interlink-hq/shadowgate/e2e/harness"
+	"github.com/interlink-hq/shadowgate/inject"
 )
 
 // chartCluster is a control plane of its own for installing the chart, whose objects have the
@@ -60,14 +62,15 @@ func newChartCluster(t *testing.T) *chartCluster {
 	return c
 }
 
-// install installs the chart's rendering for default values and serves it, then creates the
-// Secrets and ConfigMaps the example policy names (the dev overlay's stand-ins).
-func (c *chartCluster) install(t *testing.T) {
+// install installs the chart's rendering (for default values, or helm template's extra args)
+// and serves it, then creates the Secrets and ConfigMaps the example policy names (the dev
+// overlay's stand-ins).
+func (c *chartCluster) install(t *testing.T, args ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var err error
-	c.sg, err = harness.InstallChart(ctx, c.k, c.cp, helmTemplate(t), harness.ServeOptions{Bin: cluster.bin, Dir: c.dir, GracePeriod: gracePeriod})
+	c.sg, err = harness.InstallChart(ctx, c.k, c.cp, helmTemplate(t, args...), harness.ServeOptions{Bin: cluster.bin, Dir: c.dir, GracePeriod: gracePeriod})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,4 +234,43 @@ func parityCases(t *testing.T, ns string) map[string]parityCase {
 			`"labels":{"interlink.eu/shadow-role":"node"}},"data":{"compute-node":"node1 -oProxyCommand=id"}}`, false},
 		"invalid-policy": {policyConfigMap(t, "virtualNodes:\n  hpc-vk:\n    Network:\n      ShadowMode: carrier-pigeon\n"), false},
 	}
+}
+
+// With webhooks.virtualNodes the chart's pod webhooks are sent a pod created with spec.nodeName
+// only when it names a listed virtual node: a pod bound to an ordinary node (a debug pod, say)
+// is not sent, so an outage would not refuse it, while one bound to hpc-vk is judged and gets
+// its shadow. The API server compiles the rendered CEL when the chart is installed.
+func TestChartVirtualNodesLimitsWhichBoundPodsAreSent(t *testing.T) {
+	c := newChartCluster(t)
+	c.install(t, "--set", "webhooks.virtualNodes={hpc-vk,cern-vk}")
+	docFile := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(docFile, []byte(examplePolicyDocument(t)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.must(t, helmTemplate(t, "--set-file", "policy="+docFile, "--show-only", "templates/policy.yaml"),
+		"apply", "--server-side", "--field-manager=e2e-install", "-f", "-")
+	const ns = "chart-bound"
+	c.must(t, "", "create", "namespace", ns)
+	bound := func(name, node string) string {
+		return fmt.Sprintf(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":%q,"namespace":%q},`+
+			`"spec":{"nodeName":%q,"containers":[{"name":"main","image":"busybox","ports":[{"containerPort":8888}]}]}}`, name, ns, node)
+	}
+	mutated := `controller_runtime_webhook_requests_total{code="200",webhook="/mutate-pods"}`
+	sentFor := func(pod string) float64 {
+		t.Helper()
+		before := metricValuesOf(t, c.sg, []string{mutated})[mutated]
+		c.must(t, pod, "create", "--dry-run=server", "-f", "-")
+		return metricValuesOf(t, c.sg, []string{mutated})[mutated] - before
+	}
+	if n := sentFor(bound("debug", "worker-1")); n != 0 {
+		t.Errorf("a pod bound to worker-1 was sent to /mutate-pods %v times, want none", n)
+	}
+	if n := sentFor(bound("probe", "hpc-vk")); n != 1 {
+		t.Errorf("a pod bound to hpc-vk was sent to /mutate-pods %v times, want once", n)
+	}
+	expectContains(t, c.must(t, bound("trainer", "hpc-vk"), "apply", "-f", "-"), "pod/trainer created")
+	eventually(t, 15*time.Second, "the bound pod's shadow exists", func() (bool, string) {
+		r := c.run(t, "", "get", "deployment", inject.ShadowName("trainer", ns), "-n", ns+"-shadow")
+		return r.Err == nil, r.Output()
+	})
 }

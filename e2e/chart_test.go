@@ -85,6 +85,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 		"logFormat=text":                          "/logFormat",
 		"shadowGracePeriod=2 minutes":             "/shadowGracePeriod",
 		"webhooks.timeoutSeconds.validatePods=60": "/webhooks/timeoutSeconds/validatePods",
+		"webhooks.virtualNodes={Bad_Name}":        "/webhooks/virtualNodes/0",
 	} {
 		_, err := runHelm(t, "template", "shadowgate", chartDir, "--set", set)
 		if err == nil || !strings.Contains(err.Error(), want) {

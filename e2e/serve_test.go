@@ -97,7 +97,13 @@ func TestHealthAndMetrics(t *testing.T) {
 // counts as 0.
 func metricValues(t *testing.T, series []string) map[string]float64 {
 	t.Helper()
-	text, err := cluster.sg.Metrics()
+	return metricValuesOf(t, cluster.sg, series)
+}
+
+// metricValuesOf is metricValues of another serve than the suite's.
+func metricValuesOf(t *testing.T, sg *harness.Shadowgate, series []string) map[string]float64 {
+	t.Helper()
+	text, err := sg.Metrics()
 	if err != nil {
 		t.Fatal(err)
 	}

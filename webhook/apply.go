@@ -34,7 +34,7 @@ const cleanupTimeout = 10 * time.Second
 // Applier server-side applies shadows and copies the credentials they mount.
 type Applier struct {
 	client client.Client // writes, through a transport that records statuses (newApplyClient)
-	reader client.Reader // uncached reads: credential contents and copies
+	reader client.Reader // uncached reads: credential contents and copies, existing node ConfigMaps
 	scheme *runtime.Scheme
 	// credentialsNamespace is where the policy's Secrets and ConfigMaps are copied from.
 	credentialsNamespace string
@@ -178,7 +178,12 @@ func (a *Applier) writeExistingNodeConfigMap(ctx context.Context, cm *corev1.Con
 	case existing.Labels[inject.LabelPodUID] == cm.Labels[inject.LabelPodUID]:
 		metaOnly := cm.DeepCopy()
 		metaOnly.Data = nil
-		_, err := a.applyObject(ctx, metaOnly, dryRun, created)
+		existed, err := a.applyObject(ctx, metaOnly, dryRun, created)
+		if err == nil && !existed {
+			// Deleted since the read, the apply made it anew, without the key: give it
+			// the empty compute-node a creation gives. Nothing can have written one yet.
+			_, err = a.applyObject(ctx, cm, dryRun, created)
+		}
 		return true, err
 	}
 	reset := existing.DeepCopy()

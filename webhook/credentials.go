@@ -122,7 +122,7 @@ func decideCopy(src, existing client.Object, from string) (copyAction, error) {
 		// pod, would change nothing and cost the API server a write.
 		return copyUpToDate, nil
 	case marker != "":
-		if err := cannotOverwrite(src, existing, marker, from); err != nil {
+		if err := cannotOverwrite(src, existing, marker, from, same); err != nil {
 			return 0, err
 		}
 		return copyOverwrite, nil
@@ -141,11 +141,12 @@ func decideCopy(src, existing client.Object, from string) (copyAction, error) {
 
 // cannotOverwrite refuses to overwrite a copy (marked as a copy of marker) that the API server
 // would not let change: a Secret whose source (from) now has another type, as a Secret's type
-// is immutable, or a copy marked immutable (one adopted from an immutable object). The update
+// is immutable, or a copy marked immutable (one adopted from an immutable object) whose content
+// differs (same says it does not: then only its marker changes, which the API server allows). The update
 // would fail with the API server's "field is immutable", which does not say what to do.
 // Deleting the copy is the remedy, and the admin's to take: shadowgate would need to delete
 // Secrets in every namespace to take it itself. nil when the copy can be overwritten.
-func cannotOverwrite(src, existing client.Object, marker, from string) error {
+func cannotOverwrite(src, existing client.Object, marker, from string, same bool) error {
 	kind := strings.ToLower(kindOf(existing))
 	var why string
 	switch e := existing.(type) {
@@ -156,11 +157,11 @@ func cannotOverwrite(src, existing client.Object, marker, from string) error {
 			why = fmt.Sprintf("of type %s, and the source is now of type %s; a Secret's type cannot change", e.Type, s.Type)
 		case s.Type != e.Type:
 			why = fmt.Sprintf("of type %s, and its source is now %s, of type %s; a Secret's type cannot change", e.Type, from, s.Type)
-		case e.Immutable != nil && *e.Immutable:
+		case !same && e.Immutable != nil && *e.Immutable:
 			why = "and is immutable, so it cannot take the source's new content"
 		}
 	case *corev1.ConfigMap:
-		if e.Immutable != nil && *e.Immutable {
+		if !same && e.Immutable != nil && *e.Immutable {
 			why = "and is immutable, so it cannot take the source's new content"
 		}
 	}

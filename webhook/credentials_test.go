@@ -67,6 +67,8 @@ func TestDecideCopy(t *testing.T) {
 			srcType: corev1.SecretTypeSSHAuth, existing: in("elsewhere/hpc-ssh-key", "key"), refused: typeAndSourceChanged},
 		"an immutable copy with the source's content is left as it is":  {existing: immutable(in(from, "key")), want: copyUpToDate},
 		"an immutable unmarked object with the same content is adopted": {existing: immutable(in("", "key")), want: copyAdopt},
+		"an immutable copy marked from another source, with the same content, is overwritten": {
+			existing: immutable(in("elsewhere/hpc-ssh-key", "key")), want: copyOverwrite},
 		"an immutable copy with other content is refused, saying to delete the copy": {
 			existing: immutable(in(from, "old key")), refused: frozen},
 		"an unmarked object of another type is refused as someone else's": {

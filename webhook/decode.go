@@ -69,10 +69,7 @@ func decodeRaw(raw []byte, what string, into interface{ GetObjectKind() schema.O
 	if len(strict) > 0 {
 		return fmt.Errorf("the request's %s is not what the API server sends: %w", what, errors.Join(strict...))
 	}
-	if got := into.GetObjectKind().GroupVersionKind(); !got.Empty() && got != kind {
-		return fmt.Errorf("the request is for %s, but its %s says it is %s", describe(kind), what, describe(got))
-	}
-	return nil
+	return checkObjectKind(into, what, kind)
 }
 
 // errNoObject refuses a request without an object: the webhook configurations' rules send only
@@ -83,10 +80,11 @@ var errNoObject = errors.New("the admission request holds no object to decode")
 // sends with one.
 var errNoOldObject = errors.New("the UPDATE request holds no oldObject, the object as stored, to compare the object with")
 
-// checkObjectKind refuses an object whose own apiVersion and kind are not the request's.
-func checkObjectKind(obj interface{ GetObjectKind() schema.ObjectKind }, kind schema.GroupVersionKind) error {
+// checkObjectKind refuses an object (the request's field named what) whose own apiVersion and
+// kind are not the request's.
+func checkObjectKind(obj interface{ GetObjectKind() schema.ObjectKind }, what string, kind schema.GroupVersionKind) error {
 	if got := obj.GetObjectKind().GroupVersionKind(); !got.Empty() && got != kind {
-		return fmt.Errorf("the request is for %s, but its object says it is %s", describe(kind), describe(got))
+		return fmt.Errorf("the request is for %s, but its %s says it is %s", describe(kind), what, describe(got))
 	}
 	return nil
 }

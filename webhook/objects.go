@@ -47,7 +47,10 @@ const workloadKindNames = "Deployment, StatefulSet, DaemonSet and ReplicaSet (ap
 // finalizer removed, the deployment controller's writes to its ReplicaSets) is admitted: it
 // makes no pod differ from what was admitted before, and refusing it under a policy tightened
 // since would stall the controllers and the garbage collector on the workload, its deletion
-// too. A workload being deleted is admitted whatever the update, for the same reason.
+// too. A workload being deleted is admitted whatever the update, for the same reason. This
+// holds while a replica answers: the update is still sent (a matchCondition comparing whole
+// templates would cost CEL more than its budget allows), so under failurePolicy Fail an
+// outage refuses it like any write of an offloaded workload.
 func (v *WorkloadValidator) Handle(_ context.Context, req admission.Request) admission.Response {
 	gvk := schema.GroupVersionKind(req.Kind)
 	newObject, ok := workloadKinds[gvk]

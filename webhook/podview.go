@@ -79,7 +79,7 @@ func decodePod(req admission.Request) (*corev1.Pod, error) {
 		}
 		return nil, fmt.Errorf("the request's object is not a %s: %w", describe(podVersionKind), misplacedValue(err))
 	}
-	if err := checkObjectKind(&v, podVersionKind); err != nil {
+	if err := checkObjectKind(&v, "object", podVersionKind); err != nil {
 		return nil, err
 	}
 	m := &v.Metadata

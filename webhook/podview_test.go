@@ -77,6 +77,16 @@ func TestPodViewDecidesAsTheWholePod(t *testing.T) {
 			t.Fatal(err)
 		}
 		inputs[name+", tolerating any taint, with node affinity"] = goldenPod{in.pol, raw}
+		// The same, its only term pinning it to an ordinary node: a view that dropped the
+		// affinity would offload it.
+		spec["affinity"].(map[string]any)["nodeAffinity"].(map[string]any)["requiredDuringSchedulingIgnoredDuringExecution"] =
+			map[string]any{"nodeSelectorTerms": []any{
+				map[string]any{"matchFields": []any{map[string]any{"key": "metadata.name", "operator": "In", "values": []any{"worker-1"}}}},
+			}}
+		if raw, err = json.Marshal(obj); err != nil {
+			t.Fatal(err)
+		}
+		inputs[name+", tolerating any taint, pinned to an ordinary node"] = goldenPod{in.pol, raw}
 	}
 
 	for name, in := range inputs {

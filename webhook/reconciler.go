@@ -90,7 +90,14 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager) 
 			r.podDeleted(e.Object.GetUID())
 			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)})
 		},
-	}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return mayHaveShadow(o, r.isVirtualNode) })))
+	}, builder.WithPredicates(predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { return mayHaveShadow(e.Object, r.isVirtualNode) },
+		UpdateFunc: func(e event.UpdateEvent) bool { return mayHaveShadow(e.ObjectNew, r.isVirtualNode) },
+		// Any node: a pod bound to a virtual node since taken out of the policy still had its
+		// shadow, and its deletion is what lets the shadow go at once.
+		DeleteFunc:  func(e event.DeleteEvent) bool { return mayHaveShadow(e.Object, anyNode) },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}))
 	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}} {
 		if err := mgr.GetFieldIndexer().IndexField(ctx, obj, indexShadowFor, shadowForIndex); err != nil {
 			return err
@@ -146,6 +153,9 @@ func mayHaveShadow(o client.Object, isVirtualNode func(string) bool) bool {
 	}
 	return pod.Spec.NodeName != "" && isVirtualNode(pod.Spec.NodeName)
 }
+
+// anyNode takes every node for a virtual node.
+func anyNode(string) bool { return true }
 
 // isVirtualNode says whether the policy in force lists the node.
 func (r *Reconciler) isVirtualNode(name string) bool {

@@ -17,8 +17,10 @@ import (
 // ports a developer's machine may run.
 const lowest = 10000
 
-// handedOut holds every port Port has returned in this process, so two tests running in
-// parallel are never told the same port.
+// handedOut holds every port Port has returned in this process, so two tests of one test
+// binary running in parallel are never told the same port. Test binaries of other packages,
+// running at the same time, keep their own: choosing below the ephemeral range and checking
+// that the port is free leaves them only the moment between the choice and the bind.
 var handedOut = struct {
 	sync.Mutex
 	ports map[int]bool

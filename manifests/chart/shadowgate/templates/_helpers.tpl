@@ -67,6 +67,17 @@ namespaceSelector:
 {{- end -}}
 {{- end -}}
 
+{{/* The CEL test of a pod's spec.nodeName (name: the CEL expression of it): any node, or with
+webhooks.virtualNodes one of those, so that pods bound to ordinary nodes (a static pod's mirror,
+a `kubectl debug node/...` pod) are not refused during an outage. toJson quotes each name. */}}
+{{- define "shadowgate.nodeNameTest" -}}
+{{- if .Values.webhooks.virtualNodes -}}
+{{ .name }} in {{ toJson .Values.webhooks.virtualNodes }}
+{{- else -}}
+{{ .name }} != ''
+{{- end -}}
+{{- end -}}
+
 {{/* matchConditions of the pod webhooks, /mutate-pods and /validate-pods alike: pods that
 carry an interLink annotation, tolerate the virtual node's taint or are created with a
 spec.nodeName (which skips the scheduler and its taints), then the values' own.
@@ -79,7 +90,7 @@ outage. */}}
   expression: >-
     (has(object.metadata.annotations) && object.metadata.annotations.exists(k, (k.startsWith('interlink.eu/') && k != 'interlink.eu/shadow-for') || k == 'slurm-job.vk.io/pre-exec'))
     || (has(object.spec.tolerations) && object.spec.tolerations.exists(t, has(t.key) ? t.key == 'virtual-node.interlink/no-schedule' : (has(t.operator) && t.operator == 'Exists')))
-    || (has(object.spec.nodeName) && object.spec.nodeName != '')
+    || (has(object.spec.nodeName) && {{ include "shadowgate.nodeNameTest" (dict "name" "object.spec.nodeName" "Values" .Values) }})
 {{- include "shadowgate.valuesConditions" . }}
 {{- end -}}
 
@@ -96,7 +107,7 @@ in shadowgate's own writes; then the values' own. */}}
     [has(object.spec.jobTemplate) ? object.spec.jobTemplate.spec.template : object.spec.template].exists(p,
     (has(p.metadata) && has(p.metadata.annotations) && p.metadata.annotations.exists(k, (k.startsWith('interlink.eu/') && k != 'interlink.eu/shadow-for') || k == 'slurm-job.vk.io/pre-exec'))
     || (has(p.spec) && has(p.spec.tolerations) && p.spec.tolerations.exists(t, has(t.key) ? t.key == 'virtual-node.interlink/no-schedule' : (has(t.operator) && t.operator == 'Exists')))
-    || (has(p.spec) && has(p.spec.nodeName) && p.spec.nodeName != ''))
+    || (has(p.spec) && has(p.spec.nodeName) && {{ include "shadowgate.nodeNameTest" (dict "name" "p.spec.nodeName" "Values" .Values) }}))
 {{- include "shadowgate.valuesConditions" . }}
 {{- end -}}
 
