@@ -130,12 +130,12 @@ func (a *Applier) createNodeConfigMap(ctx context.Context, cm *corev1.ConfigMap,
 	if dryRun {
 		opts = append(opts, client.DryRunAll)
 	}
+	u, err := toApply(cm, a.scheme)
+	if err != nil {
+		return err
+	}
 	for range writeRounds {
-		u, err := toApply(cm, a.scheme)
-		if err != nil {
-			return err
-		}
-		err = a.client.Create(ctx, u, opts...)
+		err := a.client.Create(ctx, u, opts...)
 		switch {
 		case err == nil:
 			if !dryRun {

@@ -142,28 +142,23 @@ func decideCopy(src, existing client.Object, from string) (copyAction, error) {
 // cannotOverwrite refuses to overwrite a copy (marked as a copy of marker) that the API server
 // would not let change: a Secret whose source (from) now has another type, as a Secret's type
 // is immutable, or a copy marked immutable (one adopted from an immutable object) whose content
-// differs (same says it does not: then only its marker changes, which the API server allows). The update
-// would fail with the API server's "field is immutable", which does not say what to do.
-// Deleting the copy is the remedy, and the admin's to take: shadowgate would need to delete
+// differs (same says it does not: then only its marker changes, which the API server allows).
+// The update would fail with the API server's "field is immutable", which does not say what to
+// do. Deleting the copy is the remedy, and the admin's to take: shadowgate would need to delete
 // Secrets in every namespace to take it itself. nil when the copy can be overwritten.
 func cannotOverwrite(src, existing client.Object, marker, from string, same bool) error {
 	kind := strings.ToLower(kindOf(existing))
 	var why string
-	switch e := existing.(type) {
-	case *corev1.Secret:
-		s := src.(*corev1.Secret)
-		switch {
-		case s.Type != e.Type && marker == from:
+	if s, isSecret := src.(*corev1.Secret); isSecret {
+		if e := existing.(*corev1.Secret); s.Type != e.Type {
 			why = fmt.Sprintf("of type %s, and the source is now of type %s; a Secret's type cannot change", e.Type, s.Type)
-		case s.Type != e.Type:
-			why = fmt.Sprintf("of type %s, and its source is now %s, of type %s; a Secret's type cannot change", e.Type, from, s.Type)
-		case !same && e.Immutable != nil && *e.Immutable:
-			why = "and is immutable, so it cannot take the source's new content"
+			if marker != from {
+				why = fmt.Sprintf("of type %s, and its source is now %s, of type %s; a Secret's type cannot change", e.Type, from, s.Type)
+			}
 		}
-	case *corev1.ConfigMap:
-		if !same && e.Immutable != nil && *e.Immutable {
-			why = "and is immutable, so it cannot take the source's new content"
-		}
+	}
+	if why == "" && !same && immutable(existing) {
+		why = "and is immutable, so it cannot take the source's new content"
 	}
 	if why == "" {
 		return nil
@@ -177,6 +172,17 @@ func cannotOverwrite(src, existing client.Object, marker, from string, same bool
 		Message: fmt.Sprintf("%s %s/%s is a copy of %s %s: delete the copy (kubectl delete %s -n %s %s) and shadowgate copies it again",
 			kind, ns, name, marker, why, kind, ns, name),
 	}}
+}
+
+// immutable says whether a credential is marked immutable: its content can no longer change.
+func immutable(obj client.Object) bool {
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		return o.Immutable != nil && *o.Immutable
+	case *corev1.ConfigMap:
+		return o.Immutable != nil && *o.Immutable
+	}
+	return false
 }
 
 // overwrite is existing with src's content and the marker, at existing's resourceVersion; the
