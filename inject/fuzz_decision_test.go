@@ -20,22 +20,22 @@ import (
 // changes nothing; the shadow's objects have DNS-1123 label names and valid label values; and
 // the pre-exec and the shadow hold the shell property (shellproperty_test.go).
 func decideAndRender(t *testing.T, pod *corev1.Pod, pol *policy.Policy) {
-	o, d := validate.Pod(pod, pol)
+	o, d := validate.Pod(pod, validate.Config{Policy: pol})
 	if !d.Allowed() || o == nil {
 		return
 	}
-	if warnings := MutatePod(pod, o); len(warnings) > 0 {
+	if warnings := mutateInPlace(pod, o); len(warnings) > 0 {
 		t.Fatalf("an admitted pod could not be mutated: %q; annotations %q", warnings, pod.Annotations)
 	}
-	o, d = validate.Pod(pod, pol)
+	o, d = validate.Pod(pod, validate.Config{Policy: pol})
 	if !d.Allowed() {
 		t.Fatalf("the mutated pod is refused: %v; annotations %q", d.Errors.ToAggregate(), pod.Annotations)
 	}
-	if errs := CheckMutated(pod, o); len(errs) > 0 {
+	if errs := checkMutated(pod, o); len(errs) > 0 {
 		t.Fatalf("the mutated pod fails CheckMutated: %v", errs.ToAggregate())
 	}
 	again := pod.DeepCopy()
-	MutatePod(again, o)
+	mutateInPlace(again, o)
 	if !maps.Equal(again.Annotations, pod.Annotations) {
 		t.Fatalf("a second MutatePod changed the pod:\nbefore %q\nafter  %q", pod.Annotations, again.Annotations)
 	}
@@ -44,7 +44,7 @@ func decideAndRender(t *testing.T, pod *corev1.Pod, pol *policy.Policy) {
 			t.Fatal(err)
 		}
 	}
-	shadow, _ := BuildShadow(pod, o)
+	shadow, _ := buildShadow(pod, o)
 	if shadow == nil {
 		return
 	}
@@ -76,7 +76,7 @@ func FuzzDecision(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	pol, errs := policy.Parse(doc)
+	pol, errs := validate.ParsePolicy(doc, validate.CredentialRules{})
 	if len(errs) > 0 {
 		f.Fatalf("the example policy is refused: %v", errs.ToAggregate())
 	}

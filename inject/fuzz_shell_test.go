@@ -135,12 +135,12 @@ func FuzzShellValues(f *testing.F) {
 	for _, s := range shellSeeds() {
 		f.Add(s.forwards, s.bind, s.socks, s.extraPorts, s.node, s.loginHost, s.user, s.extraOption, s.python, s.connect, s.principal, s.mode)
 	}
-	base, errs := policy.ParseDocument([]byte(shellPolicy(0, good.loginHost, good.user, good.extraOption, good.python, good.connect, good.principal)), nil)
+	base, errs := validate.ParsePolicy([]byte(shellPolicy(0, good.loginHost, good.user, good.extraOption, good.python, good.connect, good.principal)), validate.CredentialRules{})
 	if len(errs) > 0 {
 		f.Fatalf("the fuzz target's base policy is refused: %v", errs.ToAggregate())
 	}
 	f.Fuzz(func(t *testing.T, forwards, bind, socks, extraPorts, node, loginHost, user, extraOption, python, connect, principal string, mode uint8) {
-		pol, errs := policy.ParseDocument([]byte(shellPolicy(mode, loginHost, user, extraOption, python, connect, principal)), nil)
+		pol, errs := validate.ParsePolicy([]byte(shellPolicy(mode, loginHost, user, extraOption, python, connect, principal)), validate.CredentialRules{})
 		if len(errs) > 0 {
 			pol = base // the annotations still get their turn
 		}
@@ -173,7 +173,7 @@ func FuzzShellValues(f *testing.F) {
 func TestShellSeedsReachExecModeRemoteCommands(t *testing.T) {
 	reached := map[uint8]bool{}
 	for _, s := range shellSeeds() {
-		pol, errs := policy.ParseDocument([]byte(shellPolicy(s.mode, s.loginHost, s.user, s.extraOption, s.python, s.connect, s.principal)), nil)
+		pol, errs := validate.ParsePolicy([]byte(shellPolicy(s.mode, s.loginHost, s.user, s.extraOption, s.python, s.connect, s.principal)), validate.CredentialRules{})
 		node := validate.NodeConfigMap(&corev1.ConfigMap{Data: map[string]string{validate.ComputeNodeKey: s.node}})
 		if len(errs) > 0 || s.node == "" || !node.Allowed() {
 			continue

@@ -51,7 +51,7 @@ func shadowCases(t *testing.T) []goldenCase {
 	t.Helper()
 	var cases []goldenCase
 	for _, c := range goldenCases(t) {
-		if o, _ := validate.Pod(c.pod, c.policy); o != nil {
+		if c.render(t).Offload != nil {
 			cases = append(cases, c)
 		}
 	}
@@ -62,27 +62,26 @@ func shadowCases(t *testing.T) []goldenCase {
 // no listed virtual node: the webhook admits it as it is, without a shadow.
 const notOffloaded = "# admitted unchanged: the pod belongs to no virtual node the policy lists, so it has no shadow\n"
 
-// shadowOf renders a case the way the webhook does: judge the pod, mutate a copy of it, check
-// the mutation, then build the shadow. A case that asks for the reverse tunnel names its bind
-// address, so the golden file does not depend on the one MutatePod would choose.
+// render takes a case through both phases as the webhook and `shadowgate render` do, failing
+// the test if the pod is refused. A case that asks for the reverse tunnel names its bind
+// address, so the golden file does not depend on the one the mutating phase would choose.
+func (c goldenCase) render(t *testing.T) Rendering {
+	t.Helper()
+	r := Render(c.pod, validate.Config{Policy: c.policy})
+	if !r.Decision.Allowed() {
+		t.Fatalf("%s: pod refused: %v", c.name, r.Decision.Errors.ToAggregate())
+	}
+	return r
+}
+
+// shadowOf is the shadow of a case that gets one, and the warnings said on the way.
 func (c goldenCase) shadowOf(t *testing.T) (*Shadow, []string) {
 	t.Helper()
-	pod := c.pod.DeepCopy()
-	o, d := validate.Pod(pod, c.policy)
-	if !d.Allowed() {
-		t.Fatalf("%s: pod refused: %v", c.name, d.Errors.ToAggregate())
-	}
-	if w := MutatePod(pod, o); len(w) > 0 {
-		t.Fatalf("%s: MutatePod warned: %v", c.name, w)
-	}
-	if errs := CheckMutated(pod, o); len(errs) > 0 {
-		t.Fatalf("%s: %v", c.name, errs.ToAggregate())
-	}
-	s, warnings := BuildShadow(pod, o)
-	if s == nil {
+	r := c.render(t)
+	if r.Shadow == nil {
 		t.Fatalf("%s: no shadow", c.name)
 	}
-	return s, append(d.Warnings, warnings...)
+	return r.Shadow, r.Decision.Warnings
 }
 
 // TestGolden compares every shadow object of each case, whole, with
@@ -95,22 +94,19 @@ func TestGolden(t *testing.T) {
 	for _, c := range goldenCases(t) {
 		t.Run(c.name, func(t *testing.T) {
 			var out bytes.Buffer
-			if o, d := validate.Pod(c.pod, c.policy); o == nil {
-				if !d.Allowed() {
-					t.Fatalf("%s: pod refused: %v", c.name, d.Errors.ToAggregate())
-				}
-				for _, w := range d.Warnings {
-					fmt.Fprintf(&out, "# warning: %s\n", w)
-				}
+			r := c.render(t)
+			for _, w := range r.Decision.Warnings {
+				fmt.Fprintf(&out, "# warning: %s\n", w)
+			}
+			if r.Offload == nil {
 				out.WriteString(notOffloaded)
 				compareGolden(t, c.name, out.Bytes())
 				return
 			}
-			s, warnings := c.shadowOf(t)
-			for _, w := range warnings {
-				fmt.Fprintf(&out, "# warning: %s\n", w)
+			if r.Shadow == nil {
+				t.Fatalf("%s: no shadow", c.name)
 			}
-			for i, obj := range s.Objects() {
+			for i, obj := range r.Shadow.Objects() {
 				if d, ok := obj.(*appsv1.Deployment); ok {
 					obj = withScriptNames(t, d)
 				}

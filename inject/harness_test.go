@@ -17,22 +17,21 @@ import (
 
 	"github.com/interlink-hq/shadowgate/inject/internal/sshtest"
 	"github.com/interlink-hq/shadowgate/validate"
-	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
 // render builds the shadow of pod under a policy document, failing the test when the policy
 // or the pod is refused or no shadow comes out.
 func render(t *testing.T, policyDoc string, pod *corev1.Pod) (*Shadow, []string) {
 	t.Helper()
-	pol, errs := policy.ParseDocument([]byte(policyDoc), nil)
+	pol, errs := validate.ParsePolicy([]byte(policyDoc), validate.CredentialRules{})
 	if len(errs) > 0 {
 		t.Fatalf("test policy refused: %v", errs.ToAggregate())
 	}
-	o, d := validate.Pod(pod, pol)
+	o, d := validate.Pod(pod, validate.Config{Policy: pol})
 	if !d.Allowed() {
 		t.Fatalf("test pod refused: %v", d.Errors.ToAggregate())
 	}
-	return BuildShadow(pod, o)
+	return buildShadow(pod, o)
 }
 
 // offloadedPod is a pod on virtual node hpc-vk exposing ports.

@@ -12,7 +12,7 @@ import (
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
-// The marker lines around the snippet in slurm-job.vk.io/pre-exec: MutatePod finds its own
+// The marker lines around the snippet in slurm-job.vk.io/pre-exec: prepare finds its own
 // block by them, so it is prepended exactly once however often the webhook is invoked.
 const (
 	markerBegin = "# >>> shadowgate: reverse tunnel (added by the admission webhook; do not edit) >>>"

@@ -33,7 +33,7 @@ var (
 
 // reverseContainer is ssh-reverse: it shares the login, options and credential mounts of
 // ssh-forward, and dials each forward's DialHost, so a bare Service name reaches the pod's
-// namespace rather than the shadow's. The pod has been through MutatePod, so o.Bind is set.
+// namespace rather than the shadow's. The pod has been through the mutating phase (Admit checks it), so o.Bind is set.
 func (b *builder) reverseContainer() corev1.Container {
 	rev := &b.ssh.Reverse
 	forwards := make([]string, 0, len(b.o.Forwards))

@@ -196,8 +196,8 @@ virtualNodes:
 	if socks != "" {
 		s.pod.Annotations[validate.AnnotationReverseSocksPort] = strconv.Itoa(s.socks)
 	}
-	o, _ := validate.Pod(s.pod, mustPolicy(t, doc))
-	if w := MutatePod(s.pod, o); len(w) > 0 {
+	o, _ := validate.Pod(s.pod, validate.Config{Policy: mustPolicy(t, doc)})
+	if w := mutateInPlace(s.pod, o); len(w) > 0 {
 		t.Fatalf("MutatePod warned: %v", w)
 	}
 	s.bind = s.pod.Annotations[validate.AnnotationReverseBind]

@@ -30,8 +30,8 @@ virtualNodes:
 	pod := offloadedPod("trainer", "user", ports...)
 	pod.Annotations = map[string]string{validate.AnnotationReverseForwards: "minio:9000 6443:kubernetes.default.svc.cluster.local:443"}
 	pol := mustPolicy(t, doc)
-	o, _ := validate.Pod(pod, pol)
-	MutatePod(pod, o)
+	o, _ := validate.Pod(pod, validate.Config{Policy: pol})
+	mutateInPlace(pod, o)
 	s, _ := render(t, doc, pod)
 	return pod, s
 }

@@ -32,11 +32,11 @@ type Credential struct {
 	Namespace string // the shadow's namespace, where the copy goes
 }
 
-// BuildShadow returns the shadow of an admitted pod (validate.Pod returned o and allowed the
+// buildShadow returns the shadow of an admitted pod (validate.Pod returned o and allowed the
 // pod), or nil when the pod needs none: it is on no SSH-shadow node, asks for pod-vpn, or has
 // neither a TCP port to forward (with EnableTunnel) nor a reverse forward. The warnings are the
 // builder's own; validate.Pod's (UDP ports skipped) are not repeated.
-func BuildShadow(pod *corev1.Pod, o *validate.Offload) (*Shadow, []string) {
+func buildShadow(pod *corev1.Pod, o *validate.Offload) (*Shadow, []string) {
 	if o == nil || !o.Node.Network.SSHShadow() || o.PodVPN {
 		return nil, nil
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/interlink-hq/shadowgate/e2e/bench"
 	"github.com/interlink-hq/shadowgate/validate"
-	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
 // BenchmarkBuildShadow is what /validate-pods computes, besides the decision, for an admitted
@@ -17,22 +16,22 @@ func BenchmarkBuildShadow(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pol, errs := policy.Parse(doc)
+	pol, errs := validate.ParsePolicy(doc, validate.CredentialRules{})
 	if len(errs) > 0 {
 		b.Fatal(errs.ToAggregate())
 	}
 	pod := bench.TypicalPod("notebook", "user", true, false)
 	pod.UID = "4d1c7f5e-0b57-4a0e-9f4c-3f2a6c1d9e01"
-	o, d := validate.Pod(pod, pol)
+	o, d := validate.Pod(pod, validate.Config{Policy: pol})
 	if !d.Allowed() {
 		b.Fatal(d.Errors.ToAggregate())
 	}
-	if s, _ := BuildShadow(pod, o); s == nil {
+	if s, _ := buildShadow(pod, o); s == nil {
 		b.Fatal("no shadow for a pod with a port")
 	}
 	b.ReportAllocs()
 	defer bench.CPUPerOp(b)()
 	for b.Loop() {
-		BuildShadow(pod, o)
+		buildShadow(pod, o)
 	}
 }

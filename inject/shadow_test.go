@@ -50,7 +50,7 @@ func TestNoShadowWhenThePodNeedsNone(t *testing.T) {
 		})
 	}
 	t.Run("a pod on no listed virtual node", func(t *testing.T) {
-		if s, _ := BuildShadow(offloadedPod("notebook", "user", tcp), nil); s != nil {
+		if s, _ := buildShadow(offloadedPod("notebook", "user", tcp), nil); s != nil {
 			t.Errorf("got a shadow")
 		}
 	})

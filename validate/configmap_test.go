@@ -61,7 +61,7 @@ func TestNodeConfigMap(t *testing.T) {
 			if cm == nil {
 				cm = nodeConfigMap(tc.node)
 			}
-			d, judged := validate.Object(cm, pol, ref, validate.CredentialRules{})
+			d, judged := validate.Object(cm, validate.Config{Policy: pol, PolicyRef: ref, Credentials: validate.CredentialRules{}})
 			if !judged {
 				t.Fatal("not judged")
 			}
@@ -71,13 +71,13 @@ func TestNodeConfigMap(t *testing.T) {
 	t.Run("a ConfigMap with a compute-node key is judged without the label", func(t *testing.T) {
 		cm := nodeConfigMap("bad name")
 		cm.Labels = nil
-		d, _ := validate.Object(cm, pol, ref, validate.CredentialRules{})
+		d, _ := validate.Object(cm, validate.Config{Policy: pol, PolicyRef: ref, Credentials: validate.CredentialRules{}})
 		if d.Allowed() {
 			t.Error("admitted")
 		}
 	})
 	t.Run("an unrelated ConfigMap is admitted", func(t *testing.T) {
-		d, _ := validate.Object(&corev1.ConfigMap{Data: map[string]string{"x": "bad name"}}, pol, ref, validate.CredentialRules{})
+		d, _ := validate.Object(&corev1.ConfigMap{Data: map[string]string{"x": "bad name"}}, validate.Config{Policy: pol, PolicyRef: ref, Credentials: validate.CredentialRules{}})
 		vt.Expect(t, d.Errors, nil)
 	})
 }
@@ -88,12 +88,12 @@ func TestPolicyConfigMap(t *testing.T) {
 	cm := func(ns, doc string) *corev1.ConfigMap {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shadowgate-policy", Namespace: ns}, Data: map[string]string{"policy.yaml": doc}}
 	}
-	d, _ := validate.Object(cm("shadowgate-system", "virtualNodes:\n  hpc-vk:\n    Network: {ShadowMode: ssh, SSH: {User: alice, KeySecret: k}}\n"), pol, ref, validate.CredentialRules{})
+	d, _ := validate.Object(cm("shadowgate-system", "virtualNodes:\n  hpc-vk:\n    Network: {ShadowMode: ssh, SSH: {User: alice, KeySecret: k}}\n"), validate.Config{Policy: pol, PolicyRef: ref, Credentials: validate.CredentialRules{}})
 	vt.Expect(t, d.Errors, []vt.Err{{Type: field.ErrorTypeRequired, Field: "data[policy.yaml].virtualNodes[hpc-vk].Network.SSH.LoginHost", Value: ""}})
 
-	d, _ = validate.Object(cm("shadowgate-system", testPolicy), pol, ref, validate.CredentialRules{})
+	d, _ = validate.Object(cm("shadowgate-system", testPolicy), validate.Config{Policy: pol, PolicyRef: ref, Credentials: validate.CredentialRules{}})
 	vt.Expect(t, d.Errors, nil)
 
-	d, _ = validate.Object(cm("elsewhere", "not a policy"), pol, ref, validate.CredentialRules{})
+	d, _ = validate.Object(cm("elsewhere", "not a policy"), validate.Config{Policy: pol, PolicyRef: ref, Credentials: validate.CredentialRules{}})
 	vt.Expect(t, d.Errors, nil)
 }

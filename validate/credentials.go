@@ -3,7 +3,6 @@ package validate
 import (
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/interlink-hq/shadowgate/validate/policy"
@@ -31,52 +30,33 @@ type CredentialRules struct {
 	// forbidden.
 	WithoutReplication bool
 	// WithoutCopiesInPodNamespaces (--credentials-in-pod-namespaces=false) is set when no pod
-	// may have the site's Secret copied into its own namespace (SecretInPodNamespace).
+	// may have the site's Secret copied into its own namespace (secretInPodNamespace).
 	WithoutCopiesInPodNamespaces bool
 }
 
-// Policy returns the errors of a valid policy that these rules cannot carry out. docPath
-// prefixes their paths as in policy.ParseDocument: nil for the document itself, data[policy.yaml]
-// as kubectl shows them for the policy ConfigMap.
-func (r CredentialRules) Policy(pol *policy.Policy, docPath *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	nodes := docPath.Child("virtualNodes")
-	for _, name := range pol.NodeNames() {
-		network := pol.VirtualNodes[name].Network
-		if r.WithoutReplication && network.SSHShadow() && network.SSH.ReplicateCredentials {
-			errs = append(errs, field.Invalid(nodes.Key(name).Child("Network", "SSH", "ReplicateCredentials"), true,
-				"shadowgate runs with --"+CredentialReplicationFlag+"=false, so it may not write Secrets and cannot copy this node's credentials "+
-					"into shadow namespaces: set ReplicateCredentials: false and provide the credentials in each shadow namespace yourself, "+
-					"or install shadowgate with credential replication (chart value credentialReplication: true, or kustomize without the no-credential-replication component)"))
-		}
+// validateReplication refuses, with WithoutReplication, a virtual node whose policy asks for
+// what this shadowgate may not do: copy its credentials into shadow namespaces.
+func (r CredentialRules) validateReplication(network *policy.Network, p *field.Path) field.ErrorList {
+	if !r.WithoutReplication || !network.SSHShadow() || !network.SSH.ReplicateCredentials {
+		return nil
 	}
-	return errs
+	return field.ErrorList{field.Invalid(p.Child("SSH", "ReplicateCredentials"), true,
+		"shadowgate runs with --"+CredentialReplicationFlag+"=false, so it may not write Secrets and cannot copy this node's credentials "+
+			"into shadow namespaces: set ReplicateCredentials: false and provide the credentials in each shadow namespace yourself, "+
+			"or install shadowgate with credential replication (chart value credentialReplication: true, or kustomize without the no-credential-replication component)")}
 }
 
-// PolicyConfigMap reads the policy a ConfigMap holds, as policy.FromConfigMap, and refuses
-// what these rules cannot carry out (Policy): the policy is parsed once for both.
-func (r CredentialRules) PolicyConfigMap(cm *corev1.ConfigMap) (*policy.Policy, field.ErrorList) {
-	pol, errs := policy.FromConfigMap(cm)
-	if len(errs) == 0 {
-		errs = r.Policy(pol, field.NewPath("data").Key(policy.DataKey))
-	}
-	if len(errs) > 0 {
-		return nil, errs
-	}
-	return pol, nil
-}
-
-// SecretInPodNamespace refuses, with WithoutCopiesInPodNamespaces, a pod (or a template's pods)
+// secretInPodNamespace refuses, with WithoutCopiesInPodNamespaces, a pod (or a template's pods)
 // in namespace that asks for its shadow in its own namespace (interlink.eu/shadow-same-ns) on a
 // node that replicates a Secret: there everyone who can create pods or read Secrets, the pod's
 // author first, could read the site's key or keytab. The shadow's own namespace, <ns>-shadow,
 // grants pod authors nothing. The pod is refused whether or not it has a port that needs a
 // shadow: the annotation asks for the copy, and the rule stays one a user can read off the
 // pod's annotations and the policy.
-func (r CredentialRules) SecretInPodNamespace(o *Offload, namespace string, at Paths) field.ErrorList {
+func (r CredentialRules) secretInPodNamespace(o *Offload, namespace string, at Paths) field.ErrorList {
 	if r.WithoutCopiesInPodNamespaces && o != nil && o.SameNamespace && !o.PodVPN {
 		if secret := copiedSecret(&o.Node.Network); secret != "" {
-			return secretInPodNamespace(o.NodeName, secret, namespace, at)
+			return secretCopyForbidden(o.NodeName, secret, namespace, at)
 		}
 	}
 	return nil
@@ -90,7 +70,7 @@ func copiedSecret(network *policy.Network) string {
 	return ""
 }
 
-func secretInPodNamespace(node, secret, namespace string, at Paths) field.ErrorList {
+func secretCopyForbidden(node, secret, namespace string, at Paths) field.ErrorList {
 	return field.ErrorList{field.Forbidden(at.Meta.Child("annotations").Key(AnnotationShadowSameNS), fmt.Sprintf(
 		"the shadow would live in namespace %s and the site's credentials (Secret %s of virtual node %s) would be copied there, "+
 			"where everyone who can create pods or read Secrets could read them: remove the annotation, and the shadow lives in %s-shadow; "+

@@ -50,7 +50,7 @@ func TestCredentialRulesOnAPolicy(t *testing.T) {
 			field.ErrorList{replicationRefused(nil, "key-vk"), replicationRefused(nil, "krb-vk")}},
 		"refusing copies into pod namespaces refuses no policy": {validate.CredentialRules{WithoutCopiesInPodNamespaces: true}, data, nil},
 	} {
-		if d := cmp.Diff(c.want, c.rules.Policy(pol, c.docPath)); d != "" {
+		if d := cmp.Diff(c.want, validate.Policy(pol, c.rules, c.docPath)); d != "" {
 			t.Errorf("%s: errors (-want +got):\n%s", name, d)
 		}
 	}
@@ -100,7 +100,7 @@ func TestCredentialRulesOnPodsAndTemplates(t *testing.T) {
 		"by default the Deployment is admitted": {validate.CredentialRules{},
 			&appsv1.Deployment{ObjectMeta: inUser, Spec: appsv1.DeploymentSpec{Template: template("key-vk", sameNS)}}, nil},
 	} {
-		d, judged := validate.Object(c.obj, pol, validate.PolicyRef{Name: policy.ConfigMapName}, c.rules)
+		d, judged := validate.Object(c.obj, validate.Config{Policy: pol, PolicyRef: validate.PolicyRef{Name: policy.ConfigMapName}, Credentials: c.rules})
 		if !judged {
 			t.Fatalf("%s: not judged", name)
 		}
@@ -114,7 +114,7 @@ func TestCredentialRulesOnPodsAndTemplates(t *testing.T) {
 func TestCredentialRulesOnThePolicyConfigMap(t *testing.T) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: policy.ConfigMapName}, Data: map[string]string{policy.DataKey: credentialPolicy}}
 	data := field.NewPath("data").Key(policy.DataKey)
-	d, _ := validate.Object(cm, mustPolicy(t, credentialPolicy), validate.PolicyRef{Name: policy.ConfigMapName}, validate.CredentialRules{WithoutReplication: true})
+	d, _ := validate.Object(cm, validate.Config{Policy: mustPolicy(t, credentialPolicy), PolicyRef: validate.PolicyRef{Name: policy.ConfigMapName}, Credentials: validate.CredentialRules{WithoutReplication: true}})
 	if diff := cmp.Diff(field.ErrorList{replicationRefused(data, "key-vk"), replicationRefused(data, "krb-vk")}, d.Errors); diff != "" {
 		t.Errorf("errors (-want +got):\n%s", diff)
 	}

@@ -18,36 +18,42 @@ func (r PolicyRef) Is(cm *corev1.ConfigMap) bool {
 	return cm.Name == r.Name && (r.Namespace == "" || cm.Namespace == r.Namespace)
 }
 
+// Config is what a decision depends on besides the object: the policy in force, where the
+// policy ConfigMap lives, and what this shadowgate may do with the site's credentials. The
+// webhook builds one per request from the policy it serves and its flags; the CLI from
+// --policy and the same flags.
+type Config struct {
+	Policy      *policy.Policy
+	PolicyRef   PolicyRef
+	Credentials CredentialRules
+}
+
 // Object judges any object shadowgate admits: Pods, pod templates of workloads, node
-// ConfigMaps and the policy ConfigMap, under the credential rules the webhook runs with.
-// judged is false for anything else. The webhook's handlers and `shadowgate check` both decide
-// through here.
-func Object(obj runtime.Object, pol *policy.Policy, ref PolicyRef, rules CredentialRules) (d Decision, judged bool) {
+// ConfigMaps and the policy ConfigMap. judged is false for anything else. The webhook's
+// handlers and `shadowgate check` both decide through here.
+func Object(obj runtime.Object, cfg Config) (d Decision, judged bool) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		off, d := Pod(o, pol)
-		d.Errors = append(d.Errors, rules.SecretInPodNamespace(off, o.Namespace, PodPaths)...)
+		_, d := Pod(o, cfg)
 		return d, true
 	case *corev1.ConfigMap:
-		return ConfigMap(o, ref, rules), true
+		return ConfigMap(o, cfg), true
 	}
 	tmpl, at, ok := PodTemplate(obj)
 	if !ok {
 		return Decision{}, false
 	}
 	// The template is judged as the pods it will create, reporting under its own path.
-	namespace := objectNamespace(obj)
 	paths := Paths{Meta: at.Child("metadata"), Spec: at.Child("spec"), Template: true}
-	off, d := PodSpec(&tmpl.ObjectMeta, &tmpl.Spec, namespace, pol, paths)
-	d.Errors = append(d.Errors, rules.SecretInPodNamespace(off, namespace, paths)...)
+	_, d = PodSpec(&tmpl.ObjectMeta, &tmpl.Spec, objectNamespace(obj), cfg, paths)
 	return d, true
 }
 
-// ConfigMap judges a ConfigMap: the policy ConfigMap's document, and whether the rules can
-// carry it out; a node ConfigMap's compute node; any other ConfigMap is admitted.
-func ConfigMap(cm *corev1.ConfigMap, ref PolicyRef, rules CredentialRules) Decision {
-	if ref.Is(cm) {
-		_, errs := rules.PolicyConfigMap(cm)
+// ConfigMap judges a ConfigMap: the policy ConfigMap's document, and whether the credential
+// rules can carry it out; a node ConfigMap's compute node; any other ConfigMap is admitted.
+func ConfigMap(cm *corev1.ConfigMap, cfg Config) Decision {
+	if cfg.PolicyRef.Is(cm) {
+		_, errs := PolicyConfigMap(cm, cfg.Credentials)
 		return Decision{Errors: errs}
 	}
 	if IsNodeConfigMap(cm) {

@@ -55,14 +55,21 @@ type Paths struct {
 // PodPaths are the paths of a Pod.
 var PodPaths = Paths{Meta: field.NewPath("metadata"), Spec: field.NewPath("spec")}
 
-// Pod judges a Pod. The Offload is nil when the pod belongs to no listed virtual node.
-func Pod(pod *corev1.Pod, pol *policy.Policy) (*Offload, Decision) {
-	return PodSpec(&pod.ObjectMeta, &pod.Spec, pod.Namespace, pol, PodPaths)
+// Pod judges a Pod by every rule: its annotations and placement under the policy, and the
+// credential rules. The Offload is nil when the pod belongs to no listed virtual node.
+func Pod(pod *corev1.Pod, cfg Config) (*Offload, Decision) {
+	return PodSpec(&pod.ObjectMeta, &pod.Spec, pod.Namespace, cfg, PodPaths)
 }
 
-// PodSpec judges a pod's metadata and spec, reporting errors at the given paths, and returns
-// what the pod asks of its virtual node.
-func PodSpec(meta *metav1.ObjectMeta, spec *corev1.PodSpec, namespace string, pol *policy.Policy, at Paths) (*Offload, Decision) {
+// PodSpec judges a pod's metadata and spec as Pod does, reporting errors at the given paths,
+// and returns what the pod asks of its virtual node.
+func PodSpec(meta *metav1.ObjectMeta, spec *corev1.PodSpec, namespace string, cfg Config, at Paths) (*Offload, Decision) {
+	o, d := podSpec(meta, spec, namespace, cfg.Policy, at)
+	d.Errors = append(d.Errors, cfg.Credentials.secretInPodNamespace(o, namespace, at)...)
+	return o, d
+}
+
+func podSpec(meta *metav1.ObjectMeta, spec *corev1.PodSpec, namespace string, pol *policy.Policy, at Paths) (*Offload, Decision) {
 	var d Decision
 	annPath := at.Meta.Child("annotations")
 	nodeName, placed := VirtualNodeFor(spec, pol)

@@ -37,7 +37,7 @@ const testPolicy = `virtualNodes:
 
 func mustPolicy(t testing.TB, doc string) *policy.Policy {
 	t.Helper()
-	p, errs := policy.Parse([]byte(doc))
+	p, errs := validate.ParsePolicy([]byte(doc), validate.CredentialRules{})
 	if len(errs) > 0 {
 		t.Fatalf("test policy refused: %v", errs)
 	}
@@ -155,7 +155,7 @@ func TestPodAnnotations(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, d := validate.Pod(podOn(tc.node, tc.annotations), pol)
+			_, d := validate.Pod(podOn(tc.node, tc.annotations), validate.Config{Policy: pol})
 			vt.Expect(t, d.Errors, tc.want)
 			expectWarnings(t, d.Warnings, tc.wantWarnings)
 		})
@@ -178,7 +178,7 @@ func TestUDPContainerPortWarns(t *testing.T) {
 	pol := mustPolicy(t, testPolicy)
 	pod := podOn("hpc-vk", nil)
 	pod.Spec.Containers[0].Ports = append(pod.Spec.Containers[0].Ports, corev1.ContainerPort{ContainerPort: 53, Protocol: corev1.ProtocolUDP})
-	_, d := validate.Pod(pod, pol)
+	_, d := validate.Pod(pod, validate.Config{Policy: pol})
 	expectWarnings(t, d.Warnings, []string{`spec.containers[0].ports[1]: container "train" port 53/UDP is skipped`})
 	if !d.Allowed() {
 		t.Fatal(d.Errors)
@@ -187,7 +187,7 @@ func TestUDPContainerPortWarns(t *testing.T) {
 
 func TestOffloadParsesWhatInjectNeeds(t *testing.T) {
 	pol := mustPolicy(t, testPolicy)
-	o, d := validate.Pod(podOn("hpc-vk", ann(fwd, "minio:9000 6443:kubernetes.default.svc.cluster.local:443", bind, "127.0.10.1")), pol)
+	o, d := validate.Pod(podOn("hpc-vk", ann(fwd, "minio:9000 6443:kubernetes.default.svc.cluster.local:443", bind, "127.0.10.1")), validate.Config{Policy: pol})
 	if !d.Allowed() {
 		t.Fatal(d.Errors)
 	}

@@ -38,7 +38,7 @@ func TestWorkloadTemplates(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			d, judged := validate.Object(tc.obj, pol, validate.PolicyRef{Name: "shadowgate-policy"}, validate.CredentialRules{})
+			d, judged := validate.Object(tc.obj, validate.Config{Policy: pol, PolicyRef: validate.PolicyRef{Name: "shadowgate-policy"}, Credentials: validate.CredentialRules{}})
 			if !judged {
 				t.Fatal("not judged")
 			}
@@ -48,11 +48,11 @@ func TestWorkloadTemplates(t *testing.T) {
 	t.Run("a good template is admitted", func(t *testing.T) {
 		good := podOn("hpc-vk", ann(fwd, "minio:9000"))
 		d, _ := validate.Object(&appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{
-			Template: corev1.PodTemplateSpec{ObjectMeta: good.ObjectMeta, Spec: good.Spec}}}, pol, validate.PolicyRef{}, validate.CredentialRules{})
+			Template: corev1.PodTemplateSpec{ObjectMeta: good.ObjectMeta, Spec: good.Spec}}}, validate.Config{Policy: pol, PolicyRef: validate.PolicyRef{}, Credentials: validate.CredentialRules{}})
 		vt.Expect(t, d.Errors, nil)
 	})
 	t.Run("other kinds are not judged", func(t *testing.T) {
-		if _, judged := validate.Object(&corev1.Service{}, pol, validate.PolicyRef{}, validate.CredentialRules{}); judged {
+		if _, judged := validate.Object(&corev1.Service{}, validate.Config{Policy: pol, PolicyRef: validate.PolicyRef{}, Credentials: validate.CredentialRules{}}); judged {
 			t.Error("a Service was judged")
 		}
 	})
@@ -82,7 +82,7 @@ func TestBindAddressInATemplateWarns(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			d, _ := validate.Object(tc.obj, pol, validate.PolicyRef{}, validate.CredentialRules{})
+			d, _ := validate.Object(tc.obj, validate.Config{Policy: pol, PolicyRef: validate.PolicyRef{}, Credentials: validate.CredentialRules{}})
 			expectWarnings(t, d.Warnings, tc.wantWarnings)
 		})
 	}
@@ -131,7 +131,7 @@ func TestTemplatePlacedByTolerationAlone(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			d, judged := validate.Object(tc.obj, pol, validate.PolicyRef{}, validate.CredentialRules{})
+			d, judged := validate.Object(tc.obj, validate.Config{Policy: pol, PolicyRef: validate.PolicyRef{}, Credentials: validate.CredentialRules{}})
 			if !judged {
 				t.Fatal("not judged")
 			}

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/interlink-hq/shadowgate/e2e/bench"
+	"github.com/interlink-hq/shadowgate/internal/serving"
 )
 
 // The decision and mutation path of one admission request, in-process: decoding the object
@@ -52,7 +53,7 @@ func BenchmarkValidateWorkloads(b *testing.B) {
 
 // runAdmission checks the response once (admitted, patched or not as wanted), then measures.
 func runAdmission(b *testing.B, h admission.Handler, req admission.Request, wantPatch bool) {
-	wh := newWebhook(h)
+	wh := serving.Webhook(h)
 	ctx := context.Background()
 	resp := wh.Handle(ctx, req)
 	if !resp.Allowed || (len(resp.Patch) > 0) != wantPatch {

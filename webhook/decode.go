@@ -3,7 +3,6 @@ package webhook
 import (
 	"errors"
 	"fmt"
-	"net/http"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -98,12 +97,4 @@ func describe(gvk schema.GroupVersionKind) string {
 		return fmt.Sprintf("%q (apiVersion %q)", gvk.Kind, gvk.Version)
 	}
 	return fmt.Sprintf("%q (apiVersion %q)", gvk.Kind, gvk.Group+"/"+gvk.Version)
-}
-
-// badRequest counts an error decision at endpoint and answers 400 with err, for a request
-// whose object cannot be decoded or is not of the endpoint's kind (at /validate-workloads, not
-// one of the workload kinds).
-func (m *Metrics) badRequest(endpoint string, err error) admission.Response {
-	m.decided(endpoint, resultError)
-	return admission.Errored(http.StatusBadRequest, err)
 }

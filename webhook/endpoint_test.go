@@ -10,13 +10,20 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/interlink-hq/shadowgate/internal/serving"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
 // serveReview posts an AdmissionReview body to the handler as the server registers it.
 func serveReview(t *testing.T, h admission.Handler, contentType string, body []byte) admissionv1.AdmissionReview {
 	t.Helper()
-	srv := httptest.NewServer(withKnownReviewVersion(newWebhook(h)))
+	decisions, err := serving.NewDecisions(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(serving.Route(PathValidatePods, h, decisions))
 	defer srv.Close()
 	resp, err := http.Post(srv.URL, contentType, bytes.NewReader(body))
 	if err != nil {

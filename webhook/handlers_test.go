@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
-	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
+	"github.com/interlink-hq/shadowgate/internal/serving"
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
@@ -30,21 +30,14 @@ func (f fixedPolicy) Current() *policy.Policy { return f.p }
 // Applier: these tests only reach refusals and UPDATEs, which apply nothing.
 func handlers(t testing.TB) (*PodMutator, *PodValidator, *WorkloadValidator, *ConfigMapValidator, *policy.Policy) {
 	t.Helper()
-	pol, errs := policy.FromConfigMap(examplePolicyConfigMap(t, unchanged))
+	pol, errs := validate.PolicyConfigMap(examplePolicyConfigMap(t, unchanged), validate.CredentialRules{})
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	m, err := NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := validate.PolicyRef{Namespace: "shadowgate-system", Name: policy.ConfigMapName}
+	fixed := validate.Config{PolicyRef: validate.PolicyRef{Namespace: "shadowgate-system", Name: policy.ConfigMapName}}
 	src := fixedPolicy{pol}
-	return &PodMutator{policies: src, metrics: m},
-		&PodValidator{policies: src, metrics: m},
-		&WorkloadValidator{policies: src, ref: ref, metrics: m},
-		&ConfigMapValidator{policies: src, ref: ref, metrics: m},
-		pol
+	return NewPodMutator(src, fixed), NewPodValidator(src, fixed, nil, nil, nil),
+		NewWorkloadValidator(src, fixed), NewConfigMapValidator(src, fixed), pol
 }
 
 func request(t testing.TB, op admissionv1.Operation, kind metav1.GroupVersionKind, obj any) admission.Request {
@@ -121,7 +114,7 @@ func TestHandlersDecideAsValidateObject(t *testing.T) {
 		validate.AnnotationReverseBind:      "127.0.0.1",
 		validate.AnnotationReverseOwnerOnly: "true",
 	})
-	d, _ := validate.Object(refusedPod, pol, ref, validate.CredentialRules{})
+	d, _ := validate.Object(refusedPod, validate.Config{Policy: pol, PolicyRef: ref, Credentials: validate.CredentialRules{}})
 	resp := podV.Handle(ctx, request(t, admissionv1.Create, podGVK, refusedPod))
 	sameLines(t, causes(t, resp), errorLines(d))
 	sameLines(t, resp.Warnings, d.Warnings)
@@ -139,7 +132,7 @@ spec:
 		t.Fatal(err)
 	}
 	req := request(t, admissionv1.Create, metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, deploy)
-	d, judged := validate.Object(deploy, pol, ref, validate.CredentialRules{})
+	d, judged := validate.Object(deploy, validate.Config{Policy: pol, PolicyRef: ref, Credentials: validate.CredentialRules{}})
 	if !judged {
 		t.Fatal("validate does not judge Deployments")
 	}
@@ -149,7 +142,7 @@ spec:
 		{ObjectMeta: metav1.ObjectMeta{Name: "shadow-x-node", Namespace: "user-shadow"}, Data: map[string]string{validate.ComputeNodeKey: "node07 -oProxyCommand=touch /tmp/pwned"}},
 		{ObjectMeta: metav1.ObjectMeta{Name: policy.ConfigMapName, Namespace: "shadowgate-system"}, Data: map[string]string{policy.DataKey: "virtualNodes:\n  x:\n    Network: {ShadowMode: ssh, FullMesh: true}\n"}},
 	} {
-		d, _ := validate.Object(cm, pol, ref, validate.CredentialRules{})
+		d, _ := validate.Object(cm, validate.Config{Policy: pol, PolicyRef: ref, Credentials: validate.CredentialRules{}})
 		sameLines(t, causes(t, cmV.Handle(ctx, request(t, admissionv1.Update, metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, cm))), errorLines(d))
 	}
 }
@@ -168,7 +161,7 @@ func TestConfigMapValidatorKnowsWhichConfigMapIsThePolicy(t *testing.T) {
 // Responses are taken as served (admission.Webhook), with the patch encoded as sent.
 func TestMutatorPatchesOnceAndIsIdempotent(t *testing.T) {
 	mut, _, _, _, _ := handlers(t)
-	wh := newWebhook(mut)
+	wh := serving.Webhook(mut)
 	ctx := context.Background()
 	p := pod("trainer", map[string]string{validate.AnnotationReverseForwards: "minio:9000"})
 	req := request(t, admissionv1.Create, podGVK, p)

@@ -4,19 +4,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are shadowgate's own, served beside controller-runtime's on the metrics endpoint.
+// Metrics are the webhook's own, served beside controller-runtime's and serving's decision
+// count on the metrics endpoint.
 type Metrics struct {
-	decisions     *prometheus.CounterVec
 	applySeconds  *prometheus.HistogramVec
 	policyReloads *prometheus.CounterVec
 }
 
 // Label values.
 const (
-	resultAllowed = "allowed"
-	resultDenied  = "denied"
-	resultError   = "error"
-
 	reloadValid   = "valid"
 	reloadInvalid = "invalid"
 	reloadDeleted = "deleted"
@@ -26,10 +22,6 @@ const (
 // metrics.Registry when serving).
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shadowgate_admission_decisions_total",
-			Help: "Admission decisions by endpoint and result (allowed, denied, error).",
-		}, []string{"endpoint", "result"}),
 		applySeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "shadowgate_shadow_apply_duration_seconds",
 			Help:    "Time to server-side apply one pod's shadow, by result (ok, error) and whether the request was a dry run.",
@@ -40,14 +32,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Policy ConfigMap changes seen by result: valid (now served), invalid (last valid kept), deleted (last valid kept).",
 		}, []string{"result"}),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.applySeconds, m.policyReloads} {
+	for _, c := range []prometheus.Collector{m.applySeconds, m.policyReloads} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
-}
-
-func (m *Metrics) decided(endpoint, result string) {
-	m.decisions.WithLabelValues(endpoint, result).Inc()
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/interlink-hq/shadowgate/e2e/bench"
+	"github.com/interlink-hq/shadowgate/internal/serving"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
@@ -66,10 +66,6 @@ func TestPodWebhooksMatchWhatMayHaveShadowMirrors(t *testing.T) {
 // of what makes mayHaveShadow (the condition's mirror) pass.
 func TestMutatorLeavesAloneWhatItsMatchConditionSkips(t *testing.T) {
 	_, _, _, _, example := handlers(t)
-	m, err := NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
 	elsewhere := bench.TypicalPod("elsewhere", "user", true, true)
 	elsewhere.Spec.NodeSelector[validate.LabelHostname] = "worker-1"
 	pods := map[string]goldenPod{}
@@ -112,7 +108,7 @@ func TestMutatorLeavesAloneWhatItsMatchConditionSkips(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp := newWebhook(&PodMutator{policies: fixedPolicy{in.pol}, metrics: m}).Handle(t.Context(), admission.Request{
+		resp := serving.Webhook(NewPodMutator(fixedPolicy{in.pol}, validate.Config{})).Handle(t.Context(), admission.Request{
 			AdmissionRequest: admissionv1.AdmissionRequest{UID: "req", Operation: admissionv1.Create, Kind: podGVK, Object: runtime.RawExtension{Raw: raw}}})
 		if !resp.Allowed || len(resp.Patch) > 0 || len(resp.Warnings) > 0 {
 			t.Errorf("%s: allowed %v, patch %s, warnings %q: want it admitted as it is", name, resp.Allowed, resp.Patch, resp.Warnings)

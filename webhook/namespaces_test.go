@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/interlink-hq/shadowgate/inject"
-	"github.com/interlink-hq/shadowgate/validate"
 )
 
 // testApplier is an Applier on a fake client whose applies apply answers, counted by kind in
@@ -106,8 +105,7 @@ func TestShadowNamespaceIsAppliedOnceUntilItIsGone(t *testing.T) {
 func TestMissingCredentialSourceIsNotAMissingNamespace(t *testing.T) {
 	_, _, _, _, pol := handlers(t)
 	p := mutated(t, pod("notebook", nil), pol)
-	o, _ := validate.Pod(p, pol)
-	shadow, _ := inject.BuildShadow(p, o)
+	shadow := shadowOf(t, p, pol)
 	if len(shadow.Credentials()) == 0 || shadow.Namespace == nil {
 		t.Fatal("the example policy's shadow copies no credential into a namespace of its own")
 	}

@@ -17,12 +17,11 @@ import (
 
 // The patch written from the annotations takes the object the API server sent to the same pod
 // as a full diff of the whole re-encoded pod against it (what /mutate-pods used to send), and
-// to exactly the pod MutatePod made.
+// to exactly the pod the mutating phase made.
 func TestAnnotationPatchIsTheFullDiff(t *testing.T) {
 	_, _, _, _, pol := handlers(t)
 	earlier := bench.TypicalPod("again", "user", true, true)
-	o, _ := validate.Pod(earlier, pol)
-	inject.MutatePod(earlier, o)
+	inject.Mutate(earlier, validate.Config{Policy: pol}).Apply(earlier)
 	withUserPreExec := bench.TypicalPod("own", "user", true, true)
 	withUserPreExec.Annotations[validate.AnnotationPreExec] = "module load cuda\n"
 	withUserPreExec.Annotations["example.org/odd~key"] = "kept"
@@ -47,12 +46,11 @@ func TestAnnotationPatchIsTheFullDiff(t *testing.T) {
 			if err := json.Unmarshal(raw, pod); err != nil {
 				t.Fatal(err)
 			}
-			o, d := validate.Pod(pod, pol)
-			if !d.Allowed() {
+			if _, d := validate.Pod(pod, validate.Config{Policy: pol}); !d.Allowed() {
 				t.Fatalf("refused: %v", d.Errors.ToAggregate())
 			}
 			before := maps.Clone(pod.Annotations)
-			inject.MutatePod(pod, o)
+			inject.Mutate(pod, validate.Config{Policy: pol}).Apply(pod)
 			mutated, err := json.Marshal(pod)
 			if err != nil {
 				t.Fatal(err)
@@ -70,7 +68,7 @@ func TestAnnotationPatchIsTheFullDiff(t *testing.T) {
 				t.Errorf("the annotation patch and the full diff make different pods (-diff +annotations):\n%s", diff)
 			}
 			if diff := cmp.Diff(pod, byAnnotations); diff != "" {
-				t.Errorf("the annotation patch does not make MutatePod's pod (-mutated +patched):\n%s", diff)
+				t.Errorf("the annotation patch does not make the mutated pod (-mutated +patched):\n%s", diff)
 			}
 		})
 	}

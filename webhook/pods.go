@@ -3,7 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
-	"maps"
+	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,13 +14,7 @@ import (
 
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/validate"
-	"github.com/interlink-hq/shadowgate/validate/policy"
 )
-
-// Policies gives the policy in force; the PolicyStore in a server, a fixed one in tests.
-type Policies interface {
-	Current() *policy.Policy
-}
 
 var (
 	podVersionKind = corev1.SchemeGroupVersion.WithKind("Pod")
@@ -28,74 +22,70 @@ var (
 	podMeta        = metav1.TypeMeta{APIVersion: podVersionKind.GroupVersion().String(), Kind: podVersionKind.Kind}
 )
 
-// PodMutator serves /mutate-pods: it records the reverse-bind address and prepends the
-// pre-exec snippet (inject.MutatePod). A pod validate.Pod refuses is passed through untouched:
-// /validate-pods refuses it with every error, and warnings are said there, once.
+// ShadowApplier applies a pod's shadow before the pod is stored: the Applier when serving.
+type ShadowApplier interface {
+	Apply(ctx context.Context, s *inject.Shadow, dryRun bool) (warnings []string, err error)
+}
+
+// PodMutator serves /mutate-pods: inject.Mutate decides, and its annotations are the patch.
 type PodMutator struct {
-	policies Policies
-	metrics  *Metrics
+	configs configs
 }
 
 var _ admission.Handler = (*PodMutator)(nil)
+
+// NewPodMutator is /mutate-pods' handler, deciding by the policy policies holds and by fixed.
+func NewPodMutator(policies Policies, fixed validate.Config) *PodMutator {
+	return &PodMutator{configs: configs{policies: policies, fixed: fixed}}
+}
 
 // Handle implements admission.Handler.
 func (m *PodMutator) Handle(_ context.Context, req admission.Request) admission.Response {
 	pod, err := decodePod(req)
 	if err != nil {
-		return m.metrics.badRequest(PathMutatePods, err)
+		return admission.Errored(http.StatusBadRequest, err)
 	}
-	o, d := validate.Pod(pod, m.policies.Current())
-	if o == nil || !d.Allowed() {
-		m.metrics.decided(PathMutatePods, resultAllowed)
-		return admission.Allowed("")
-	}
-	// MutatePod changes annotations only, so they are all the patch needs to compare.
-	before := maps.Clone(pod.Annotations)
-	warnings := inject.MutatePod(pod, o)
-	m.metrics.decided(PathMutatePods, resultAllowed)
-	if maps.Equal(before, pod.Annotations) {
+	mutation := inject.Mutate(pod, m.configs.now())
+	if mutation.Annotations == nil {
 		// Nothing to patch, which is also what a reinvocation sees: no patch means the API
 		// server does not run the mutating webhooks yet again on our account.
-		return admission.Allowed("").WithWarnings(warnings...)
+		return admission.Allowed("").WithWarnings(mutation.Warnings...)
 	}
-	return annotationsPatch(before, pod.Annotations).WithWarnings(warnings...)
+	return annotationsPatch(pod.Annotations, mutation.Annotations).WithWarnings(mutation.Warnings...)
 }
 
-// PodValidator serves /validate-pods: validate.Pod decides; on CREATE an admitted pod that
-// needs a shadow gets it applied before the pod is stored, and a pod whose shadow cannot be
-// applied is refused.
+// PodValidator serves /validate-pods: on CREATE inject.Admit decides, and an admitted pod that
+// needs a shadow gets it applied before the pod is stored; a pod whose shadow cannot be
+// applied is refused. Any other operation is judged by validate.Pod alone.
 type PodValidator struct {
-	policies Policies
-	reader   client.Reader // uncached: whether a pod of the same name is already stored
-	shadows  *Applier
-	events   *PodEvents
-	metrics  *Metrics
-	rules    validate.CredentialRules // whether a shadow-same-ns pod may have the site's Secret copied
+	configs configs
+	reader  client.Reader // uncached: whether a pod of the same name is already stored
+	shadows ShadowApplier
+	events  *PodEvents
 }
 
 var _ admission.Handler = (*PodValidator)(nil)
+
+// NewPodValidator is /validate-pods' handler: it decides by the policy policies holds and by
+// fixed, asks reader whether a pod's name is taken, applies shadows with shadows, and records
+// the SOCKS proxy's Event with events (none when nil).
+func NewPodValidator(policies Policies, fixed validate.Config, reader client.Reader, shadows ShadowApplier, events *PodEvents) *PodValidator {
+	return &PodValidator{configs: configs{policies: policies, fixed: fixed}, reader: reader, shadows: shadows, events: events}
+}
 
 // Handle implements admission.Handler.
 func (v *PodValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	pod, err := decodePod(req)
 	if err != nil {
-		return v.metrics.badRequest(PathValidatePods, err)
+		return admission.Errored(http.StatusBadRequest, err)
 	}
-	o, d := validate.Pod(pod, v.policies.Current())
-	d.Errors = append(d.Errors, v.rules.SecretInPodNamespace(o, pod.Namespace, validate.PodPaths)...)
-	if d.Allowed() && req.Operation == admissionv1.Create {
-		// A pod the mutating webhook never prepared would run its job without its tunnel.
-		d.Errors = append(d.Errors, inject.CheckMutated(pod, o)...)
-	}
-	if !d.Allowed() || o == nil || req.Operation != admissionv1.Create {
-		v.metrics.decided(PathValidatePods, result(d))
+	if req.Operation != admissionv1.Create {
+		_, d := validate.Pod(pod, v.configs.now())
 		return respond(podKind, objectName(pod), d)
 	}
-	shadow, warnings := inject.BuildShadow(pod, o)
-	d.Warnings = append(d.Warnings, warnings...)
-	if shadow == nil {
-		// Nothing to forward and no reverse tunnel, so no SOCKS proxy either: nothing to apply.
-		v.metrics.decided(PathValidatePods, resultAllowed)
+	a := inject.Admit(pod, v.configs.now())
+	d := a.Decision
+	if !d.Allowed() || a.Shadow == nil {
 		return respond(podKind, objectName(pod), d)
 	}
 	// The API server refuses a name already taken only after the webhooks: without this look,
@@ -104,30 +94,31 @@ func (v *PodValidator) Handle(ctx context.Context, req admission.Request) admiss
 	err = v.reader.Get(ctx, client.ObjectKeyFromObject(pod), &metav1.PartialObjectMetadata{TypeMeta: podMeta})
 	switch {
 	case err == nil:
-		v.metrics.decided(PathValidatePods, resultDenied)
 		status := apierrors.NewAlreadyExists(corev1.Resource("pods"), pod.Name).ErrStatus
 		return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &status, Warnings: d.Warnings}}
 	case !apierrors.IsNotFound(err):
-		v.metrics.decided(PathValidatePods, resultError)
 		return refuseForShadow(fmt.Errorf("checking whether pod %s/%s already exists: %w", pod.Namespace, pod.Name, err), d.Warnings)
 	}
 	dryRun := req.DryRun != nil && *req.DryRun
-	applyWarnings, err := v.shadows.Apply(ctx, shadow, dryRun)
+	applyWarnings, err := v.shadows.Apply(ctx, a.Shadow, dryRun)
 	d.Warnings = append(d.Warnings, applyWarnings...)
 	if err != nil {
-		v.metrics.decided(PathValidatePods, resultDenied)
 		return refuseForShadow(err, d.Warnings)
 	}
-	if o.SocksPort > 0 && !dryRun {
-		v.events.socksProxyOnceStored(pod, o.SocksPort)
+	if a.Offload.SocksPort > 0 && !dryRun && v.events != nil {
+		v.events.socksProxyOnceStored(pod, a.Offload.SocksPort)
 	}
-	v.metrics.decided(PathValidatePods, resultAllowed)
 	return respond(podKind, objectName(pod), d)
 }
 
-func result(d validate.Decision) string {
-	if d.Allowed() {
-		return resultAllowed
-	}
-	return resultDenied
+// configs gives each decision its validate.Config: the policy in force, with the fixed rest.
+type configs struct {
+	policies Policies
+	fixed    validate.Config
+}
+
+func (c configs) now() validate.Config {
+	cfg := c.fixed
+	cfg.Policy = c.policies.Current()
+	return cfg
 }

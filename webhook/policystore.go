@@ -65,12 +65,9 @@ func NewPolicyStore(ctx context.Context, cs kubernetes.Interface, ref validate.P
 	if err != nil {
 		return nil, fmt.Errorf("reading policy ConfigMap %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
-	pol, errs := policy.FromConfigMap(cm)
+	pol, errs := validate.PolicyConfigMap(cm, rules)
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("policy ConfigMap %s/%s is invalid (shadowgate policy check finds the same offline):%s", ref.Namespace, ref.Name, bulleted(errs))
-	}
-	if errs := rules.Policy(pol, field.NewPath("data").Key(policy.DataKey)); len(errs) > 0 {
-		return nil, fmt.Errorf("policy ConfigMap %s/%s asks for what this shadowgate may not do:%s", ref.Namespace, ref.Name, bulleted(errs))
+		return nil, fmt.Errorf("policy ConfigMap %s/%s is invalid, or asks for what this shadowgate may not do (shadowgate policy check finds the same offline, given serve's credential flags):%s", ref.Namespace, ref.Name, bulleted(errs))
 	}
 	s := &PolicyStore{
 		ref:      ref,
@@ -120,7 +117,7 @@ func (s *PolicyStore) load(obj any) {
 	if !ok || cm.ResourceVersion == s.current.Load().resourceVersion || cm.ResourceVersion == s.rejected {
 		return
 	}
-	pol, errs := s.rules.PolicyConfigMap(cm)
+	pol, errs := validate.PolicyConfigMap(cm, s.rules)
 	if len(errs) > 0 {
 		s.rejected = cm.ResourceVersion
 		kept := s.current.Load().resourceVersion
@@ -169,4 +166,9 @@ func truncate(s string) string {
 		cut--
 	}
 	return s[:cut] + "..."
+}
+
+// Policies gives the policy in force: the PolicyStore when serving, a fixed one in tests.
+type Policies interface {
+	Current() *policy.Policy
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/interlink-hq/shadowgate/validate/policy"
+	"github.com/interlink-hq/shadowgate/validate"
 )
 
 // An Event note cut at maxEventNote stays valid UTF-8 when a multi-byte character straddles
@@ -33,7 +33,7 @@ func TestTruncateCutsAtARuneBoundary(t *testing.T) {
 // the next invalid version is said again, and a valid one is loaded as before.
 func TestInvalidPolicyIsReportedOncePerVersion(t *testing.T) {
 	valid := examplePolicyConfigMap(t, unchanged)
-	pol, errs := policy.FromConfigMap(valid)
+	pol, errs := validate.PolicyConfigMap(valid, validate.CredentialRules{})
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}

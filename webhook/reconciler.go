@@ -43,7 +43,7 @@ const indexShadowFor = "shadowFor"
 type Reconciler struct {
 	client   client.Client // the manager's: cached reads of pods and shadow objects
 	policies Policies
-	applier  shadowApplier
+	applier  ShadowApplier
 	grace    time.Duration
 	rules    validate.CredentialRules // as /validate-pods: no site Secret copied into a pod's namespace unless allowed
 	recorder events.EventRecorder     // says on the pod why its shadow is not re-applied
@@ -56,11 +56,6 @@ type Reconciler struct {
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
-
-// shadowApplier applies a shadow; the Applier in a server.
-type shadowApplier interface {
-	Apply(ctx context.Context, s *inject.Shadow, dryRun bool) ([]string, error)
-}
 
 // shadowKinds are the namespaced shadow objects, which the manager's cache holds.
 func shadowKinds() []client.ObjectList {
@@ -220,47 +215,53 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // none: /validate-pods refuses such a pod, so one that exists came in while the webhooks were
 // not called, and its shadow would forward for a job that runs without its tunnel.
 func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.Object) error {
-	o, d := validate.Pod(pod, r.policies.Current())
-	if o == nil || !d.Allowed() {
-		return nil // under the policy now in force the pod gets no shadow
-	}
-	if errs := inject.CheckMutated(pod, o); len(errs) > 0 {
-		log.FromContext(ctx).Info("not applying the shadow of a pod the mutating webhook never prepared",
-			"pod", pod.Namespace+"/"+pod.Name, "reason", errs.ToAggregate().Error())
-		return nil
-	}
-	shadow, _ := inject.BuildShadow(pod, o)
-	if shadow == nil {
-		return nil
+	a := inject.Admit(pod, validate.Config{Policy: r.policies.Current(), Credentials: r.rules})
+	if a.Offload == nil {
+		return nil // under the policy now in force the pod is on no virtual node
 	}
 	present := map[string]bool{}
+	var haveDeployment, haveNodeConfigMap bool
 	for _, obj := range have {
-		if types.UID(obj.GetLabels()[inject.LabelPodUID]) == pod.UID {
-			present[objectKey(obj)] = true
+		if types.UID(obj.GetLabels()[inject.LabelPodUID]) != pod.UID {
+			continue
+		}
+		present[objectKey(obj)] = true
+		switch obj.(type) {
+		case *appsv1.Deployment:
+			haveDeployment = true
+		case *corev1.ConfigMap:
+			haveNodeConfigMap = true
 		}
 	}
-	missing := *shadow
-	if present[objectKey(shadow.NodeConfigMap)] {
+	if !a.Decision.Allowed() {
+		// A pod the policy in force refuses (tightened since, or a serve with stricter
+		// credential flags), or one the mutating webhook never prepared (it came in while the
+		// webhooks were not called, and its shadow would forward for a job that runs without
+		// its tunnel): what is left of its shadow stays, what is missing is not applied
+		// again. Said only when the shadow is incomplete, not on every reconcile of a whole one.
+		if !haveDeployment || !haveNodeConfigMap {
+			reason := a.Decision.Errors.ToAggregate().Error()
+			log.FromContext(ctx).Info("not re-applying what is missing of the shadow of a pod the policy in force refuses",
+				"pod", pod.Namespace+"/"+pod.Name, "reason", reason)
+			r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonShadowNotReapplied, "Reconcile", "%s", truncate(
+				"part of this pod's shadow is missing and is not re-applied: "+reason))
+		}
+		return nil
+	}
+	if a.Shadow == nil {
+		return nil
+	}
+	missing := *a.Shadow
+	if present[objectKey(missing.NodeConfigMap)] {
 		missing.NodeConfigMap = nil
 	}
-	if shadow.Service != nil && present[objectKey(shadow.Service)] {
+	if missing.Service != nil && present[objectKey(missing.Service)] {
 		missing.Service = nil
 	}
-	if present[objectKey(shadow.Deployment)] {
+	if present[objectKey(missing.Deployment)] {
 		missing.Deployment = nil
 	}
 	if missing.NodeConfigMap == nil && missing.Service == nil && missing.Deployment == nil {
-		return nil
-	}
-	if errs := r.rules.SecretInPodNamespace(o, pod.Namespace, validate.PodPaths); len(errs) > 0 {
-		// A pod admitted before serve ran with --credentials-in-pod-namespaces=false: what is
-		// left of its shadow stays, what is missing is not applied again. Said only when
-		// something is missing, not on every reconcile of a complete shadow.
-		reason := errs.ToAggregate().Error()
-		log.FromContext(ctx).Info("not re-applying the shadow of a pod that would have the site's Secret copied into its namespace",
-			"pod", pod.Namespace+"/"+pod.Name, "reason", reason)
-		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonShadowNotReapplied, "Reconcile", "%s", truncate(
-			"part of this pod's shadow is missing and is not re-applied: "+reason))
 		return nil
 	}
 	if _, err := r.applier.Apply(ctx, &missing, false); err != nil {

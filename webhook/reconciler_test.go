@@ -165,8 +165,7 @@ func TestPhaseEndedSeesOnlyTheMoveIntoATerminalPhase(t *testing.T) {
 func TestReconcilerDeletesTheShadowOfAFinishedPod(t *testing.T) {
 	_, _, _, _, pol := handlers(t)
 	p := mutated(t, pod("trainer", nil), pol)
-	o, _ := validate.Pod(p, pol)
-	shadow, _ := inject.BuildShadow(p, o)
+	shadow := shadowOf(t, p, pol)
 	if shadow == nil || shadow.Service == nil {
 		t.Fatal("the test pod has no shadow with a Service")
 	}

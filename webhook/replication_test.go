@@ -51,12 +51,12 @@ func unchanged(doc string) string { return doc }
 // are judged as ever, whatever their data.
 func TestConfigMapValidatorRefusesAPolicyItCannotCarryOut(t *testing.T) {
 	_, _, _, cmV, _ := handlers(t)
-	cmV.rules = validate.CredentialRules{WithoutReplication: true}
+	cmV.configs.fixed.Credentials = validate.CredentialRules{WithoutReplication: true}
 	kind := metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 	refused := examplePolicyConfigMap(t, unchanged)
-	pol, _ := policy.FromConfigMap(refused)
+	_, errs := validate.PolicyConfigMap(refused, cmV.configs.fixed.Credentials)
 	var want []string
-	for _, e := range cmV.rules.Policy(pol, field.NewPath("data").Key(policy.DataKey)) {
+	for _, e := range errs {
 		want = append(want, e.Field+": "+e.ErrorBody())
 	}
 	if len(want) != 2 {
@@ -98,8 +98,8 @@ func TestPodAndWorkloadValidatorsRefuseSecretsInThePodsNamespace(t *testing.T) {
 	if resp := workV.Handle(context.Background(), request(t, admissionv1.Create, deployGVK, deploy)); !resp.Allowed {
 		t.Errorf("by default the template is refused: %+v", resp.Result)
 	}
-	podV.rules = validate.CredentialRules{WithoutCopiesInPodNamespaces: true}
-	workV.rules = podV.rules
+	podV.configs.fixed.Credentials = validate.CredentialRules{WithoutCopiesInPodNamespaces: true}
+	workV.configs.fixed.Credentials = podV.configs.fixed.Credentials
 	sameLines(t, causes(t, podV.Handle(context.Background(), request(t, admissionv1.Create, podGVK, p))),
 		[]string{sameNSRefusal(field.NewPath("metadata"))})
 	sameLines(t, causes(t, workV.Handle(context.Background(), request(t, admissionv1.Create, deployGVK, deploy))),
@@ -145,8 +145,7 @@ func TestReconcilerAppliesNoSecretsInThePodsNamespace(t *testing.T) {
 func TestReconcilerSaysNothingOfACompleteShadow(t *testing.T) {
 	_, _, _, _, pol := handlers(t)
 	p := mutated(t, pod("notebook", map[string]string{validate.AnnotationShadowSameNS: "true"}), pol)
-	o, _ := validate.Pod(p, pol)
-	shadow, _ := inject.BuildShadow(p, o)
+	shadow := shadowOf(t, p, pol)
 	have := []client.Object{shadow.NodeConfigMap, shadow.Service, shadow.Deployment}
 	recorder := &recordingEvents{}
 	r := &Reconciler{policies: fixedPolicy{pol}, applier: failingApplier{}, rules: validate.CredentialRules{WithoutCopiesInPodNamespaces: true}, recorder: recorder}
@@ -169,12 +168,22 @@ func (failingApplier) Apply(context.Context, *inject.Shadow, bool) ([]string, er
 func mutated(t *testing.T, p *corev1.Pod, pol *policy.Policy) *corev1.Pod {
 	t.Helper()
 	p = p.DeepCopy()
-	o, d := validate.Pod(p, pol)
+	o, d := validate.Pod(p, validate.Config{Policy: pol})
 	if !d.Allowed() || o == nil {
 		t.Fatalf("the test pod is refused: %v", d.Errors)
 	}
-	inject.MutatePod(p, o)
+	inject.Mutate(p, validate.Config{Policy: pol}).Apply(p)
 	return p
+}
+
+// shadowOf is the shadow the validating phase builds for p, which must be mutated already.
+func shadowOf(t *testing.T, p *corev1.Pod, pol *policy.Policy) *inject.Shadow {
+	t.Helper()
+	a := inject.Admit(p, validate.Config{Policy: pol})
+	if !a.Decision.Allowed() {
+		t.Fatalf("the test pod is refused: %v", a.Decision.Errors)
+	}
+	return a.Shadow
 }
 
 // recordingEvents records the reasons of the Events it is given.

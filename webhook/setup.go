@@ -3,7 +3,6 @@ package webhook
 import (
 	"context"
 	"errors"
-	"net/http"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -12,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/interlink-hq/shadowgate/internal/serving"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
@@ -42,7 +42,7 @@ type Options struct {
 // the leader. The returned wait blocks until the removals of refused pods' shadow objects,
 // which run after the denial is sent, have finished: call it once mgr has stopped, since the
 // webhook server can start more of them until then.
-func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metrics) (wait func(), err error) {
+func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metrics, decisions *serving.Decisions) (wait func(), err error) {
 	if opts.ShadowGracePeriod <= 0 {
 		return nil, errors.New("the shadow grace period must be positive")
 	}
@@ -67,14 +67,15 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 		metrics:              metrics,
 	}
 	events := newPodEvents(mgr.GetClient(), recorder)
+	fixed := validate.Config{PolicyRef: opts.Policy, Credentials: opts.Rules}
 	server := mgr.GetWebhookServer()
-	for path, h := range map[string]http.Handler{
-		PathMutatePods:         newWebhook(&PodMutator{policies: store, metrics: metrics}),
-		PathValidatePods:       newWebhook(&PodValidator{policies: store, reader: mgr.GetAPIReader(), shadows: applier, events: events, metrics: metrics, rules: opts.Rules}),
-		PathValidateConfigMaps: newWebhook(&ConfigMapValidator{policies: store, ref: opts.Policy, rules: opts.Rules, metrics: metrics}),
-		PathValidateWorkloads:  newWebhook(&WorkloadValidator{policies: store, ref: opts.Policy, rules: opts.Rules, metrics: metrics}),
+	for path, h := range map[string]admission.Handler{
+		PathMutatePods:         NewPodMutator(store, fixed),
+		PathValidatePods:       NewPodValidator(store, fixed, mgr.GetAPIReader(), applier, events),
+		PathValidateConfigMaps: NewConfigMapValidator(store, fixed),
+		PathValidateWorkloads:  NewWorkloadValidator(store, fixed),
 	} {
-		server.Register(path, withCallDeadline(withKnownReviewVersion(h)))
+		server.Register(path, serving.Route(path, h, decisions))
 	}
 	for _, r := range []manager.Runnable{store, events} {
 		if err := mgr.Add(r); err != nil {
@@ -104,9 +105,4 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 		return nil, err
 	}
 	return applier.Wait, nil
-}
-
-// newWebhook wraps a handler as every endpoint serves it; the benchmarks call the same.
-func newWebhook(h admission.Handler) *admission.Webhook {
-	return &admission.Webhook{Handler: h, LogConstructor: requestLogger}
 }

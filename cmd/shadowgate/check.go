@@ -4,7 +4,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/interlink-hq/shadowgate/validate"
-	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
 type checkOptions struct{ inputOptions }
@@ -27,11 +26,10 @@ Exit 0: all admitted. Exit 1: at least one refused. Exit 2: unreadable input or 
 }
 
 func (o *checkOptions) run(cmd *cobra.Command) error {
-	pol, objs, err := o.load(cmd)
+	cfg, objs, err := o.load(cmd)
 	if err != nil {
 		return err
 	}
-	ref := validate.PolicyRef{Name: policy.ConfigMapName}
 	results := make([]result, 0, len(objs))
 	denied := false
 	for _, in := range objs {
@@ -39,7 +37,7 @@ func (o *checkOptions) run(cmd *cobra.Command) error {
 		var d validate.Decision
 		judged := false
 		if in.obj != nil {
-			d, judged = validate.Object(in.obj, pol, ref, o.credentials.rules())
+			d, judged = validate.Object(in.obj, cfg)
 		}
 		if !judged {
 			d.Warnings = append(d.Warnings, "shadowgate does not judge "+in.kind+" objects")

@@ -32,12 +32,9 @@ func loadPolicy(path string, stdin io.Reader, rules validate.CredentialRules) (*
 	if err != nil {
 		return nil, usageError("cannot read the policy: %v", err)
 	}
-	pol, errs := policy.Parse(data)
+	pol, errs := validate.ParsePolicy(data, rules)
 	if len(errs) > 0 {
-		return nil, usageError("invalid policy %s:\n%s", path, errs.ToAggregate())
-	}
-	if errs := rules.Policy(pol, nil); len(errs) > 0 {
-		return nil, usageError("policy %s asks for what a shadowgate run with these flags may not do:\n%s", path, errs.ToAggregate())
+		return nil, usageError("invalid policy %s, or one a shadowgate run with these flags may not carry out:\n%s", path, errs.ToAggregate())
 	}
 	return pol, nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
@@ -31,15 +32,18 @@ func (o *inputOptions) addFlags(cmd *cobra.Command, filesUsage, namespaceUsage s
 	_ = cmd.MarkFlagRequired("filename")
 }
 
-// load checks --output, then reads the policy and the objects.
-func (o *inputOptions) load(cmd *cobra.Command) (*policy.Policy, []inputObject, error) {
+// load checks --output, then reads the policy and the objects. The policy ConfigMap is known
+// by its default name, in any namespace: the CLI does not know where the webhook runs.
+func (o *inputOptions) load(cmd *cobra.Command) (validate.Config, []inputObject, error) {
 	if !slices.Contains(o.formats, o.output) {
-		return nil, nil, usageError("--output must be %s or %s, not %q", o.formats[0], o.formats[1], o.output)
+		return validate.Config{}, nil, usageError("--output must be %s or %s, not %q", o.formats[0], o.formats[1], o.output)
 	}
-	pol, err := loadPolicy(o.policyFile, cmd.InOrStdin(), o.credentials.rules())
+	rules := o.credentials.rules()
+	pol, err := loadPolicy(o.policyFile, cmd.InOrStdin(), rules)
 	if err != nil {
-		return nil, nil, err
+		return validate.Config{}, nil, err
 	}
 	objs, err := readObjects(o.files, o.namespace, cmd.InOrStdin())
-	return pol, objs, err
+	cfg := validate.Config{Policy: pol, PolicyRef: validate.PolicyRef{Name: policy.ConfigMapName}, Credentials: rules}
+	return cfg, objs, err
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/interlink-hq/shadowgate/validate/policy"
+	"github.com/interlink-hq/shadowgate/validate"
 )
 
 func newPolicyCommand() *cobra.Command {
@@ -38,10 +38,7 @@ Exit 0: valid. Exit 1: invalid. Exit 2: unreadable file or bad flags.`,
 			if err != nil {
 				return usageError("cannot read the policy: %v", err)
 			}
-			pol, errs := policy.Parse(data)
-			if len(errs) == 0 {
-				errs = credentials.rules().Policy(pol, nil)
-			}
+			pol, errs := validate.ParsePolicy(data, credentials.rules())
 			out := cmd.OutOrStdout()
 			if output == "json" {
 				if err := writeJSON(out, map[string]any{"valid": len(errs) == 0, "errors": toFieldErrors(errs)}); err != nil {

@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/interlink-hq/shadowgate/inject"
-	"github.com/interlink-hq/shadowgate/validate"
 )
 
 type renderOptions struct{ inputOptions }
@@ -36,7 +35,7 @@ Exit 2: unreadable input, not exactly one Pod, or an invalid policy.`,
 }
 
 func (o *renderOptions) run(cmd *cobra.Command) error {
-	pol, objs, err := o.load(cmd)
+	cfg, objs, err := o.load(cmd)
 	if err != nil {
 		return err
 	}
@@ -50,32 +49,23 @@ func (o *renderOptions) run(cmd *cobra.Command) error {
 	if pod.Name == "" {
 		return usageError("the Pod has no metadata.name; the shadow is named after it (a generateName is resolved only when the API server creates the pod)")
 	}
-	off, d := validate.Pod(pod, pol)
-	d.Errors = append(d.Errors, o.credentials.rules().SecretInPodNamespace(off, pod.Namespace, validate.PodPaths)...)
-	r := result{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, Allowed: d.Allowed(), errs: d.Errors, Warnings: d.Warnings}
-	if !r.Allowed {
+	rendered := inject.Render(pod, cfg)
+	d := rendered.Decision
+	if !d.Allowed() {
+		r := result{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, errs: d.Errors, Warnings: d.Warnings}
 		writeText(cmd.ErrOrStderr(), []result{r})
 		return &exitError{code: exitDenied}
 	}
-	warnings := append(d.Warnings, inject.MutatePod(pod, off)...)
-	if errs := inject.CheckMutated(pod, off); len(errs) > 0 {
-		// MutatePod could not set up the tunnel (its warning says why): refused, as the webhook would.
-		r.Allowed, r.errs, r.Warnings = false, errs, warnings
-		writeText(cmd.ErrOrStderr(), []result{r})
-		return &exitError{code: exitDenied}
-	}
-	out := []runtime.Object{pod}
-	shadow, more := inject.BuildShadow(pod, off)
-	warnings = append(warnings, more...)
-	if shadow != nil {
-		for _, obj := range shadow.Objects() {
+	out := []runtime.Object{rendered.Pod}
+	if rendered.Shadow != nil {
+		for _, obj := range rendered.Shadow.Objects() {
 			out = append(out, obj)
 		}
 	}
-	for _, w := range warnings {
+	for _, w := range d.Warnings {
 		fmt.Fprintf(cmd.ErrOrStderr(), "Warning: %s\n", w)
 	}
-	pod.APIVersion, pod.Kind = "v1", "Pod"
+	rendered.Pod.APIVersion, rendered.Pod.Kind = "v1", "Pod"
 	return writeObjects(cmd.OutOrStdout(), o.output, out)
 }
 

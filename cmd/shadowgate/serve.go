@@ -32,6 +32,7 @@ import (
 
 	"github.com/interlink-hq/shadowgate/certs"
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/serving"
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
 	"github.com/interlink-hq/shadowgate/webhook"
@@ -119,7 +120,7 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 	if namespace == "" {
 		namespace = ownNamespace()
 	}
-	serving, err := o.servingCertificate(cfg, namespace, logger.WithName("certs"))
+	servingCert, err := o.servingCertificate(cfg, namespace, logger.WithName("certs"))
 	if err != nil {
 		return &exitError{code: exitServeFailed, msg: err.Error()}
 	}
@@ -132,9 +133,9 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return &exitError{code: exitServeFailed, msg: err.Error()}
 	}
-	webhookServer := o.webhookServer(serving, clientCA)
+	webhookServer := o.webhookServer(servingCert, clientCA)
 	mgrOpts := o.managerOptions(namespace, webhookServer, logger)
-	webhooks := &drainingServer{Server: mgrOpts.WebhookServer}
+	webhooks := serving.NewDrainingServer(mgrOpts.WebhookServer)
 	mgrOpts.WebhookServer = webhooks
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
@@ -143,10 +144,10 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 	if err := mgr.AddReadyzCheck("not-draining", webhooks.NotDraining); err != nil {
 		return &exitError{code: exitServeFailed, msg: err.Error()}
 	}
-	if err := mgr.Add(serving); err != nil {
+	if err := mgr.Add(servingCert); err != nil {
 		return &exitError{code: exitServeFailed, msg: err.Error()}
 	}
-	if err := mgr.AddReadyzCheck("serving-certificate", serving.Check); err != nil {
+	if err := mgr.AddReadyzCheck("serving-certificate", servingCert.Check); err != nil {
 		return &exitError{code: exitServeFailed, msg: err.Error()}
 	}
 	if clientCA != nil {
@@ -158,15 +159,19 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return &exitError{code: exitServeFailed, msg: err.Error()}
 	}
+	decisions, err := serving.NewDecisions(ctrlmetrics.Registry)
+	if err != nil {
+		return &exitError{code: exitServeFailed, msg: err.Error()}
+	}
 	signalled, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ctx := drainThenStop(signalled, stop, webhooks, o.shutdownDelay, logger)
+	ctx := serving.DrainThenStop(signalled, stop, webhooks, o.shutdownDelay, logger)
 	opts := webhook.Options{
 		Policy:            validate.PolicyRef{Namespace: namespace, Name: o.policyConfigMap},
 		ShadowGracePeriod: o.grace,
 		Rules:             o.credentials.rules(),
 	}
-	waitForCleanups, err := webhook.Setup(ctx, mgr, opts, metrics)
+	waitForCleanups, err := webhook.Setup(ctx, mgr, opts, metrics, decisions)
 	if err != nil {
 		return &exitError{code: exitServeFailed, msg: err.Error()}
 	}

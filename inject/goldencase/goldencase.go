@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
@@ -41,7 +42,7 @@ func Read(dir string) ([]Case, error) {
 		if !ok {
 			return nil, fmt.Errorf("%s: want a policy document, ---, and a Pod", in)
 		}
-		pol, errs := policy.Parse(policyDoc)
+		pol, errs := validate.ParsePolicy(policyDoc, validate.CredentialRules{})
 		if len(errs) > 0 {
 			return nil, fmt.Errorf("%s: policy refused: %v", in, errs.ToAggregate())
 		}

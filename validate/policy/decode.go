@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 )
@@ -19,10 +18,9 @@ const (
 	DataKey       = "policy.yaml"
 )
 
-// Parse reads a policy document, or a ConfigMap manifest whose data[DataKey] holds one, applies
-// the defaults and validates it. Error paths start at the document (virtualNodes[...]), so the
-// same input gives the same paths whichever form it comes in.
-func Parse(data []byte) (*Policy, field.ErrorList) {
+// Document returns the policy document data holds: data itself, or, for a ConfigMap manifest,
+// its data[DataKey]. The CLI's --policy takes either form.
+func Document(data []byte) ([]byte, field.ErrorList) {
 	var head struct {
 		Kind string            `json:"kind"`
 		Data map[string]string `json:"data"`
@@ -33,26 +31,18 @@ func Parse(data []byte) (*Policy, field.ErrorList) {
 			return nil, field.ErrorList{field.Required(field.NewPath("data").Key(DataKey),
 				"the ConfigMap holds no policy document; put it under data."+DataKey)}
 		}
-		data = []byte(doc)
+		return []byte(doc), nil
 	}
-	return ParseDocument(data, nil)
+	return data, nil
 }
 
-// FromConfigMap parses and validates the policy held by a policy ConfigMap, with error paths
-// under data[policy.yaml] as kubectl shows them for the ConfigMap.
-func FromConfigMap(cm *corev1.ConfigMap) (*Policy, field.ErrorList) {
-	docPath := field.NewPath("data").Key(DataKey)
-	doc, ok := cm.Data[DataKey]
-	if !ok {
-		return nil, field.ErrorList{field.Required(docPath, "the policy ConfigMap must hold the policy document under this key")}
-	}
-	return ParseDocument([]byte(doc), docPath)
-}
-
-// ParseDocument decodes a policy document strictly (unknown keys and wrong types are errors
-// with their path, so a misspelt key never falls back to a default), applies the defaults and
-// validates it. docPath prefixes every error path; nil means the document is the root.
-func ParseDocument(doc []byte, docPath *field.Path) (*Policy, field.ErrorList) {
+// Decode reads a policy document strictly and applies the defaults: unknown keys and wrong
+// types are errors with their path, so a misspelt key never falls back to a default. Keys of
+// the wrong shape are reported and dropped, and the rest is still decoded, so that
+// validate.Policy can report every other problem of the document at once; the policy is nil
+// only when there is nothing to judge. docPath prefixes every error path; nil means the
+// document is the root. The rules on the values are validate.Policy's.
+func Decode(doc []byte, docPath *field.Path) (*Policy, field.ErrorList) {
 	raw, err := yaml.YAMLToJSON(doc)
 	if err != nil {
 		return nil, field.ErrorList{field.Invalid(documentPath(docPath), "", "not valid YAML: "+err.Error())}
@@ -68,8 +58,6 @@ func ParseDocument(doc []byte, docPath *field.Path) (*Policy, field.ErrorList) {
 		return nil, field.ErrorList{field.Invalid(documentPath(docPath), describe(generic),
 			"the policy must be a mapping with a virtualNodes key")}
 	}
-	// Keys of the wrong shape are reported and dropped, so the rest is still decoded and
-	// validated: every problem of the document is reported at once.
 	shapeErrs, _ := checkShape(top, reflect.TypeFor[Policy](), docPath)
 	nodesPath := child(docPath, "virtualNodes")
 	nodes, ok := top["virtualNodes"].(map[string]any)
@@ -81,7 +69,7 @@ func ParseDocument(doc []byte, docPath *field.Path) (*Policy, field.ErrorList) {
 	}
 	p := &Policy{VirtualNodes: make(map[string]VirtualNode, len(nodes))}
 	if !ok {
-		return p, append(shapeErrs, p.Validate(docPath)...) // virtualNodes: null, an empty policy
+		return p, shapeErrs // virtualNodes: null, an empty policy
 	}
 	for name, settings := range nodes {
 		vn := Defaults()
@@ -93,7 +81,7 @@ func ParseDocument(doc []byte, docPath *field.Path) (*Policy, field.ErrorList) {
 		}
 		p.VirtualNodes[name] = vn
 	}
-	return p, append(shapeErrs, p.Validate(docPath)...)
+	return p, shapeErrs
 }
 
 func documentPath(docPath *field.Path) *field.Path {

@@ -3,7 +3,10 @@
 // It lives below validate so that validate and inject can both use it without a cycle.
 package policy
 
-import "time"
+import (
+	"sort"
+	"time"
+)
 
 // Policy is the parsed, defaulted document held in the policy ConfigMap under DataKey.
 type Policy struct {
@@ -123,4 +126,14 @@ func (s *SSH) NodeWait() time.Duration {
 		return 0
 	}
 	return d
+}
+
+// NodeNames returns the virtual node names in order.
+func (p *Policy) NodeNames() []string {
+	names := make([]string, 0, len(p.VirtualNodes))
+	for name := range p.VirtualNodes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
 }

@@ -1,16 +1,16 @@
-package policy_test
+package validate_test
 
 import (
 	"os"
 	"testing"
 
-	"github.com/interlink-hq/shadowgate/validate/policy"
+	"github.com/interlink-hq/shadowgate/validate"
 )
 
 // FuzzParse feeds arbitrary documents to the strict decoder: it must never panic, and a policy
 // it accepts must validate again unchanged (decoding and validation agree).
-func FuzzParse(f *testing.F) {
-	if example, err := os.ReadFile("../../manifests/examples/policy.yaml"); err == nil {
+func FuzzParsePolicy(f *testing.F) {
+	if example, err := os.ReadFile("../manifests/examples/policy.yaml"); err == nil {
 		f.Add(string(example))
 	}
 	for _, seed := range []string{
@@ -20,11 +20,11 @@ func FuzzParse(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, doc string) {
-		p, errs := policy.Parse([]byte(doc))
+		p, errs := validate.ParsePolicy([]byte(doc), validate.CredentialRules{})
 		if len(errs) > 0 {
 			return
 		}
-		if again := p.Validate(nil); len(again) > 0 {
+		if again := validate.Policy(p, validate.CredentialRules{}, nil); len(again) > 0 {
 			t.Fatalf("accepted policy fails validation: %v", again)
 		}
 	})

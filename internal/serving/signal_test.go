@@ -1,4 +1,4 @@
-package main
+package serving
 
 import (
 	"bufio"
@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 func drainHelper() {
 	signalled, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	log := funcr.New(func(prefix, args string) { fmt.Println(prefix, args) }, funcr.Options{})
-	ctx := drainThenStop(signalled, stop, &drainingServer{Server: ctrlwebhook.NewServer(ctrlwebhook.Options{})}, time.Minute, log)
+	ctx := DrainThenStop(signalled, stop, &DrainingServer{Server: ctrlwebhook.NewServer(ctrlwebhook.Options{})}, time.Minute, log)
 	fmt.Println("ready")
 	<-ctx.Done()
 	os.Exit(0)

@@ -1,9 +1,9 @@
 package inject
 
 import (
-	"crypto/rand"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"strings"
 
@@ -12,25 +12,22 @@ import (
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
-// MutatePod makes an offloaded pod ready for the reverse tunnel it asks for: it records the
-// relay's loopback address in interlink.eu/reverse-bind when the pod names none, and prepends
-// the pre-exec snippet to slurm-job.vk.io/pre-exec, keeping the user's own pre-exec after it.
-// It works in place and is idempotent: the webhook may be invoked again (reinvocation), and
-// `shadowgate render` may be given a pod it rendered before. A pod that asks for no reverse
-// tunnel loses a snippet an earlier version of it asked for, and is otherwise left alone.
-func MutatePod(pod *corev1.Pod, o *validate.Offload) []string {
-	return mutatePod(pod, o, rand.Reader)
-}
-
-func mutatePod(pod *corev1.Pod, o *validate.Offload, random io.Reader) []string {
+// prepare returns the annotations an admitted, offloaded pod gets in the mutating phase, and the
+// relay address it chose: the pod's own interlink.eu/reverse-bind, else one drawn from random,
+// recorded in that annotation; and the pre-exec snippet prepended to slurm-job.vk.io/pre-exec,
+// the user's own pre-exec kept after it. It writes into neither argument. It is idempotent: the
+// webhook may be invoked again (reinvocation), and `shadowgate render` may be given a pod it
+// rendered before. A pod that asks for no reverse tunnel loses a snippet an earlier version of
+// it asked for, and is otherwise left alone. The annotations are nil when nothing changes.
+func prepare(pod *corev1.Pod, o *validate.Offload, random io.Reader) (annotations map[string]string, bind netip.Addr, warnings []string) {
 	if o == nil || !o.WantsReverse() {
 		// The snippet would hold the job for ten minutes waiting for a tunnel nobody builds.
 		if preExec, ok := pod.Annotations[validate.AnnotationPreExec]; ok && len(snippetBlocks(preExec)) > 0 {
-			pod.Annotations[validate.AnnotationPreExec] = userPreExec(preExec)
+			annotations = maps.Clone(pod.Annotations)
+			annotations[validate.AnnotationPreExec] = userPreExec(preExec)
 		}
-		return nil
+		return annotations, netip.Addr{}, nil
 	}
-	var warnings []string
 	bind, err := o.Bind, error(nil)
 	if !bind.IsValid() {
 		bind, err = chooseBind(random)
@@ -39,20 +36,23 @@ func mutatePod(pod *corev1.Pod, o *validate.Offload, random io.Reader) []string 
 	if err == nil {
 		snippet, err = preExec(o, bind)
 	}
+	annotations = maps.Clone(pod.Annotations)
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
 	if err != nil {
 		// The pod is admitted by now; its job must still not run without the tunnel.
 		snippet = markerBegin + "\n" + failedSnippet + markerEnd + "\n"
 		warnings = append(warnings, fmt.Sprintf("the reverse tunnel could not be set up (%v): the job will stop at start; recreate the pod", err))
+		bind = o.Bind
+	} else if !o.Bind.IsValid() {
+		annotations[validate.AnnotationReverseBind] = bind.String()
 	}
-	if pod.Annotations == nil {
-		pod.Annotations = map[string]string{}
+	annotations[validate.AnnotationPreExec] = snippet + userPreExec(pod.Annotations[validate.AnnotationPreExec])
+	if maps.Equal(annotations, pod.Annotations) {
+		annotations = nil
 	}
-	if err == nil && !o.Bind.IsValid() {
-		pod.Annotations[validate.AnnotationReverseBind] = bind.String()
-		o.Bind = bind
-	}
-	pod.Annotations[validate.AnnotationPreExec] = snippet + userPreExec(pod.Annotations[validate.AnnotationPreExec])
-	return warnings
+	return annotations, bind, warnings
 }
 
 // failedSnippet stands in for the snippet when it could not be made.
@@ -74,7 +74,7 @@ func userPreExec(annotation string) string {
 	return b.String()
 }
 
-// snippetBlocks returns where each of MutatePod's blocks lies in a pre-exec, as [start, end)
+// snippetBlocks returns where each of prepare's blocks lies in a pre-exec, as [start, end)
 // offsets: a markerBegin line, through the next markerEnd line, each a whole line. A begin line
 // without an end (the user's, or a block cut short) is not a block and stays; of two begin
 // lines before one end, the block starts at the later one.

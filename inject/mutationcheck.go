@@ -10,7 +10,7 @@ import (
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
-// mutatingWebhookHint says what to check when a pod reaches validation without MutatePod's work.
+// mutatingWebhookHint says what to check when a pod reaches validation without the mutating phase's work.
 // Its last clause is the case no configuration fixes: the API server calls back, after a later
 // mutating webhook, only the webhooks it called before, and /mutate-pods is called only for
 // pods with an interlink.eu/ or pre-exec annotation or the virtual node's toleration.
@@ -20,12 +20,12 @@ const mutatingWebhookHint = "shadowgate's mutating webhook (/mutate-pods) did no
 	"annotations, write an interlink.eu/ annotation or the virtual-node.interlink/no-schedule toleration in the pod " +
 	"itself, since the API server does not call back a webhook that it skipped before"
 
-// CheckMutated refuses a pod that validate.Pod admitted but that MutatePod has not prepared, as
+// checkMutated refuses a pod that validate.Pod admitted but that the mutating phase (prepare) has not prepared, as
 // when the mutating webhook was skipped or failed open: a pod that asks for the reverse tunnel
 // must have its bind address recorded and exactly one snippet block, calling the snippet with
 // that address, in its pre-exec; a pod that asks for none must have no block. Otherwise its job
 // would run without the tunnel, or wait for one that nobody builds. o is validate.Pod's.
-func CheckMutated(pod *corev1.Pod, o *validate.Offload) field.ErrorList {
+func checkMutated(pod *corev1.Pod, o *validate.Offload) field.ErrorList {
 	if o == nil {
 		return nil
 	}

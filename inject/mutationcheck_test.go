@@ -17,7 +17,7 @@ func TestCheckMutated(t *testing.T) {
 	// mutated is a pod asking for forwards, as MutatePod left it.
 	mutated := func(t *testing.T) *corev1.Pod {
 		pod := reversePod(map[string]string{validate.AnnotationReverseForwards: forwards, validate.AnnotationPreExec: "module load cuda\n"})
-		MutatePod(pod, admit(t, pod))
+		mutateInPlace(pod, admit(t, pod))
 		return pod
 	}
 	for name, c := range map[string]struct {
@@ -64,7 +64,7 @@ func TestCheckMutated(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			pod := c.pod(t)
-			errs := CheckMutated(pod, admit(t, pod))
+			errs := checkMutated(pod, admit(t, pod))
 			if c.wantField == "" {
 				if len(errs) > 0 {
 					t.Fatalf("refused: %v", errs.ToAggregate())
@@ -80,7 +80,7 @@ func TestCheckMutated(t *testing.T) {
 		})
 	}
 	t.Run("a pod on no listed virtual node is not judged", func(t *testing.T) {
-		if errs := CheckMutated(reversePod(map[string]string{validate.AnnotationReverseForwards: forwards}), nil); len(errs) > 0 {
+		if errs := checkMutated(reversePod(map[string]string{validate.AnnotationReverseForwards: forwards}), nil); len(errs) > 0 {
 			t.Errorf("refused: %v", errs.ToAggregate())
 		}
 	})
@@ -91,10 +91,10 @@ func TestCheckMutated(t *testing.T) {
 func TestCheckMutatedRefusesAPodMutatePodCouldNotSetUp(t *testing.T) {
 	pod := reversePod(map[string]string{validate.AnnotationReverseSocksPort: "1080"})
 	o := admit(t, pod)
-	if w := mutatePod(pod, o, strings.NewReader("")); len(w) != 1 {
+	if w := mutateInPlaceWith(pod, o, strings.NewReader("")); len(w) != 1 {
 		t.Fatalf("warnings %v, want the one saying the tunnel could not be set up", w)
 	}
-	if errs := CheckMutated(pod, admit(t, pod)); len(errs) != 1 || errs[0].Type != field.ErrorTypeRequired {
+	if errs := checkMutated(pod, admit(t, pod)); len(errs) != 1 || errs[0].Type != field.ErrorTypeRequired {
 		t.Errorf("errors %v, want the bind address required", errs.ToAggregate())
 	}
 }

@@ -2,11 +2,11 @@ package webhook
 
 import (
 	"context"
+	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,13 +20,16 @@ import (
 // StatefulSet, DaemonSet, ReplicaSet, Job or CronJob is judged as its pods will be, so a bad
 // template is refused at apply rather than in every pod the controller tries to create.
 type WorkloadValidator struct {
-	policies Policies
-	ref      validate.PolicyRef
-	rules    validate.CredentialRules
-	metrics  *Metrics
+	configs configs
 }
 
 var _ admission.Handler = (*WorkloadValidator)(nil)
+
+// NewWorkloadValidator is /validate-workloads' handler, deciding by the policy policies holds
+// and by fixed.
+func NewWorkloadValidator(policies Policies, fixed validate.Config) *WorkloadValidator {
+	return &WorkloadValidator{configs: configs{policies: policies, fixed: fixed}}
+}
 
 // workloadKinds are the kinds /validate-workloads judges, as the webhook configurations'
 // rules send them, each with a new object to decode it into.
@@ -55,11 +58,11 @@ func (v *WorkloadValidator) Handle(_ context.Context, req admission.Request) adm
 	gvk := schema.GroupVersionKind(req.Kind)
 	newObject, ok := workloadKinds[gvk]
 	if !ok {
-		return v.metrics.badRequest(PathValidateWorkloads, wrongKind(workloadKindNames, gvk))
+		return admission.Errored(http.StatusBadRequest, wrongKind(workloadKindNames, gvk))
 	}
 	obj := newObject()
 	if err := decodeObject(req, obj, gvk); err != nil {
-		return v.metrics.badRequest(PathValidateWorkloads, err)
+		return admission.Errored(http.StatusBadRequest, err)
 	}
 	name := req.Name
 	m, err := apimeta.Accessor(obj)
@@ -69,22 +72,20 @@ func (v *WorkloadValidator) Handle(_ context.Context, req admission.Request) adm
 	unchanged := false
 	if req.Operation == admissionv1.Update {
 		if m != nil && m.GetDeletionTimestamp() != nil {
-			v.metrics.decided(PathValidateWorkloads, resultAllowed)
 			return admission.Allowed("")
 		}
 		old := newObject()
 		if err := decodeOldObject(req, old, gvk); err != nil {
-			return v.metrics.badRequest(PathValidateWorkloads, err)
+			return admission.Errored(http.StatusBadRequest, err)
 		}
 		unchanged = sameTemplate(old, obj)
 	}
 	// Every workload kind is judged: the template's pods, and the credentials they would
 	// have copied, under the template's path.
-	d, _ := validate.Object(obj, v.policies.Current(), v.ref, v.rules)
+	d, _ := validate.Object(obj, v.configs.now())
 	if unchanged {
 		d = unchangedTemplate(d)
 	}
-	v.metrics.decided(PathValidateWorkloads, result(d))
 	return respond(gvk.GroupKind(), name, d)
 }
 
@@ -109,31 +110,4 @@ func unchangedTemplate(d validate.Decision) validate.Decision {
 			"but the policy in force refuses the template, and every pod made from it, until the template is changed")
 	}
 	return out
-}
-
-var configMapVersionKind = corev1.SchemeGroupVersion.WithKind("ConfigMap")
-
-// ConfigMapValidator serves /validate-configmaps: the policy ConfigMap must hold a valid
-// policy, and a node ConfigMap's compute-node must be a hostname or IP literal, since the
-// shadow passes it to ssh.
-type ConfigMapValidator struct {
-	policies Policies
-	ref      validate.PolicyRef
-	rules    validate.CredentialRules
-	metrics  *Metrics
-}
-
-var _ admission.Handler = (*ConfigMapValidator)(nil)
-
-// Handle implements admission.Handler.
-func (v *ConfigMapValidator) Handle(_ context.Context, req admission.Request) admission.Response {
-	cm, err := objectOf[corev1.ConfigMap](req, configMapVersionKind)
-	if err != nil {
-		return v.metrics.badRequest(PathValidateConfigMaps, err)
-	}
-	// A valid policy this serve cannot carry out would be refused at its next reload, so it is
-	// refused here too.
-	d, _ := validate.Object(cm, v.policies.Current(), v.ref, v.rules)
-	v.metrics.decided(PathValidateConfigMaps, result(d))
-	return respond(configMapVersionKind.GroupKind(), objectName(cm), d)
 }

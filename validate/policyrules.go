@@ -1,14 +1,15 @@
-package policy
+package validate
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/interlink-hq/shadowgate/validate/policy"
 	"github.com/interlink-hq/shadowgate/validate/syntax"
 )
 
@@ -83,11 +84,12 @@ var refusedOptions = func() map[string]refusal {
 	return m
 }()
 
-// Validate checks a defaulted policy and returns every problem found. docPath prefixes the
-// error paths; nil means the document is the root.
-func (p *Policy) Validate(docPath *field.Path) field.ErrorList {
+// Policy returns every problem of a decoded, defaulted policy: the rules of each virtual node's
+// options, then what the credential rules this shadowgate runs with cannot carry out. docPath
+// prefixes the error paths; nil means the document is the root.
+func Policy(p *policy.Policy, rules CredentialRules, docPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	nodesPath := child(docPath, "virtualNodes")
+	nodesPath := policyChild(docPath, "virtualNodes")
 	for _, name := range p.NodeNames() {
 		nodePath := nodesPath.Key(name)
 		for _, msg := range validation.IsDNS1123Subdomain(name) {
@@ -95,25 +97,59 @@ func (p *Policy) Validate(docPath *field.Path) field.ErrorList {
 		}
 		vn := p.VirtualNodes[name]
 		errs = append(errs, validateNetwork(&vn.Network, nodePath.Child("Network"))...)
+		errs = append(errs, rules.validateReplication(&vn.Network, nodePath.Child("Network"))...)
 	}
 	return errs
 }
 
-// NodeNames returns the virtual node names in order.
-func (p *Policy) NodeNames() []string {
-	names := make([]string, 0, len(p.VirtualNodes))
-	for name := range p.VirtualNodes {
-		names = append(names, name)
+// ParsePolicy reads a policy document, or a ConfigMap manifest whose data[policy.yaml] holds
+// one, as `shadowgate policy check` and the CLI's --policy do: decoded strictly, defaulted and
+// judged by Policy. Error paths start at the document (virtualNodes[...]) whichever form it
+// comes in. The policy is nil when there is any error.
+func ParsePolicy(data []byte, rules CredentialRules) (*policy.Policy, field.ErrorList) {
+	doc, docErrs := policy.Document(data)
+	if len(docErrs) > 0 {
+		return nil, docErrs
 	}
-	sort.Strings(names)
-	return names
+	return judgePolicy(doc, nil, rules)
 }
 
-func validateNetwork(n *Network, p *field.Path) field.ErrorList {
+// PolicyConfigMap reads the policy a policy ConfigMap holds, with error paths under
+// data[policy.yaml] as kubectl shows them for the ConfigMap. The policy is nil when there is
+// any error.
+func PolicyConfigMap(cm *corev1.ConfigMap, rules CredentialRules) (*policy.Policy, field.ErrorList) {
+	docPath := field.NewPath("data").Key(policy.DataKey)
+	doc, ok := cm.Data[policy.DataKey]
+	if !ok {
+		return nil, field.ErrorList{field.Required(docPath, "the policy ConfigMap must hold the policy document under this key")}
+	}
+	return judgePolicy([]byte(doc), docPath, rules)
+}
+
+// judgePolicy decodes a policy document and judges it, every error of both reported at once.
+func judgePolicy(doc []byte, docPath *field.Path, rules CredentialRules) (*policy.Policy, field.ErrorList) {
+	pol, errs := policy.Decode(doc, docPath)
+	if pol != nil {
+		errs = append(errs, Policy(pol, rules, docPath)...)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return pol, nil
+}
+
+func policyChild(parent *field.Path, name string) *field.Path {
+	if parent == nil {
+		return field.NewPath(name)
+	}
+	return parent.Child(name)
+}
+
+func validateNetwork(n *policy.Network, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	switch n.ShadowMode {
-	case ShadowModeWstunnel:
-	case ShadowModeSSH:
+	case policy.ShadowModeWstunnel:
+	case policy.ShadowModeSSH:
 		if n.FullMesh {
 			errs = append(errs, field.Invalid(p.Child("FullMesh"), true,
 				"the SSH shadow cannot be combined with full mesh: the mesh needs the compute node to dial out to the cluster, "+
@@ -121,12 +157,12 @@ func validateNetwork(n *Network, p *field.Path) field.ErrorList {
 		}
 		errs = append(errs, validateSSH(&n.SSH, p.Child("SSH"))...)
 	default:
-		errs = append(errs, field.NotSupported(p.Child("ShadowMode"), n.ShadowMode, []string{ShadowModeWstunnel, ShadowModeSSH}))
+		errs = append(errs, field.NotSupported(p.Child("ShadowMode"), n.ShadowMode, []string{policy.ShadowModeWstunnel, policy.ShadowModeSSH}))
 	}
 	return errs
 }
 
-func validateSSH(s *SSH, p *field.Path) field.ErrorList {
+func validateSSH(s *policy.SSH, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if s.LoginHost == "" {
 		errs = append(errs, field.Required(p.Child("LoginHost"), "the SSH shadow needs the login node to dial in to"))
@@ -148,14 +184,14 @@ func validateSSH(s *SSH, p *field.Path) field.ErrorList {
 	}
 	errs = append(errs, validateAuth(s, p)...)
 	switch s.ForwardMode {
-	case ForwardModePortForward:
-	case ForwardModeExec:
+	case policy.ForwardModePortForward:
+	case policy.ForwardModeExec:
 		if !syntax.CommandWords(s.ExecConnectCommand) {
 			errs = append(errs, field.Invalid(p.Child("ExecConnectCommand"), s.ExecConnectCommand,
 				"must be a command and its options as plain words separated by single spaces (nc, \"nc -q 1\", ncat), without quotes or shell characters: it runs on the login node as <command> <node> <port>"))
 		}
 	default:
-		errs = append(errs, field.NotSupported(p.Child("ForwardMode"), s.ForwardMode, []string{ForwardModePortForward, ForwardModeExec}))
+		errs = append(errs, field.NotSupported(p.Child("ForwardMode"), s.ForwardMode, []string{policy.ForwardModePortForward, policy.ForwardModeExec}))
 	}
 	errs = append(errs, objectName(p.Child("Krb5ConfigMap"), s.Krb5ConfigMap, "ConfigMap")...)
 	errs = append(errs, objectName(p.Child("KnownHostsConfigMap"), s.KnownHostsConfigMap, "ConfigMap")...)
@@ -170,16 +206,16 @@ func validateSSH(s *SSH, p *field.Path) field.ErrorList {
 	return append(errs, validateReverse(&s.Reverse, p.Child("Reverse"))...)
 }
 
-func validateAuth(s *SSH, p *field.Path) field.ErrorList {
+func validateAuth(s *policy.SSH, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	switch s.Auth {
-	case AuthPublicKey:
+	case policy.AuthPublicKey:
 		if s.KeySecret == "" {
 			errs = append(errs, field.Required(p.Child("KeySecret"), "publickey authentication needs the Secret holding the private key"))
 		}
 		errs = append(errs, objectName(p.Child("KeySecret"), s.KeySecret, "Secret")...)
 		errs = append(errs, dataKey(p.Child("KeySecretKey"), s.KeySecretKey)...)
-	case AuthKerberos:
+	case policy.AuthKerberos:
 		if s.KeytabSecret == "" {
 			errs = append(errs, field.Required(p.Child("KeytabSecret"), "kerberos authentication needs the Secret holding the keytab"))
 		}
@@ -191,18 +227,18 @@ func validateAuth(s *SSH, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("Principal"), s.Principal, "must be a Kerberos principal such as alice@EXAMPLE.ORG, without spaces or quotes"))
 		}
 	default:
-		errs = append(errs, field.NotSupported(p.Child("Auth"), s.Auth, []string{AuthPublicKey, AuthKerberos}))
+		errs = append(errs, field.NotSupported(p.Child("Auth"), s.Auth, []string{policy.AuthPublicKey, policy.AuthKerberos}))
 	}
 	return errs
 }
 
-func validateReverse(r *Reverse, p *field.Path) field.ErrorList {
+func validateReverse(r *policy.Reverse, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if r.NodeExec != NodeExecSSH && r.NodeExec != NodeExecSrun {
-		errs = append(errs, field.NotSupported(p.Child("NodeExec"), r.NodeExec, []string{NodeExecSSH, NodeExecSrun}))
+	if r.NodeExec != policy.NodeExecSSH && r.NodeExec != policy.NodeExecSrun {
+		errs = append(errs, field.NotSupported(p.Child("NodeExec"), r.NodeExec, []string{policy.NodeExecSSH, policy.NodeExecSrun}))
 	}
-	if r.Sshd != SshdNode && r.Sshd != SshdUserspace {
-		errs = append(errs, field.NotSupported(p.Child("Sshd"), r.Sshd, []string{SshdNode, SshdUserspace}))
+	if r.Sshd != policy.SshdNode && r.Sshd != policy.SshdUserspace {
+		errs = append(errs, field.NotSupported(p.Child("Sshd"), r.Sshd, []string{policy.SshdNode, policy.SshdUserspace}))
 	}
 	if !strings.HasPrefix(r.SshdPath, "/") || !syntax.Program(r.SshdPath) {
 		errs = append(errs, field.Invalid(p.Child("SshdPath"), r.SshdPath, "must be the absolute path of sshd on the compute node, such as /usr/sbin/sshd"))

@@ -1,6 +1,7 @@
-package policy_test
+package validate_test
 
 import (
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -8,7 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/interlink-hq/shadowgate/validate/policy"
+	"github.com/interlink-hq/shadowgate/validate"
 	vt "github.com/interlink-hq/shadowgate/validate/validatetest"
 )
 
@@ -122,7 +123,7 @@ func TestParse(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, errs := policy.Parse([]byte(tc.doc))
+			_, errs := validate.ParsePolicy([]byte(tc.doc), validate.CredentialRules{})
 			vt.Expect(t, errs, tc.want)
 		})
 	}
@@ -194,14 +195,14 @@ func TestExtraOptions(t *testing.T) {
 			for _, o := range tc.options {
 				doc += "- " + strconv.Quote(o) + "\n"
 			}
-			_, errs := policy.Parse([]byte(sshNode(doc)))
+			_, errs := validate.ParsePolicy([]byte(sshNode(doc)), validate.CredentialRules{})
 			vt.Expect(t, errs, tc.want)
 		})
 	}
 }
 
 func TestExtraOptionRefusalNamesOptionAndReason(t *testing.T) {
-	_, errs := policy.Parse([]byte(sshNode("ExtraOptions:\n- SmartcardDevice=/tmp/evil.so\n")))
+	_, errs := validate.ParsePolicy([]byte(sshNode("ExtraOptions:\n- SmartcardDevice=/tmp/evil.so\n")), validate.CredentialRules{})
 	if len(errs) != 1 {
 		t.Fatalf("errors = %v, want one", errs)
 	}
@@ -213,7 +214,7 @@ func TestExtraOptionRefusalNamesOptionAndReason(t *testing.T) {
 }
 
 func TestDefaults(t *testing.T) {
-	p, errs := policy.Parse([]byte(sshNode("")))
+	p, errs := validate.ParsePolicy([]byte(sshNode("")), validate.CredentialRules{})
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -227,11 +228,11 @@ func TestDefaults(t *testing.T) {
 	if p.VirtualNodes["cern-vk"].Network.ShadowMode != "ssh" {
 		t.Error("ShadowMode was not read")
 	}
-	w, _ := policy.Parse([]byte(node("EnableTunnel: true\n")))
+	w, _ := validate.ParsePolicy([]byte(node("EnableTunnel: true\n")), validate.CredentialRules{})
 	if got := w.VirtualNodes["cern-vk"].Network.ShadowMode; got != "wstunnel" {
 		t.Errorf("ShadowMode defaults to %q, want wstunnel", got)
 	}
-	off, _ := policy.Parse([]byte(sshNode("ReplicateCredentials: false\n")))
+	off, _ := validate.ParsePolicy([]byte(sshNode("ReplicateCredentials: false\n")), validate.CredentialRules{})
 	if off.VirtualNodes["cern-vk"].Network.SSH.ReplicateCredentials {
 		t.Error("an explicit ReplicateCredentials: false was overridden by the default")
 	}
@@ -239,19 +240,28 @@ func TestDefaults(t *testing.T) {
 
 func TestParseConfigMap(t *testing.T) {
 	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shadowgate-policy\ndata:\n  policy.yaml: |\n" + indent(node("ShadowMode: ssh\nSSH:\n  User: alice\n  KeySecret: k\n"), 4)
-	_, errs := policy.Parse([]byte(cm))
+	_, errs := validate.ParsePolicy([]byte(cm), validate.CredentialRules{})
 	vt.Expect(t, errs, []vt.Err{{Type: field.ErrorTypeRequired, Field: ssh.Child("LoginHost").String(), Value: ""}})
 
-	_, errs = policy.Parse([]byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  other: x\n"))
+	_, errs = validate.ParsePolicy([]byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  other: x\n"), validate.CredentialRules{})
 	vt.Expect(t, errs, []vt.Err{{Type: field.ErrorTypeRequired, Field: "data[policy.yaml]", Value: ""}})
 }
 
 func TestExamplePolicyIsValid(t *testing.T) {
-	p, errs := policy.Parse(mustRead(t, "../../manifests/examples/policy.yaml"))
+	p, errs := validate.ParsePolicy(mustRead(t, "../manifests/examples/policy.yaml"), validate.CredentialRules{})
 	if len(errs) > 0 {
 		t.Fatalf("the example policy is refused: %v", errs)
 	}
 	if got := strings.Join(p.NodeNames(), ","); got != "cern-vk,hpc-vk" {
 		t.Errorf("example nodes = %s", got)
 	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -1,4 +1,4 @@
-package main
+package serving
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
-// drainingServer is the webhook server with a drain before its shutdown. The API server
+// DrainingServer is the webhook server with a drain before its shutdown (NewDrainingServer). The API server
 // keeps its connections to a webhook open between calls, and a Service only steers new
 // connections away from a stopping replica. An idle connection the webhook server closes on
 // shutdown may be the one the API server is writing its next call into at that moment: the
@@ -28,15 +28,19 @@ import (
 //
 // "Connection: close" ends the connection because serve speaks HTTP/1.1 only (the TLS
 // NextProtos of webhookServer); HTTP/2 has no such header and would keep the connection.
-type drainingServer struct {
+type DrainingServer struct {
 	ctrlwebhook.Server
 	draining atomic.Bool
 }
 
+// NewDrainingServer wraps the manager's webhook server; hand the result to the manager in its
+// place, and DrainThenStop the manager's context.
+func NewDrainingServer(s ctrlwebhook.Server) *DrainingServer { return &DrainingServer{Server: s} }
+
 // Register registers hook with its answer marked "Connection: close" when draining has begun
 // by the time the answer's header is written, so a call already in flight at SIGTERM closes
 // its connection as well.
-func (s *drainingServer) Register(path string, hook http.Handler) {
+func (s *DrainingServer) Register(path string, hook http.Handler) {
 	s.Server.Register(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hook.ServeHTTP(&closingWriter{ResponseWriter: w, draining: &s.draining}, r)
 	}))
@@ -72,18 +76,18 @@ func (w *closingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // NotDraining is a readiness check: a draining replica is not ready, so that whatever routes
 // by readiness stops sending it new connections.
-func (s *drainingServer) NotDraining(*http.Request) error {
+func (s *DrainingServer) NotDraining(*http.Request) error {
 	if s.draining.Load() {
 		return errors.New("shutting down: draining the webhook server's connections")
 	}
 	return nil
 }
 
-// drainThenStop returns a context that ends delay after signalled does, and drains s in
+// DrainThenStop returns a context that ends delay after signalled does, and drains s in
 // between. Once signalled, it calls stopSignals first, which must stop catching the signals
 // (signal.NotifyContext's stop): a second SIGTERM or Ctrl-C then takes its default action and
 // ends the process at once, instead of being swallowed through the drain and the shutdown.
-func drainThenStop(signalled context.Context, stopSignals func(), s *drainingServer, delay time.Duration, log logr.Logger) context.Context {
+func DrainThenStop(signalled context.Context, stopSignals func(), s *DrainingServer, delay time.Duration, log logr.Logger) context.Context {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(signalled))
 	go func() {
 		<-signalled.Done()

@@ -33,7 +33,7 @@ virtualNodes:
 
 func mustPolicy(t *testing.T, doc string) *policy.Policy {
 	t.Helper()
-	pol, errs := policy.ParseDocument([]byte(doc), nil)
+	pol, errs := validate.ParsePolicy([]byte(doc), validate.CredentialRules{})
 	if len(errs) > 0 {
 		t.Fatalf("test policy refused: %v", errs.ToAggregate())
 	}
@@ -43,7 +43,7 @@ func mustPolicy(t *testing.T, doc string) *policy.Policy {
 // admit judges pod as the webhook does before and after mutating it.
 func admit(t *testing.T, pod *corev1.Pod) *validate.Offload {
 	t.Helper()
-	o, d := validate.Pod(pod, mustPolicy(t, reversePolicy))
+	o, d := validate.Pod(pod, validate.Config{Policy: mustPolicy(t, reversePolicy)})
 	if !d.Allowed() {
 		t.Fatalf("test pod refused: %v", d.Errors.ToAggregate())
 	}
@@ -88,7 +88,7 @@ func TestMutatePod(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			pod := reversePod(c.annotations)
 			before := pod.DeepCopy()
-			if w := MutatePod(pod, admit(t, pod)); len(w) > 0 {
+			if w := mutateInPlace(pod, admit(t, pod)); len(w) > 0 {
 				t.Fatalf("warnings: %v", w)
 			}
 			if c.untouched {
@@ -114,7 +114,7 @@ func TestMutatePod(t *testing.T) {
 
 			// Reinvocation, or render of a rendered pod: judged again, mutated again.
 			once := pod.DeepCopy()
-			if w := MutatePod(pod, admit(t, pod)); len(w) > 0 {
+			if w := mutateInPlace(pod, admit(t, pod)); len(w) > 0 {
 				t.Fatalf("warnings on the second call: %v", w)
 			}
 			if diff := cmp.Diff(once, pod); diff != "" {
@@ -130,7 +130,7 @@ func TestMutatePodReplacesAnEarlierSnippet(t *testing.T) {
 		validate.AnnotationReverseBind:     "127.0.10.1",
 		validate.AnnotationPreExec:         markerBegin + "\necho an older snippet\n" + markerEnd + "\nmodule load cuda\n",
 	})
-	MutatePod(pod, admit(t, pod))
+	mutateInPlace(pod, admit(t, pod))
 	preExec := pod.Annotations[validate.AnnotationPreExec]
 	if strings.Contains(preExec, "an older snippet") || strings.Count(preExec, markerBegin) != 1 {
 		t.Errorf("the older snippet is still there:\n%s", preExec)
@@ -147,17 +147,17 @@ func TestMutatePodAfterAForeignPrefix(t *testing.T) {
 		validate.AnnotationReverseForwards: "minio.user.svc.cluster.local:9000",
 		validate.AnnotationPreExec:         "module load cuda\n",
 	})
-	MutatePod(pod, admit(t, pod))
+	mutateInPlace(pod, admit(t, pod))
 	block := userless(t, pod.Annotations[validate.AnnotationPreExec], "module load cuda\n")
 	pod.Annotations[validate.AnnotationPreExec] = "echo foreign\n" + pod.Annotations[validate.AnnotationPreExec]
 
-	MutatePod(pod, admit(t, pod))
+	mutateInPlace(pod, admit(t, pod))
 	want := block + "echo foreign\nmodule load cuda\n"
 	if got := pod.Annotations[validate.AnnotationPreExec]; got != want {
 		t.Fatalf("pre-exec after reinvocation:\n%s\nwant the snippet once, then the foreign prefix and the user's:\n%s", got, want)
 	}
 	once := pod.DeepCopy()
-	MutatePod(pod, admit(t, pod))
+	mutateInPlace(pod, admit(t, pod))
 	if diff := cmp.Diff(once, pod); diff != "" {
 		t.Errorf("a third invocation changed the pod (-second +third):\n%s", diff)
 	}
@@ -175,10 +175,10 @@ func userless(t *testing.T, preExec, user string) string {
 
 func TestMutatePodStripsTheSnippetOfAPodThatNoLongerAsksForATunnel(t *testing.T) {
 	pod := reversePod(map[string]string{validate.AnnotationReverseForwards: "minio.user.svc.cluster.local:9000", validate.AnnotationPreExec: "module load cuda\n"})
-	MutatePod(pod, admit(t, pod))
+	mutateInPlace(pod, admit(t, pod))
 	delete(pod.Annotations, validate.AnnotationReverseForwards)
 	pod.Annotations[validate.AnnotationPreExec] = "echo foreign\n" + pod.Annotations[validate.AnnotationPreExec]
-	MutatePod(pod, admit(t, pod))
+	mutateInPlace(pod, admit(t, pod))
 	if got, want := pod.Annotations[validate.AnnotationPreExec], "echo foreign\nmodule load cuda\n"; got != want {
 		t.Errorf("pre-exec %q, want %q: the snippet would hold the job waiting for a tunnel nobody builds", got, want)
 	}
@@ -187,7 +187,7 @@ func TestMutatePodStripsTheSnippetOfAPodThatNoLongerAsksForATunnel(t *testing.T)
 func TestMutatePodKeepsAMarkerTheUserWroteFurtherDown(t *testing.T) {
 	user := "echo start\n" + markerBegin + "\n"
 	pod := reversePod(map[string]string{validate.AnnotationReverseSocksPort: "1080", validate.AnnotationPreExec: user})
-	MutatePod(pod, admit(t, pod))
+	mutateInPlace(pod, admit(t, pod))
 	if got := pod.Annotations[validate.AnnotationPreExec]; !strings.HasSuffix(got, markerEnd+"\n"+user) {
 		t.Errorf("the user's pre-exec was not kept as it was:\n%s", got)
 	}
@@ -206,7 +206,7 @@ func TestMutatePodThatCannotSetUpTheTunnelStopsTheJob(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			pod := reversePod(map[string]string{validate.AnnotationReverseSocksPort: "1080", validate.AnnotationPreExec: "echo user\n"})
-			if w := mutatePod(pod, c.o(t, pod), c.random); len(w) != 1 || !strings.Contains(w[0], "the job will stop at start") {
+			if w := mutateInPlaceWith(pod, c.o(t, pod), c.random); len(w) != 1 || !strings.Contains(w[0], "the job will stop at start") {
 				t.Errorf("warnings %v, want one saying the job will stop", w)
 			}
 			if _, set := pod.Annotations[validate.AnnotationReverseBind]; set {

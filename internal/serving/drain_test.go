@@ -1,4 +1,4 @@
-package main
+package serving
 
 import (
 	"context"
@@ -20,14 +20,14 @@ import (
 const testDelay = 2 * time.Second
 
 // newDrainingServer registers handler on /validate-pods of a draining server.
-func newDrainingServer(handler http.HandlerFunc) *drainingServer {
-	s := &drainingServer{Server: ctrlwebhook.NewServer(ctrlwebhook.Options{})}
+func newDrainingServer(handler http.HandlerFunc) *DrainingServer {
+	s := &DrainingServer{Server: ctrlwebhook.NewServer(ctrlwebhook.Options{})}
 	s.Register("/validate-pods", handler)
 	return s
 }
 
 // answer is the recorded answer of s to one POST.
-func answer(s *drainingServer) *http.Response {
+func answer(s *DrainingServer) *http.Response {
 	w := httptest.NewRecorder()
 	s.WebhookMux().ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/validate-pods", nil))
 	return w.Result()
@@ -35,7 +35,7 @@ func answer(s *drainingServer) *http.Response {
 
 // signalAndAwaitDrain ends signalled and returns once s reports not ready, failing if ctx
 // (the manager's) ended first: the drain must come before the shutdown, not with it.
-func signalAndAwaitDrain(t *testing.T, signal func(), s *drainingServer, ctx context.Context) {
+func signalAndAwaitDrain(t *testing.T, signal func(), s *DrainingServer, ctx context.Context) {
 	t.Helper()
 	signal()
 	deadline := time.Now().Add(10 * time.Second)
@@ -64,7 +64,7 @@ func TestDrainClosesEachConnectionAfterItsAnswerThenStops(t *testing.T) {
 	}
 	signalled, signal := context.WithCancel(context.Background())
 	var stopped atomic.Int32
-	ctx := drainThenStop(signalled, func() { stopped.Add(1) }, s, testDelay, logr.Discard())
+	ctx := DrainThenStop(signalled, func() { stopped.Add(1) }, s, testDelay, logr.Discard())
 	if ctx.Err() != nil || stopped.Load() != 0 {
 		t.Fatal("the manager's context ended, or the signals were released, before SIGTERM")
 	}
@@ -92,7 +92,7 @@ func TestDrainClosesTheConnectionOfACallInFlightAtSIGTERM(t *testing.T) {
 		_, _ = w.Write([]byte(`{}`)) // no WriteHeader: the implicit 200 must be caught as well
 	})
 	signalled, signal := context.WithCancel(context.Background())
-	ctx := drainThenStop(signalled, func() {}, s, testDelay, logr.Discard())
+	ctx := DrainThenStop(signalled, func() {}, s, testDelay, logr.Discard())
 	answered := make(chan *http.Response, 1)
 	go func() { answered <- answer(s) }()
 	<-entered
@@ -129,7 +129,7 @@ func TestDrainingMakesTheNextCallDialANewConnection(t *testing.T) {
 		t.Fatal("before SIGTERM the second call did not reuse the first's connection: nothing below would show a difference")
 	}
 	signalled, signal := context.WithCancel(context.Background())
-	ctx := drainThenStop(signalled, func() {}, s, time.Minute, logr.Discard())
+	ctx := DrainThenStop(signalled, func() {}, s, time.Minute, logr.Discard())
 	signalAndAwaitDrain(t, signal, s, ctx)
 	if _, closed := post(); !closed {
 		t.Error("the answer while draining did not close its connection")

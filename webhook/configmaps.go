@@ -1,0 +1,40 @@
+package webhook
+
+import (
+	"context"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/interlink-hq/shadowgate/validate"
+)
+
+var configMapVersionKind = corev1.SchemeGroupVersion.WithKind("ConfigMap")
+
+// ConfigMapValidator serves /validate-configmaps: the policy ConfigMap must hold a valid
+// policy, and a node ConfigMap's compute-node must be a hostname or IP literal, since the
+// shadow passes it to ssh.
+type ConfigMapValidator struct {
+	configs configs
+}
+
+var _ admission.Handler = (*ConfigMapValidator)(nil)
+
+// NewConfigMapValidator is /validate-configmaps' handler, deciding by the policy policies
+// holds and by fixed, whose PolicyRef names the policy ConfigMap.
+func NewConfigMapValidator(policies Policies, fixed validate.Config) *ConfigMapValidator {
+	return &ConfigMapValidator{configs: configs{policies: policies, fixed: fixed}}
+}
+
+// Handle implements admission.Handler.
+func (v *ConfigMapValidator) Handle(_ context.Context, req admission.Request) admission.Response {
+	cm, err := objectOf[corev1.ConfigMap](req, configMapVersionKind)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	// A valid policy this serve cannot carry out would be refused at its next reload, so it is
+	// refused here too.
+	d, _ := validate.Object(cm, v.configs.now())
+	return respond(configMapVersionKind.GroupKind(), objectName(cm), d)
+}
