@@ -1,6 +1,3 @@
-// Package certs provides the webhook's serving certificates. SelfSigned is the bootstrap for
-// `make dev` and the e2e suite, where no cert-manager runs: a throwaway CA and a serving
-// certificate it signs, written where `shadowgate serve --cert-dir` reads them.
 package certs
 
 import (

@@ -1,6 +1,3 @@
-// Package inject turns an admitted pod and its virtual node's policy into what shadowgate
-// writes: the mutated pod and the shadow objects, as typed Kubernetes objects. Pure functions:
-// the webhook and `shadowgate render` call the same code, and nothing here touches the network.
 package inject
 
 import (

@@ -1,6 +1,3 @@
-// Package validate decides, without any cluster, whether an object is admitted and why not:
-// pure functions from an object and the policy to a field.ErrorList and warnings. The webhook
-// and `shadowgate check` call the same functions.
 package validate
 
 // Annotations read or written by shadowgate (DESIGN.md "Annotations").

@@ -129,7 +129,7 @@ func decideCopy(src, existing client.Object, from string) (copyAction, error) {
 	case same:
 		return copyAdopt, nil
 	}
-	kind := strings.ToLower(kindOf(existing))
+	kind := strings.ToLower(credentialKind(existing))
 	return 0, &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status: metav1.StatusFailure,
 		Code:   http.StatusConflict,
@@ -147,7 +147,7 @@ func decideCopy(src, existing client.Object, from string) (copyAction, error) {
 // do. Deleting the copy is the remedy, and the admin's to take: shadowgate would need to delete
 // Secrets in every namespace to take it itself. nil when the copy can be overwritten.
 func cannotOverwrite(src, existing client.Object, marker, from string, same bool) error {
-	kind := strings.ToLower(kindOf(existing))
+	kind := strings.ToLower(credentialKind(existing))
 	var why string
 	if s, isSecret := src.(*corev1.Secret); isSecret {
 		if e := existing.(*corev1.Secret); s.Type != e.Type {
@@ -206,8 +206,8 @@ func overwrite(existing, src client.Object, from string) client.Object {
 	return out
 }
 
-// kindOf names a credential's kind; a typed object read by a client carries none.
-func kindOf(obj client.Object) string {
+// credentialKind names a credential's kind; a typed object read by a client carries none.
+func credentialKind(obj client.Object) string {
 	if _, ok := obj.(*corev1.Secret); ok {
 		return "Secret"
 	}

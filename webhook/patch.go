@@ -8,10 +8,9 @@ import (
 )
 
 // annotationsPatch admits with the patch that takes a pod's annotations from before to after,
-// computed by PatchResponseFromRaw from the annotations alone. inject.MutatePod changes
+// computed by PatchResponseFromRaw from the annotations alone. inject.Mutate changes
 // annotations and nothing else, so this is the whole difference, found at a cost in proportion
-// to the annotations rather than to the pod (a diff of the whole re-encoded pod was thousands
-// of allocations for a large one, pprof), and fields this version of the Pod type does not
+// to the annotations rather than to the pod, and fields this version of the Pod type does not
 // know pass through as the API server sent them. TestAnnotationPatchIsTheFullDiff holds it to
 // the full diff.
 func annotationsPatch(before, after map[string]string) admission.Response {

@@ -15,14 +15,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
-// podView is the part of a Pod the pod endpoints decide on: what validate.Pod, inject.MutatePod,
-// inject.CheckMutated and inject.BuildShadow read, and nothing else. Decoding the whole typed
-// Pod was most of an admission's time, and grew with what the decision never reads (a pod's
-// environment, resources, probes, managed fields: pprof of BenchmarkMutatePods); the decoder
-// skips those. Nothing is re-encoded from it: /mutate-pods patches from the annotations alone
-// (annotationsPatch), so fields this version of the Pod type does not know pass through.
-// TestPodViewDecidesAsTheWholePod holds every decision on it to the one on the whole Pod; a
-// field the decision comes to read must be added here.
+// podView is the part of a Pod the pod endpoints decide on: what validate.Pod and inject's
+// phases read, and nothing else, so a pod's size beyond that (environment, resources, probes,
+// managed fields) costs a skip, not a decode. Nothing is re-encoded from it: /mutate-pods
+// patches from the annotations alone (annotationsPatch), so fields this version of the Pod
+// type does not know pass through. TestPodViewDecidesAsTheWholePod holds every decision on it
+// to the one on the whole Pod; a field the decision comes to read must be added here.
 type podView struct {
 	metav1.TypeMeta `json:",inline"`
 	Metadata        podViewMeta `json:"metadata"`
@@ -55,16 +53,12 @@ type podViewMeta struct {
 	Annotations  map[string]string `json:"annotations"`
 }
 
-// decodePod decodes a pod request into a Pod holding the podView's fields.
-//
-// It decodes with JSON v2 rather than decodeObject's sigs.k8s.io/json, whose encoding/json
-// decoder reads the document twice, once to check it and once to decode, and was most of an
-// admission's time (pprof of BenchmarkMutatePods); v2 checks and decodes in one pass. On what
-// the API server sends, valid UTF-8 without duplicate names, both decode alike: names matched
-// case-sensitively, fields the view lacks skipped (TestPodViewDecidesAsTheWholePod). v2 also
-// refuses a duplicate name in what it skips, an env entry's say, where decodeObject sees
-// duplicates only in the fields it decodes, so the whole pod is held to what the API server
-// sends.
+// decodePod decodes a pod request into a Pod holding the podView's fields, in one pass with
+// JSON v2 (sigs.k8s.io/json's decoder reads a document twice, once to check it, once to
+// decode). On what the API server sends, valid UTF-8 without duplicate names, both decode
+// alike: names matched case-sensitively, fields the view lacks skipped
+// (TestPodViewDecidesAsTheWholePod). v2 also refuses a duplicate name in what it skips, so the
+// whole pod is held to what the API server sends.
 func decodePod(req admission.Request) (*corev1.Pod, error) {
 	if err := checkKind(req, podVersionKind); err != nil {
 		return nil, err

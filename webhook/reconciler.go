@@ -196,9 +196,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, err
 		}
 		if deleted && ours {
-			log.FromContext(ctx).Info("deleted shadow object whose pod has finished", "object", describeObject(r.kindOf(obj), obj), "podUID", uid, "phase", pod.Status.Phase)
+			log.FromContext(ctx).Info("deleted shadow object whose pod has finished", "object", describeObject(r.objectKind(obj), obj), "podUID", uid, "phase", pod.Status.Phase)
 		} else if deleted {
-			log.FromContext(ctx).Info("deleted shadow object whose pod is gone", "object", describeObject(r.kindOf(obj), obj), "podUID", uid)
+			log.FromContext(ctx).Info("deleted shadow object whose pod is gone", "object", describeObject(r.objectKind(obj), obj), "podUID", uid)
 		}
 	}
 	if live && pod.DeletionTimestamp == nil && !done {
@@ -345,7 +345,7 @@ func (r *Reconciler) prune(now time.Time) {
 	}
 }
 
-func (r *Reconciler) kindOf(obj client.Object) string {
+func (r *Reconciler) objectKind(obj client.Object) string {
 	gvk, err := apiutil.GVKForObject(obj, r.client.Scheme())
 	if err != nil {
 		return fmt.Sprintf("%T", obj)

@@ -204,7 +204,7 @@ func TestReconcilerDeletesTheShadowOfAFinishedPod(t *testing.T) {
 		for _, obj := range []client.Object{shadow.NodeConfigMap, shadow.Service} {
 			err := r.client.Get(t.Context(), client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object))
 			if kept := err == nil; kept != c.wantKept || (err != nil && !apierrors.IsNotFound(err)) {
-				t.Errorf("%s: %s %s kept %v (%v), want kept %v", name, r.kindOf(obj), obj.GetName(), kept, err, c.wantKept)
+				t.Errorf("%s: %s %s kept %v (%v), want kept %v", name, r.objectKind(obj), obj.GetName(), kept, err, c.wantKept)
 			}
 		}
 		if !c.deploymentGone {

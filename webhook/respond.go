@@ -1,7 +1,3 @@
-// Package webhook is `shadowgate serve`: the admission handlers, the policy store, the
-// server-side applier of shadows and credentials, and the reconciler that keeps shadows and
-// pods in step. Every decision is taken by package validate, the same functions
-// `shadowgate check` calls; this package adds only what needs the API server.
 package webhook
 
 import (

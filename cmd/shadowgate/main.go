@@ -1,4 +1,3 @@
-// Command shadowgate is the admission webhook and offline checker for interLink's SSH shadow.
 package main
 
 import (

@@ -1,6 +1,3 @@
-// Package goldencase reads inject's golden cases, inject/testdata/<name>.yaml: a policy
-// document, ---, and a Pod. inject renders them against their .golden.yaml files, and webhook
-// holds its decisions on them to inject's, so both read the cases the same way.
 package goldencase
 
 import (
@@ -14,12 +11,13 @@ import (
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
-// Case is one golden case: its name (the file's, without .yaml), its policy, and its Pod as
-// written.
+// Case is one golden case: its name (the file's, without .yaml), its policy, parsed and as
+// written, and its Pod as written.
 type Case struct {
-	Name    string
-	Policy  *policy.Policy
-	PodYAML []byte
+	Name       string
+	Policy     *policy.Policy
+	PolicyYAML []byte
+	PodYAML    []byte
 }
 
 // Read reads every case in dir (inject's testdata), failing on a file that is not a valid
@@ -46,7 +44,7 @@ func Read(dir string) ([]Case, error) {
 		if len(errs) > 0 {
 			return nil, fmt.Errorf("%s: policy refused: %v", in, errs.ToAggregate())
 		}
-		cases = append(cases, Case{Name: strings.TrimSuffix(filepath.Base(in), ".yaml"), Policy: pol, PodYAML: podDoc})
+		cases = append(cases, Case{Name: strings.TrimSuffix(filepath.Base(in), ".yaml"), Policy: pol, PolicyYAML: policyDoc, PodYAML: podDoc})
 	}
 	if len(cases) == 0 {
 		return nil, fmt.Errorf("no golden cases in %s", dir)

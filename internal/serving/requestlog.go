@@ -11,8 +11,7 @@ import (
 // requestLogger is every endpoint's admission.Webhook LogConstructor: the values of
 // controller-runtime's DefaultLogConstructor, added to a line only when one is written. The
 // default adds them to serve's zap logger for every request, which encodes them at once (the
-// resource by reflection): a tenth of serve's CPU per admission over HTTPS (pprof), for lines
-// a request almost never writes.
+// resource by reflection), for lines a request almost never writes.
 func requestLogger(base logr.Logger, req *admission.Request) logr.Logger {
 	if req == nil {
 		return base

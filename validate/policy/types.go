@@ -1,6 +1,3 @@
-// Package policy is the cluster admin's per-virtual-node configuration: the same Network block
-// a site already has in the virtual kubelet's VirtualKubeletConfig.yaml, keyed by virtual node.
-// It lives below validate so that validate and inject can both use it without a cycle.
 package policy
 
 import (
