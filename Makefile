@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 20s
 
-.PHONY: all build test vet lint fmt fuzz deps clean image dev e2e-tools cert-manager helm chart-docs bench reliability
+.PHONY: all build test unit vet lint fmt fuzz deps clean image dev e2e-tools cert-manager helm chart-docs bench reliability
 
 all: build
 
@@ -15,6 +15,12 @@ build:
 ## deps: install the system tools the tests run for real (openssh-server, socat, ...)
 deps:
 	./hack/test-deps.sh
+
+## unit: the pure tests alone, in well under a minute: go test -short skips, saying so, every
+## test that runs sshd, Slurm, socat or python3 or builds the image's binary, and the e2e
+## packages (a real control plane) are left out; make test runs all of them
+unit:
+	$(GO) test -short -count=1 $$($(GO) list ./... | grep -v '^$(MODULE)/e2e\(/\|$$\)')
 
 ## test: everything CI checks: formatting, vet, and every test (fuzz seed corpora included, and
 ## the e2e suite against a real kube-apiserver, etcd and kubectl); the e2e packages run as

@@ -62,6 +62,9 @@ func readDockerfile(t *testing.T) dockerfile {
 // interpreter, no shared library: it runs on distroless/static or scratch), hold no path of
 // the build machine (-trimpath), and report the version.
 func TestImageBinaryIsStatic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: this test builds the image's binary with the Dockerfile's go build line; make test runs it")
+	}
 	d := readDockerfile(t)
 	root, err := filepath.Abs("../..")
 	if err != nil {

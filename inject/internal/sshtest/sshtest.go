@@ -163,9 +163,14 @@ func StartHTTP(t testing.TB, host string, port int, name string) {
 }
 
 // Require fails the test, naming the tool and how to get it, when one of tools is not
-// installed. These tests run the real thing; they are never skipped.
+// installed: these tests run the real thing. Under `go test -short` (`make unit`, the pure
+// tests alone) it skips the test instead, saying which tools it runs; `make test` never passes
+// -short, so there every such test runs.
 func Require(t testing.TB, tools ...string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skipf("-short: this test runs %s for real; make test runs it", strings.Join(tools, ", "))
+	}
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err == nil {
 			continue
