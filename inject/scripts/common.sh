@@ -1,9 +1,11 @@
 # shellcheck shell=sh
-# Everything above the first empty line stays in this file; the rest is put into each script
-# the shadow runs, after its header comment, when the scripts are embedded (scripts.go), so
-# they share one copy of these functions. POSIX sh: wait-for-node, kerberos and exec-relay run
-# under sh, the others under bash.
+# The functions every script the shadow runs shares. What follows the "begin common" marker
+# line below takes the place of each such script's "insert common" marker line, after its
+# header comment, when the scripts are embedded (scripts.go), so they share one copy of these
+# functions; the header above it stays in this file. POSIX sh: wait-for-node, kerberos and
+# exec-relay run under sh, the others under bash.
 
+# --- shadowgate: begin common ---
 # log writes one line to the container's log, with the time and the container's name.
 log() { printf '%s %s: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$0" "$*" >&2; }
 

@@ -5,6 +5,9 @@
 # long-running notebook survives ticket expiry.
 #
 # Environment: SHADOW_KRB_PRINCIPAL, SHADOW_KRB_KEYTAB, KRB5CCNAME, SHADOW_KRB_REFRESH_SECONDS.
+
+# --- shadowgate: insert common ---
+
 set -eu
 
 principal=${SHADOW_KRB_PRINCIPAL:?}

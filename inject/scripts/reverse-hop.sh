@@ -20,6 +20,9 @@
 # login hop of srun), SHADOW_REVERSE_NODE_EXEC, SHADOW_REVERSE_JOB_NAME,
 # SHADOW_REVERSE_PYTHON, SHADOW_REVERSE_NODE_PORT, SHADOW_REVERSE_SSHD_PATH; SG_REV_NODE and
 # SG_REV_DIR, the node and socket directory prepared there.
+
+# --- shadowgate: insert common ---
+
 set -euo pipefail
 
 login_host=${SHADOW_LOGIN_HOST:?}

@@ -1,8 +1,10 @@
 # shellcheck shell=sh
-# Everything above the first empty line stays in this file; the rest is the snippet
-# MutatePod puts in slurm-job.vk.io/pre-exec, followed by one call. Indented with spaces: in
-# a pod's YAML an annotation shows as a readable block only when it holds no tab.
+# What follows the "begin pre-exec" marker line below is the snippet MutatePod puts in
+# slurm-job.vk.io/pre-exec, followed by one call, with relay/relay.py in place of the @RELAY@
+# line (preexec.go); the header above it stays in this file. Indented with spaces: in a
+# pod's YAML an annotation shows as a readable block only when it holds no tab.
 
+# --- shadowgate: begin pre-exec ---
 # The reverse tunnel's side in the job. It runs in the batch shell before the workload, so it
 # is POSIX sh (the plugin's script may be sh or bash), prefixes every name it sets, and fails
 # the job rather than let the workload start without the tunnel it asked for.

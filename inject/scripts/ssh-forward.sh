@@ -14,6 +14,9 @@
 # (space-separated), SHADOW_EXEC_CONNECT_COMMAND and SHADOW_EXEC_RELAY (the relay script) in
 # exec mode; SHADOW_LISTEN_ADDRESS (default 0.0.0.0) and SHADOW_POLL_INTERVAL (seconds,
 # default 5) for tests.
+
+# --- shadowgate: insert common ---
+
 set -euo pipefail
 set -f # no value is a glob, so the space-separated lists below split into words only
 

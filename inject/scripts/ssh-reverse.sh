@@ -21,6 +21,9 @@
 # SHADOW_REVERSE_SOCKS_PORT, SHADOW_REVERSE_SSHD (node|userspace), SHADOW_REVERSE_HOP and
 # SHADOW_REVERSE_NODE_SCRIPT (the scripts), and what reverse-hop reads; SHADOW_POLL_INTERVAL
 # (seconds, default 5) and SHADOW_REVERSE_NODE_PORT (the node sshd's, default 22) for tests.
+
+# --- shadowgate: insert common ---
+
 set -euo pipefail
 set -f
 
