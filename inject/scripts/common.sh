@@ -19,13 +19,13 @@ die() {
 # out of a relay command.
 valid_host() {
   case $1 in
-  '' | -* | *[!A-Za-z0-9.:-]*) return 1 ;;
+    '' | -* | *[!A-Za-z0-9.:-]*) return 1 ;;
   esac
 }
 
 valid_port() {
   case $1 in
-  '' | 0* | *[!0-9]* | ??????*) return 1 ;;
+    '' | 0* | *[!0-9]* | ??????*) return 1 ;;
   esac
   [ "$1" -le 65535 ]
 }
@@ -34,7 +34,7 @@ valid_port() {
 # interval reaches the compute node's shell too.
 valid_seconds() {
   case $1 in
-  '' | .* | *. | *.*.* | *[!0-9.]*) return 1 ;;
+    '' | .* | *. | *.*.* | *[!0-9.]*) return 1 ;;
   esac
 }
 
@@ -42,7 +42,7 @@ valid_seconds() {
 # which the login node's shell splits into words and nothing else.
 valid_words() {
   case $1 in
-  '' | ' '* | *' ' | *'  '* | *[!A-Za-z0-9_./:=+\ -]*) return 1 ;;
+    '' | ' '* | *' ' | *'  '* | *[!A-Za-z0-9_./:=+\ -]*) return 1 ;;
   esac
 }
 

@@ -27,8 +27,8 @@ if [ -z "${SHADOW_KRB_REFRESH_SECONDS:-}" ]; then
   get_ticket
   exit
 fi
-valid_seconds "$SHADOW_KRB_REFRESH_SECONDS" ||
-  die "SHADOW_KRB_REFRESH_SECONDS holds '${SHADOW_KRB_REFRESH_SECONDS}', not a number of seconds"
+valid_seconds "$SHADOW_KRB_REFRESH_SECONDS" \
+  || die "SHADOW_KRB_REFRESH_SECONDS holds '${SHADOW_KRB_REFRESH_SECONDS}', not a number of seconds"
 while :; do
   sleep "$SHADOW_KRB_REFRESH_SECONDS"
   # A failed renewal is retried sooner; the ticket in the cache usually outlives a few tries.

@@ -36,8 +36,8 @@ done
 valid_seconds "$poll" || die "SHADOW_POLL_INTERVAL holds '${poll}', not a number of seconds"
 [[ $listen =~ ^[0-9.]+$ ]] || die "SHADOW_LISTEN_ADDRESS holds '${listen}', not an IPv4 address"
 if [[ $mode == exec ]]; then
-  valid_words "${SHADOW_EXEC_CONNECT_COMMAND:?}" ||
-    die "SHADOW_EXEC_CONNECT_COMMAND holds '${SHADOW_EXEC_CONNECT_COMMAND}', not plain words"
+  valid_words "${SHADOW_EXEC_CONNECT_COMMAND:?}" \
+    || die "SHADOW_EXEC_CONNECT_COMMAND holds '${SHADOW_EXEC_CONNECT_COMMAND}', not plain words"
 fi
 
 control="${state}/control"
@@ -76,9 +76,9 @@ start_exec() {
 
 start_tunnel() {
   case $mode in
-  portforward) start_portforward "$1" ;;
-  exec) start_exec "$1" ;;
-  *) die "SHADOW_FORWARD_MODE is '${mode}', not portforward or exec" ;;
+    portforward) start_portforward "$1" ;;
+    exec) start_exec "$1" ;;
+    *) die "SHADOW_FORWARD_MODE is '${mode}', not portforward or exec" ;;
   esac
 }
 
