@@ -44,7 +44,7 @@ var (
 	scriptKerberos    = shadowScript("kerberos.sh")
 )
 
-// commonFunctions are the functions of scripts/common.sh, after its own header.
+// commonFunctions are the functions of scripts/common.sh, after its markerCommonBegin line.
 var commonFunctions = after("scripts/common.sh", string(mustRead("common.sh")), markerCommonBegin)
 
 // shadowScript is a script the shadow runs, with the common functions in place of its
