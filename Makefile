@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 20s
 
-.PHONY: all build test unit vet lint fmt fuzz deps clean image dev e2e-tools cert-manager helm chart-docs bench reliability
+.PHONY: all build test unit vet lint fmt fuzz deps clean image dev e2e-tools cert-manager helm shfmt chart-docs bench reliability
 
 all: build
 
@@ -22,12 +22,12 @@ deps:
 unit:
 	$(GO) test -short -count=1 $$($(GO) list ./... | grep -v '^$(MODULE)/e2e\(/\|$$\)')
 
-## test: everything CI checks: formatting, vet, and every test (fuzz seed corpora included, and
+## test: everything CI checks: `make lint`, and every test (fuzz seed corpora included, and
 ## the e2e suite against a real kube-apiserver, etcd and kubectl); the e2e packages run as
 ## `make reliability` runs them, with every reliability scenario bounded, printing their
 ## RELIABILITY lines; each package is tested once
 test: SHELL := /bin/bash
-test: deps vet e2e-tools cert-manager helm
+test: deps lint e2e-tools cert-manager helm
 	$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v '^$(MODULE)/e2e\(/\|$$\)')
 	$(call run-e2e,bounded,30m)
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime=1x ./webhook ./inject
@@ -47,6 +47,11 @@ cert-manager:
 ## with it (a few minutes on a fresh machine; later runs reuse it)
 helm:
 	@./hack/build-helm.sh >/dev/null
+
+## shfmt: build shfmt (the mvdan.cc/sh/v3 version go.mod requires) into bin/ for `make lint`
+## (seconds on a fresh machine; later runs reuse it)
+shfmt:
+	@./hack/build-shfmt.sh >/dev/null
 
 ## chart-docs: regenerate the values table in manifests/chart/shadowgate/README.md
 chart-docs:
@@ -99,7 +104,27 @@ dev: build e2e-tools
 vet: fmt
 	$(GO) vet ./...
 
-lint: vet
+# The shell files make lint checks: the scripts the shadow and the job run (embedded by
+# inject/scripts.go and inject/preexec.go), the build and test helpers, and CI's entry point.
+SH_FILES   := inject/scripts/*.sh hack/*.sh .ci/run
+# shfmt's flags for every shell file: two spaces (the pre-exec snippet lands in a pod
+# annotation, which YAML shows as a readable block only without tabs), case items indented,
+# && and || starting the continued line: the Google Shell Style Guide as shfmt spells it.
+SHFMT_FLAGS := -i 2 -ci -bn
+RELAY_PY   := inject/relay/relay.py
+
+## lint: every static check, and the part of make test that needs no test run: gofmt, go vet,
+## shellcheck of every shell file, shfmt -d $(SHFMT_FLAGS) (`shfmt -w` with these flags fixes
+## what it shows), pyflakes3 and pycodestyle on the reverse tunnel's relay, and shellcheck and
+## sh -n/bash -n of the scripts as the containers and the job get them, spliced (inject tests)
+lint: SHELL := /bin/bash
+lint: deps vet
+	shellcheck $(SH_FILES)
+	@shfmt=$$(./hack/build-shfmt.sh) && echo "$${shfmt#shfmt=} $(SHFMT_FLAGS) -d $(SH_FILES)" \
+	  && $${shfmt#shfmt=} $(SHFMT_FLAGS) -d $(SH_FILES)
+	pyflakes3 $(RELAY_PY)
+	pycodestyle --max-line-length=100 $(RELAY_PY)
+	$(GO) test -count=1 -run '^(TestScriptMarkers|TestSplicedScriptsHoldEachInsertOnce|TestRenderedScriptsPassSyntaxChecksAndShellcheck|TestReverseScriptsPassSyntaxChecksAndShellcheck|TestPreExecPassesTheShells)$$' ./inject
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# Installs the system tools the tests run for real (OpenSSH, socat, netcat, shellcheck, python3,
-# Slurm, useradd) when they are missing. Needs root and Debian's package archive; fails naming
-# what it could not get.
+# Installs the system tools the tests and `make lint` run for real (OpenSSH, socat, netcat, the
+# linters shellcheck, pyflakes3 and pycodestyle, python3, Slurm, useradd) when they are missing.
+# Needs root and Debian's package archive; fails naming what it could not get.
 set -euo pipefail
 
 # command -> Debian package
 declare -A need=(
   [sshd]=openssh-server
   [ssh]=openssh-client
-  [ssh-keygen]=openssh-client
+  ["ssh-keygen"]=openssh-client # quoted: shfmt reads a bare a-b as arithmetic
   [socat]=socat
   [nc]=netcat-openbsd
   [shellcheck]=shellcheck
+  [pyflakes3]=pyflakes3 # make lint checks inject/relay/relay.py with these two
+  [pycodestyle]=pycodestyle
   [python3]=python3
   [useradd]=passwd # the reverse tunnel's tests run the job as throwaway users
   [usermod]=passwd
@@ -51,5 +53,8 @@ if ! apt-get update -qq >/dev/null || ! apt-get install -y -qq --no-install-reco
   exit 1
 fi
 for cmd in "${!need[@]}"; do
-  have "$cmd" || { echo "test-deps: $cmd is still missing after installing ${need[$cmd]}" >&2; exit 1; }
+  have "$cmd" || {
+    echo "test-deps: $cmd is still missing after installing ${need[$cmd]}" >&2
+    exit 1
+  }
 done

@@ -28,12 +28,12 @@ var (
 	relayPy string
 )
 
-// preExecBody is the constant part of the snippet: the functions after the file's own header,
-// with the relay's source in a quoted here-document so the shell expands nothing in it.
-var preExecBody = func() string {
-	_, body, _ := strings.Cut(preExecFunctions, "\n\n")
-	return strings.Replace(body, "@RELAY@\n", relayPy, 1)
-}()
+// preExecBody is the constant part of the snippet: the functions after the file's
+// markerPreExecBegin line, with the relay's source in place of its markerRelayInsert line,
+// in a quoted here-document so the shell expands nothing in it.
+var preExecBody = splice("scripts/reverse-preexec.sh",
+	after("scripts/reverse-preexec.sh", preExecFunctions, markerPreExecBegin),
+	markerRelayInsert, relayPy)
 
 // shellWord matches values that can stand between single quotes as they are. Everything the
 // snippet is called with has been validated to this already; a value that is not is refused,

@@ -222,7 +222,7 @@ func (s *reverseSite) socket(port int) string {
 // jobEnv is what the plugin gives the job: the socket directory root, a node-local TMPDIR,
 // and a wait short enough for a test.
 func (s *reverseSite) jobEnv(env ...string) []string {
-	return append([]string{"INTERLINK_SOCKET_DIR_ROOT=" + s.root, "TMPDIR=" + s.root, "SHADOWGATE_REVERSE_WAIT=60"}, env...)
+	return append([]string{"INTERLINK_SOCKET_DIR_ROOT=" + s.root, "TMPDIR=" + s.root, "SHADOW_REVERSE_WAIT=60"}, env...)
 }
 
 // jobScript is the pod's pre-exec followed by a workload that reports its environment and

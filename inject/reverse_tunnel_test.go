@@ -267,7 +267,7 @@ func TestReverseTunnelNeedsTheSocketDirectoryRoot(t *testing.T) {
 func TestReverseTunnelGivesUpAfterItsWait(t *testing.T) {
 	t.Parallel()
 	s := newReverseSite(t, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH})
-	job := s.startJob(t, "SHADOWGATE_REVERSE_WAIT=2")
+	job := s.startJob(t, "SHADOW_REVERSE_WAIT=2")
 	job.expectFailure(t, 10*time.Second, "the job went on without its tunnel",
 		"interLink: the reverse tunnel did not come up within 2s", "kubectl logs <shadow pod> -c ssh-reverse")
 }

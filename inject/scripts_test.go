@@ -1,8 +1,10 @@
 package inject
 
 import (
+	"fmt"
 	"os/exec"
 	"path"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,4 +51,153 @@ func shebang(t *testing.T, text string) string {
 		t.Fatalf("script without a #! line:\n%s", text)
 	}
 	return shell
+}
+
+// scriptMarkers is every file of scripts/ with the marker lines it holds, each exactly once;
+// a file not listed here fails TestScriptMarkers, so a new script states what it splices.
+var scriptMarkers = map[string][]string{
+	"common.sh":          {markerCommonBegin},
+	"wait-for-node.sh":   {markerCommonInsert},
+	"ssh-forward.sh":     {markerCommonInsert},
+	"exec-relay.sh":      {markerCommonInsert},
+	"kerberos.sh":        {markerCommonInsert},
+	"ssh-reverse.sh":     {markerCommonInsert},
+	"reverse-hop.sh":     {markerCommonInsert},
+	"reverse-node.sh":    nil, // sent to the compute node as it is
+	"reverse-preexec.sh": {markerPreExecBegin, markerRelayInsert},
+}
+
+var allMarkers = []string{markerCommonBegin, markerCommonInsert, markerPreExecBegin, markerRelayInsert}
+
+// markerLines counts the lines of text that are exactly marker.
+func markerLines(text, marker string) int {
+	n := 0
+	for _, line := range strings.Split(text, "\n") {
+		if line == marker {
+			n++
+		}
+	}
+	return n
+}
+
+func TestScriptMarkers(t *testing.T) {
+	entries, err := scriptFiles.ReadDir("scripts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, e := range entries {
+		name := e.Name()
+		seen[name] = true
+		want, ok := scriptMarkers[name]
+		if !ok {
+			t.Errorf("scripts/%s is not in scriptMarkers: list the marker lines it holds", name)
+			continue
+		}
+		text := string(mustRead(name))
+		for _, m := range allMarkers {
+			wantN := 0
+			if slices.Contains(want, m) {
+				wantN = 1
+			}
+			if got := markerLines(text, m); got != wantN {
+				t.Errorf("scripts/%s has %d lines %q, want %d", name, got, m, wantN)
+			}
+		}
+	}
+	for name := range scriptMarkers {
+		if !seen[name] {
+			t.Errorf("scriptMarkers lists scripts/%s, which does not exist", name)
+		}
+	}
+}
+
+// TestSplicedScriptsHoldEachInsertOnce checks what the containers and the job run: every
+// marker line is gone, and what replaced it is there exactly once.
+func TestSplicedScriptsHoldEachInsertOnce(t *testing.T) {
+	if commonFunctions == "" || !strings.Contains(commonFunctions, "\nvalid_host() {\n") {
+		t.Fatalf("the common functions are not those of scripts/common.sh:\n%s", commonFunctions)
+	}
+	if strings.Contains(commonFunctions, "begin common") {
+		t.Error("the common functions hold common.sh's own header")
+	}
+	spliced := map[string]script{}
+	for _, s := range []script{scriptWaitForNode, scriptForward, scriptExecRelay, scriptKerberos, scriptReverse, scriptReverseHop} {
+		spliced[s.name] = s
+		if n := strings.Count(s.text, commonFunctions); n != 1 {
+			t.Errorf("%s holds the common functions %d times, want once", s.name, n)
+		}
+		raw := string(mustRead(s.name))
+		head, _, _ := strings.Cut(raw, markerCommonInsert+"\n")
+		if !strings.HasPrefix(s.text, head+commonFunctions) {
+			t.Errorf("%s does not open with its header comment, then the common functions", s.name)
+		}
+	}
+	for name, markers := range scriptMarkers {
+		if slices.Contains(markers, markerCommonInsert) && spliced[name].name == "" {
+			t.Errorf("scripts/%s has the common marker, but no container runs it spliced", name)
+		}
+	}
+	rendered := map[string]string{"pre-exec snippet": preExecBody, scriptReverseNode.name: scriptReverseNode.text}
+	for name, s := range spliced {
+		rendered[name] = s.text
+	}
+	for name, text := range rendered {
+		for _, m := range allMarkers {
+			if strings.Contains(text, m) {
+				t.Errorf("%s still holds %q", name, m)
+			}
+		}
+	}
+	if n := strings.Count(preExecBody, relayPy); n != 1 {
+		t.Errorf("the pre-exec snippet holds relay.py %d times, want once", n)
+	}
+	if strings.Contains(preExecBody, "# shellcheck shell=sh") {
+		t.Error("the pre-exec snippet holds reverse-preexec.sh's own header")
+	}
+}
+
+// TestSpliceFailsLoudly: a marker line missing, doubled, or only part of a line stops the
+// program, naming the file and the marker.
+func TestSpliceFailsLoudly(t *testing.T) {
+	const marker = "# --- shadowgate: insert test ---"
+	for name, text := range map[string]string{
+		"missing":                      "#!/bin/sh\necho hi\n",
+		"doubled":                      "#!/bin/sh\n" + marker + "\necho hi\n" + marker + "\n",
+		"inside a longer line":         "#!/bin/sh\n  " + marker + "\necho hi\n",
+		"last, without a newline":      "#!/bin/sh\n" + marker,
+		"only as part of another line": "#!/bin/sh\necho '" + marker + "'\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			for fn, call := range map[string]func(){
+				"splice": func() { splice("scripts/test.sh", text, marker, "echo inserted\n") },
+				"after":  func() { after("scripts/test.sh", text, marker) },
+			} {
+				msg := panicOf(call)
+				if !strings.Contains(msg, "scripts/test.sh") || !strings.Contains(msg, marker) {
+					t.Errorf("%s: panic %q does not name the file and the marker", fn, msg)
+				}
+			}
+		})
+	}
+	if msg := panicOf(func() { splice("scripts/test.sh", marker+"\n", marker, "no newline") }); !strings.Contains(msg, marker) {
+		t.Errorf("splicing text without a final newline: panic %q", msg)
+	}
+	if got := splice("f", "a\n"+marker+"\nb\n", marker, "x\ny\n"); got != "a\nx\ny\nb\n" {
+		t.Errorf("splice: %q", got)
+	}
+	if got := after("f", "a\n"+marker+"\nb\n", marker); got != "b\n" {
+		t.Errorf("after: %q", got)
+	}
+}
+
+// panicOf runs f and returns what it panicked with, or "" when it returned.
+func panicOf(f func()) (msg string) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg = fmt.Sprint(r)
+		}
+	}()
+	f()
+	return ""
 }

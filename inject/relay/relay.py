@@ -146,7 +146,8 @@ def relay(conn, port, directory, log):
         client, server = endpoint(conn.getpeername()), endpoint(conn.getsockname())
         uid = owner(read_tables(), client, server)
         if uid != os.getuid():
-            log.failure("foreign", "refused a connection to port %d from uid %s: only uid %d may use the tunnel" % (port, uid, os.getuid()))
+            log.failure("foreign", "refused a connection to port %d from uid %s: only uid %d may "
+                        "use the tunnel" % (port, uid, os.getuid()))
             return
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -154,7 +155,8 @@ def relay(conn, port, directory, log):
             up.connect(os.path.join(directory, "rev-%d.sock" % port))
         except OSError as e:
             up.close()
-            log.failure("down", "port %d: the tunnel is not up (%s); the shadow's ssh-reverse container reconnects on its own" % (port, e.strerror))
+            log.failure("down", "port %d: the tunnel is not up (%s); the shadow's ssh-reverse "
+                        "container reconnects on its own" % (port, e.strerror))
             return
         back = threading.Thread(target=pump, args=(up, conn), daemon=True)
         back.start()
@@ -176,7 +178,8 @@ def serve(directory, bind, shell_pid, ports, hosts_file):
         try:
             s.bind((bind, port))
         except OSError as e:
-            say("cannot listen on %s:%d: %s. Another process on this node holds it; the job stops here rather than run without its tunnel" % (bind, port, e.strerror))
+            say("cannot listen on %s:%d: %s. Another process on this node holds it; the job stops "
+                "here rather than run without its tunnel" % (bind, port, e.strerror))
             return 1
         s.listen(128)
         s.setblocking(False)
@@ -210,14 +213,17 @@ def serve(directory, bind, shell_pid, ports, hosts_file):
                 try:
                     conn, _ = key.fileobj.accept()
                 except OSError as e:
-                    log.failure("accept", "accepting on port %d failed: %s" % (key.data, e.strerror))
+                    log.failure("accept", "accepting on port %d failed: %s"
+                                % (key.data, e.strerror))
                     continue
                 conn.setblocking(True)
                 try:
-                    threading.Thread(target=relay, args=(conn, key.data, directory, log), daemon=True).start()
+                    threading.Thread(target=relay, args=(conn, key.data, directory, log),
+                                     daemon=True).start()
                 except RuntimeError as e:
                     conn.close()
-                    log.failure("thread", "no thread for a connection to port %d: %s" % (key.data, e))
+                    log.failure("thread", "no thread for a connection to port %d: %s"
+                                % (key.data, e))
     finally:
         for s, _ in listeners:
             s.close()
@@ -249,8 +255,8 @@ def wait(directory, ports, socks, timeout):
         state = socks_listener(read_tables(), socks, uid) if socks else "ok"
         if state == "wildcard":
             say("the SOCKS proxy on port %d listens on a wildcard address, open to other machines: "
-                "the node's sshd sets GatewayPorts yes. The job stops here; ask the site for GatewayPorts no, "
-                "or use Reverse.Sshd: userspace" % socks)
+                "the node's sshd sets GatewayPorts yes. The job stops here; ask the site for "
+                "GatewayPorts no, or use Reverse.Sshd: userspace" % socks)
             return 2
         if not missing and state == "ok":
             return 0
@@ -323,7 +329,8 @@ def main(argv):
     if len(argv) == 3 and argv[0] == "connect":
         port, = port_list(argv[2])
         return connect(argv[1], port)
-    say("usage: relay.py serve DIR BIND SHELL_PID PORTS HOSTS_FILE | wait DIR PORTS SOCKS TIMEOUT | connect HOST PORT")
+    say("usage: relay.py serve DIR BIND SHELL_PID PORTS HOSTS_FILE | wait DIR PORTS SOCKS TIMEOUT"
+        " | connect HOST PORT")
     return 64
 
 

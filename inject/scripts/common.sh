@@ -1,9 +1,11 @@
 # shellcheck shell=sh
-# Everything above the first empty line stays in this file; the rest is put into each script
-# the shadow runs, after its header comment, when the scripts are embedded (scripts.go), so
-# they share one copy of these functions. POSIX sh: wait-for-node, kerberos and exec-relay run
-# under sh, the others under bash.
+# The functions every script the shadow runs shares. What follows the "begin common" marker
+# line below takes the place of each such script's "insert common" marker line, after its
+# header comment, when the scripts are embedded (scripts.go), so they share one copy of these
+# functions; the header above it stays in this file. POSIX sh: wait-for-node, kerberos and
+# exec-relay run under sh, the others under bash.
 
+# --- shadowgate: begin common ---
 # log writes one line to the container's log, with the time and the container's name.
 log() { printf '%s %s: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$0" "$*" >&2; }
 
@@ -17,13 +19,13 @@ die() {
 # out of a relay command.
 valid_host() {
   case $1 in
-  '' | -* | *[!A-Za-z0-9.:-]*) return 1 ;;
+    '' | -* | *[!A-Za-z0-9.:-]*) return 1 ;;
   esac
 }
 
 valid_port() {
   case $1 in
-  '' | 0* | *[!0-9]* | ??????*) return 1 ;;
+    '' | 0* | *[!0-9]* | ??????*) return 1 ;;
   esac
   [ "$1" -le 65535 ]
 }
@@ -32,7 +34,7 @@ valid_port() {
 # interval reaches the compute node's shell too.
 valid_seconds() {
   case $1 in
-  '' | .* | *. | *.*.* | *[!0-9.]*) return 1 ;;
+    '' | .* | *. | *.*.* | *[!0-9.]*) return 1 ;;
   esac
 }
 
@@ -40,7 +42,7 @@ valid_seconds() {
 # which the login node's shell splits into words and nothing else.
 valid_words() {
   case $1 in
-  '' | ' '* | *' ' | *'  '* | *[!A-Za-z0-9_./:=+\ -]*) return 1 ;;
+    '' | ' '* | *' ' | *'  '* | *[!A-Za-z0-9_./:=+\ -]*) return 1 ;;
   esac
 }
 

@@ -6,6 +6,9 @@
 # with the policy's options too, so never with looser host key checking or other credentials.
 #
 # Environment: SHADOW_CONTROL_PATH, SHADOW_LOGIN_HOST, SHADOW_SSH_OPTIONS, SHADOW_RELAY_COMMAND.
+
+# --- shadowgate: insert common ---
+
 set -eu
 options=${SHADOW_SSH_OPTIONS:?}
 # ssh_option_words prints one argument a line, and no option holds a newline: split on

@@ -5,6 +5,9 @@
 # long-running notebook survives ticket expiry.
 #
 # Environment: SHADOW_KRB_PRINCIPAL, SHADOW_KRB_KEYTAB, KRB5CCNAME, SHADOW_KRB_REFRESH_SECONDS.
+
+# --- shadowgate: insert common ---
+
 set -eu
 
 principal=${SHADOW_KRB_PRINCIPAL:?}
@@ -24,8 +27,8 @@ if [ -z "${SHADOW_KRB_REFRESH_SECONDS:-}" ]; then
   get_ticket
   exit
 fi
-valid_seconds "$SHADOW_KRB_REFRESH_SECONDS" ||
-  die "SHADOW_KRB_REFRESH_SECONDS holds '${SHADOW_KRB_REFRESH_SECONDS}', not a number of seconds"
+valid_seconds "$SHADOW_KRB_REFRESH_SECONDS" \
+  || die "SHADOW_KRB_REFRESH_SECONDS holds '${SHADOW_KRB_REFRESH_SECONDS}', not a number of seconds"
 while :; do
   sleep "$SHADOW_KRB_REFRESH_SECONDS"
   # A failed renewal is retried sooner; the ticket in the cache usually outlives a few tries.

@@ -18,8 +18,12 @@
 # Environment: SHADOW_LOGIN_HOST, SHADOW_SSH_OPTIONS, SHADOW_FORWARD_MODE,
 # SHADOW_EXEC_CONNECT_COMMAND, SHADOW_REVERSE_LOGIN_OPTIONS (options that go first on the
 # login hop of srun), SHADOW_REVERSE_NODE_EXEC, SHADOW_REVERSE_JOB_NAME,
-# SHADOW_REVERSE_PYTHON, SHADOW_REVERSE_NODE_PORT, SHADOW_REVERSE_SSHD_PATH; SG_REV_NODE and
-# SG_REV_DIR, the node and socket directory prepared there.
+# SHADOW_REVERSE_PYTHON, SHADOW_REVERSE_NODE_PORT, SHADOW_REVERSE_SSHD_PATH; and, set by
+# ssh-reverse, SHADOW_REVERSE_PREPARED_NODE and SHADOW_REVERSE_PREPARED_DIR, the node and the
+# socket directory prepared there.
+
+# --- shadowgate: insert common ---
+
 set -euo pipefail
 
 login_host=${SHADOW_LOGIN_HOST:?}
@@ -29,53 +33,53 @@ mapfile -t login_args < <(ssh_option_words "$SHADOW_SSH_OPTIONS")
 bracket() { if [[ $1 == *:* ]]; then printf '[%s]' "$1"; else printf '%s' "$1"; fi; }
 
 jump() {
-	local host=$1 port=$2
-	if [[ ${SHADOW_FORWARD_MODE:?} == exec ]]; then
-		# Quoted for the login node's shell; host and port are checked by ssh-reverse.
-		exec ssh "${login_args[@]}" -T -- "$login_host" "${SHADOW_EXEC_CONNECT_COMMAND:?} '${host}' '${port}'"
-	fi
-	exec ssh "${login_args[@]}" -W "$(bracket "$host"):${port}" -- "$login_host"
+  local host=$1 port=$2
+  if [[ ${SHADOW_FORWARD_MODE:?} == exec ]]; then
+    # Quoted for the login node's shell; host and port are checked by ssh-reverse.
+    exec ssh "${login_args[@]}" -T -- "$login_host" "${SHADOW_EXEC_CONNECT_COMMAND:?} '${host}' '${port}'"
+  fi
+  exec ssh "${login_args[@]}" -W "$(bracket "$host"):${port}" -- "$login_host"
 }
 
 run() {
-	local node=$1 job found id batch srun_args
-	shift
-	if [[ ${SHADOW_REVERSE_NODE_EXEC:?} == ssh ]]; then
-		exec ssh -o "ProxyCommand=bash '$0' jump %h %p" -o "Port=${SHADOW_REVERSE_NODE_PORT:-22}" \
-			"${login_args[@]}" -T -- "$node" "$@"
-	fi
-	mapfile -t srun_args < <(ssh_option_words "${SHADOW_REVERSE_LOGIN_OPTIONS-}")
-	srun_args+=("${login_args[@]}")
-	job=${SHADOW_REVERSE_JOB_NAME:?}
-	# The plugin names the batch job after the pod's UID; the relay and the socket directory
-	# are on its batch host, so every step is pinned there.
-	# stdin is for the command on the node, not for squeue.
-	found=$(ssh "${srun_args[@]}" -T -- "$login_host" squeue -h --me -t R -n "$job" -o %i,%B </dev/null | head -n 1)
-	id=${found%%,*} batch=${found#*,}
-	if [[ ! $id =~ ^[0-9]+$ || -z $batch || $batch == -* || $batch == *[!A-Za-z0-9.-]* ]]; then
-		echo "no running job named ${job} on ${node}: squeue on ${login_host} listed '${found}'" >&2
-		exit 3
-	fi
-	exec ssh "${srun_args[@]}" -T -- "$login_host" srun "--jobid=${id}" --overlap -w "$batch" -N1 -n1 -u -Q "$@"
+  local node=$1 job found id batch srun_args
+  shift
+  if [[ ${SHADOW_REVERSE_NODE_EXEC:?} == ssh ]]; then
+    exec ssh -o "ProxyCommand=bash '$0' jump %h %p" -o "Port=${SHADOW_REVERSE_NODE_PORT:-22}" \
+      "${login_args[@]}" -T -- "$node" "$@"
+  fi
+  mapfile -t srun_args < <(ssh_option_words "${SHADOW_REVERSE_LOGIN_OPTIONS-}")
+  srun_args+=("${login_args[@]}")
+  job=${SHADOW_REVERSE_JOB_NAME:?}
+  # The plugin names the batch job after the pod's UID; the relay and the socket directory
+  # are on its batch host, so every step is pinned there.
+  # stdin is for the command on the node, not for squeue.
+  found=$(ssh "${srun_args[@]}" -T -- "$login_host" squeue -h --me -t R -n "$job" -o %i,%B </dev/null | head -n 1)
+  id=${found%%,*} batch=${found#*,}
+  if [[ ! $id =~ ^[0-9]+$ || -z $batch || $batch == -* || $batch == *[!A-Za-z0-9.-]* ]]; then
+    echo "no running job named ${job} on ${node}: squeue on ${login_host} listed '${found}'" >&2
+    exit 3
+  fi
+  exec ssh "${srun_args[@]}" -T -- "$login_host" srun "--jobid=${id}" --overlap -w "$batch" -N1 -n1 -u -Q "$@"
 }
 
 node_sshd() {
-	if [[ ${SHADOW_REVERSE_NODE_EXEC:?} == ssh ]]; then
-		jump "$1" "$2"
-	fi
-	run "$1" "${SHADOW_REVERSE_PYTHON:?}" -I "${SG_REV_DIR:?}/rev-relay.py" connect 127.0.0.1 "$2"
+  if [[ ${SHADOW_REVERSE_NODE_EXEC:?} == ssh ]]; then
+    jump "$1" "$2"
+  fi
+  run "$1" "${SHADOW_REVERSE_PYTHON:?}" -I "${SHADOW_REVERSE_PREPARED_DIR:?}/rev-relay.py" connect 127.0.0.1 "$2"
 }
 
 case ${1:-} in
-jump) jump "$2" "$3" ;;
-node) node_sshd "$2" "$3" ;;
-run)
-	shift
-	run "$@"
-	;;
-sshd) run "${SG_REV_NODE:?}" "${SHADOW_REVERSE_SSHD_PATH:?}" -i -f "${SG_REV_DIR:?}/sshd_config" ;;
-*)
-	echo "usage: reverse-hop jump HOST PORT | node NODE PORT | run NODE CMD... | sshd" >&2
-	exit 64
-	;;
+  jump) jump "$2" "$3" ;;
+  node) node_sshd "$2" "$3" ;;
+  run)
+    shift
+    run "$@"
+    ;;
+  sshd) run "${SHADOW_REVERSE_PREPARED_NODE:?}" "${SHADOW_REVERSE_SSHD_PATH:?}" -i -f "${SHADOW_REVERSE_PREPARED_DIR:?}/sshd_config" ;;
+  *)
+    echo "usage: reverse-hop jump HOST PORT | node NODE PORT | run NODE CMD... | sshd" >&2
+    exit 64
+    ;;
 esac

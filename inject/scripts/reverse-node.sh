@@ -16,57 +16,63 @@
 set -eu
 
 fail() {
-	echo "$*" >&2
-	exit 1
+  echo "$*" >&2
+  exit 1
 }
 
 # relay_dir prints the directory of the relay serving BIND, looking only at this user's
 # processes: whoever else runs a relay, its directory is not ours to forward into.
 relay_dir() {
-	for proc in /proc/[0-9]*; do
-		[ -O "$proc" ] || continue
-		found=
-		while IFS= read -r arg; do
-			case $arg in
-			*/il-rev-"$1"/rev-relay.py) found=${arg%/rev-relay.py} ;;
-			serve) [ -n "$found" ] && { printf '%s\n' "$found"; return 0; } ;;
-			*) found= ;;
-			esac
-		done <<EOF
+  for proc in /proc/[0-9]*; do
+    [ -O "$proc" ] || continue
+    found=
+    while IFS= read -r arg; do
+      case $arg in
+        */il-rev-"$1"/rev-relay.py) found=${arg%/rev-relay.py} ;;
+        serve) [ -n "$found" ] && {
+          printf '%s\n' "$found"
+          return 0
+        } ;;
+        *) found= ;;
+      esac
+    done <<EOF
 $(tr '\0' '\n' <"$proc/cmdline" 2>/dev/null)
 EOF
-	done
-	return 1
+  done
+  return 1
 }
 
 prepare() {
-	bind=$1 mode=$2
-	dir=$(relay_dir "$bind") || {
-		echo "no relay for $bind on $(hostname): the job has not run its pre-exec here yet" >&2
-		exit 3
-	}
-	case $dir in
-	/*[!A-Za-z0-9._/+-]*) fail "the socket directory $dir holds characters the tunnel does not pass on" ;;
-	esac
-	if [ ! -d "$dir" ] || [ -L "$dir" ] || [ ! -O "$dir" ]; then
-		fail "$dir is not a directory of $(id -un)"
-	fi
-	case $(ls -ld "$dir") in
-	drwx------*) ;;
-	*) fail "$dir is not drwx------" ;;
-	esac
-	[ -e "$dir/rev-relay.ready" ] || { echo "the relay in $dir is not ready yet" >&2; exit 3; }
-	# A dropped session leaves its sockets behind, and the node's sshd does not replace them.
-	rm -f -- "$dir"/rev-[0-9]*.sock
-	printf 'dir %s\n' "$dir"
-	[ "$mode" = userspace ] || return 0
+  bind=$1 mode=$2
+  dir=$(relay_dir "$bind") || {
+    echo "no relay for $bind on $(hostname): the job has not run its pre-exec here yet" >&2
+    exit 3
+  }
+  case $dir in
+    /*[!A-Za-z0-9._/+-]*) fail "the socket directory $dir holds characters the tunnel does not pass on" ;;
+  esac
+  if [ ! -d "$dir" ] || [ -L "$dir" ] || [ ! -O "$dir" ]; then
+    fail "$dir is not a directory of $(id -un)"
+  fi
+  case $(ls -ld "$dir") in
+    drwx------*) ;;
+    *) fail "$dir is not drwx------" ;;
+  esac
+  [ -e "$dir/rev-relay.ready" ] || {
+    echo "the relay in $dir is not ready yet" >&2
+    exit 3
+  }
+  # A dropped session leaves its sockets behind, and the node's sshd does not replace them.
+  rm -f -- "$dir"/rev-[0-9]*.sock
+  printf 'dir %s\n' "$dir"
+  [ "$mode" = userspace ] || return 0
 
-	[ $# -eq 4 ] || fail "prepare $bind userspace needs the client's public key"
-	rm -f -- "$dir/host_ed25519" "$dir/host_ed25519.pub"
-	ssh-keygen -q -t ed25519 -N '' -C shadowgate-reverse -f "$dir/host_ed25519" </dev/null >/dev/null ||
-		fail "ssh-keygen could not make the user-space sshd's host key"
-	printf 'restrict,port-forwarding %s %s\n' "$3" "$4" >"$dir/authorized_keys"
-	cat >"$dir/sshd_config" <<EOF
+  [ $# -eq 4 ] || fail "prepare $bind userspace needs the client's public key"
+  rm -f -- "$dir/host_ed25519" "$dir/host_ed25519.pub"
+  ssh-keygen -q -t ed25519 -N '' -C shadowgate-reverse -f "$dir/host_ed25519" </dev/null >/dev/null \
+    || fail "ssh-keygen could not make the user-space sshd's host key"
+  printf 'restrict,port-forwarding %s %s\n' "$3" "$4" >"$dir/authorized_keys"
+  cat >"$dir/sshd_config" <<EOF
 HostKey $dir/host_ed25519
 AuthorizedKeysFile $dir/authorized_keys
 AuthenticationMethods publickey
@@ -88,34 +94,34 @@ StreamLocalBindMask 0177
 StreamLocalBindUnlink yes
 LogLevel ERROR
 EOF
-	printf 'hostkey %s\n' "$(cut -d' ' -f1,2 "$dir/host_ed25519.pub")"
+  printf 'hostkey %s\n' "$(cut -d' ' -f1,2 "$dir/host_ed25519.pub")"
 }
 
 hold() {
-	dir=$1 interval=$2 ports=${3:-}
-	# The forwards are bound before this command starts; give a slow node a moment anyway.
-	tries=10
-	while :; do
-		[ -d "$dir" ] || exit 0
-		missing=$(printf '%s\n' "$ports" | tr ',' '\n' | while IFS= read -r port; do
-			[ -z "$port" ] || [ -S "$dir/rev-$port.sock" ] || echo "$port"
-		done)
-		if [ -n "$missing" ]; then
-			tries=$((tries - 1))
-			[ "$tries" -gt 0 ] || exit 0
-			sleep 1
-			continue
-		fi
-		tries=0
-		printf '\n' || exit 0
-		sleep "$interval"
-	done
+  dir=$1 interval=$2 ports=${3:-}
+  # The forwards are bound before this command starts; give a slow node a moment anyway.
+  tries=10
+  while :; do
+    [ -d "$dir" ] || exit 0
+    missing=$(printf '%s\n' "$ports" | tr ',' '\n' | while IFS= read -r port; do
+      [ -z "$port" ] || [ -S "$dir/rev-$port.sock" ] || echo "$port"
+    done)
+    if [ -n "$missing" ]; then
+      tries=$((tries - 1))
+      [ "$tries" -gt 0 ] || exit 0
+      sleep 1
+      continue
+    fi
+    tries=0
+    printf '\n' || exit 0
+    sleep "$interval"
+  done
 }
 
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case $cmd in
-prepare) prepare "$@" ;;
-hold) hold "$@" ;;
-*) fail "usage: reverse-node prepare BIND node|userspace [KEYTYPE KEY] | hold DIR INTERVAL [PORTS]" ;;
+  prepare) prepare "$@" ;;
+  hold) hold "$@" ;;
+  *) fail "usage: reverse-node prepare BIND node|userspace [KEYTYPE KEY] | hold DIR INTERVAL [PORTS]" ;;
 esac

@@ -1,8 +1,10 @@
 # shellcheck shell=sh
-# Everything above the first empty line stays in this file; the rest is the snippet
-# MutatePod puts in slurm-job.vk.io/pre-exec, followed by one call. Indented with spaces: in
-# a pod's YAML an annotation shows as a readable block only when it holds no tab.
+# What follows the "begin pre-exec" marker line below is the snippet MutatePod puts in
+# slurm-job.vk.io/pre-exec, followed by one call, with relay/relay.py in place of the @RELAY@
+# line (preexec.go); the header above it stays in this file. Indented with spaces: in a
+# pod's YAML an annotation shows as a readable block only when it holds no tab.
 
+# --- shadowgate: begin pre-exec ---
 # The reverse tunnel's side in the job. It runs in the batch shell before the workload, so it
 # is POSIX sh (the plugin's script may be sh or bash), prefixes every name it sets, and fails
 # the job rather than let the workload start without the tunnel it asked for.
@@ -14,20 +16,21 @@
 #   SOCKS   the SOCKS5 port, or empty
 #   NAMES   comma-separated names the job dials, mapped to BIND in its /etc/hosts, or empty
 # The plugin names the socket directory's root in INTERLINK_SOCKET_DIR_ROOT; the directory is
-# keyed by BIND, which the shadow knows too.
+# keyed by BIND, which the shadow knows too. SHADOW_REVERSE_WAIT (seconds, default 600) is how
+# long the job waits for the tunnel.
 shadowgate_reverse_tunnel() {
   sg_rev_bind=$1 sg_rev_py=$2 sg_rev_ports=$3 sg_rev_socks=$4 sg_rev_names=$5
-  sg_rev_wait=${SHADOWGATE_REVERSE_WAIT:-600}
+  sg_rev_wait=${SHADOW_REVERSE_WAIT:-600}
   sg_rev_root=${INTERLINK_SOCKET_DIR_ROOT:-}
   if [ -z "$sg_rev_root" ]; then
     echo "interLink: this pod asks for a reverse tunnel, but the plugin gave no socket directory root (INTERLINK_SOCKET_DIR_ROOT is not set), so the job stops at start. The site's plugin has to set SocketDirRoot for the reverse tunnel to work." >&2
     return 1
   fi
   case $sg_rev_root in
-  /*[!A-Za-z0-9._/+-]* | [!/]*)
-    echo "interLink: the socket directory root $sg_rev_root is not an absolute path of letters, digits and ._/+-; the reverse tunnel cannot use it, so the job stops at start." >&2
-    return 1
-    ;;
+    /*[!A-Za-z0-9._/+-]* | [!/]*)
+      echo "interLink: the socket directory root $sg_rev_root is not an absolute path of letters, digits and ._/+-; the reverse tunnel cannot use it, so the job stops at start." >&2
+      return 1
+      ;;
   esac
   sg_rev_dir=$sg_rev_root/il-rev-$sg_rev_bind
   # A unix socket's path is at most 107 bytes; the longest here ends in /rev-65535.sock.
@@ -53,9 +56,12 @@ shadowgate_reverse_tunnel() {
     echo "interLink: cannot create the socket directory $sg_rev_dir; the reverse tunnel cannot start." >&2
     return 1
   fi
-  cat >"$sg_rev_dir/rev-relay.py" <<'SHADOWGATE_RELAY_PY' || { echo "interLink: cannot write the relay into $sg_rev_dir." >&2; return 1; }
+  cat >"$sg_rev_dir/rev-relay.py" <<'SHADOWGATE_RELAY_PY' || {
 @RELAY@
 SHADOWGATE_RELAY_PY
+    echo "interLink: cannot write the relay into $sg_rev_dir." >&2
+    return 1
+  }
 
   sg_rev_hosts=
   if [ -n "$sg_rev_names" ]; then
@@ -65,15 +71,15 @@ SHADOWGATE_RELAY_PY
       return 1
     }
     case $sg_rev_hosts in
-    *[,:]*)
-      echo "interLink: $sg_rev_hosts cannot go into a bind list (it holds ',' or ':'); set TMPDIR to a plain path." >&2
-      return 1
-      ;;
+      *[,:]*)
+        echo "interLink: $sg_rev_hosts cannot go into a bind list (it holds ',' or ':'); set TMPDIR to a plain path." >&2
+        return 1
+        ;;
     esac
     # The mapping comes first: the first line naming a host wins, so an entry /etc/hosts
     # already has for a forwarded name does not take the connection elsewhere.
-    if ! { printf '%s %s\n' "$sg_rev_bind" "$(printf '%s' "$sg_rev_names" | tr ',' ' ')" && cat /etc/hosts; } >"$sg_rev_hosts" ||
-      ! chmod 644 "$sg_rev_hosts"; then
+    if ! { printf '%s %s\n' "$sg_rev_bind" "$(printf '%s' "$sg_rev_names" | tr ',' ' ')" && cat /etc/hosts; } >"$sg_rev_hosts" \
+      || ! chmod 644 "$sg_rev_hosts"; then
       echo "interLink: cannot write $sg_rev_hosts; the reverse tunnel cannot start." >&2
       return 1
     fi
@@ -93,12 +99,12 @@ SHADOWGATE_RELAY_PY
   sg_rev_rc=0
   "$sg_rev_py" -I "$sg_rev_dir/rev-relay.py" wait "$sg_rev_dir" "$sg_rev_ports" "$sg_rev_socks" "$sg_rev_wait" || sg_rev_rc=$?
   case $sg_rev_rc in
-  0) ;;
-  2) return 1 ;;
-  *)
-    echo "interLink: the reverse tunnel did not come up within ${sg_rev_wait}s. Read the log of the shadow's ssh-reverse container (kubectl logs <shadow pod> -c ssh-reverse): 'could not prepare' means the command to the compute node was refused, 'no running job' means squeue on the login node did not list this job." >&2
-    return 1
-    ;;
+    0) ;;
+    2) return 1 ;;
+    *)
+      echo "interLink: the reverse tunnel did not come up within ${sg_rev_wait}s. Read the log of the shadow's ssh-reverse container (kubectl logs <shadow pod> -c ssh-reverse): 'could not prepare' means the command to the compute node was refused, 'no running job' means squeue on the login node did not list this job." >&2
+      return 1
+      ;;
   esac
   echo "interLink: reverse tunnel ready on $sg_rev_bind${sg_rev_names:+ for $sg_rev_names}${sg_rev_socks:+, SOCKS5 proxy on 127.0.0.1:$sg_rev_socks (every user of this node can use it)}"
   unset sg_rev_bind sg_rev_py sg_rev_ports sg_rev_socks sg_rev_names sg_rev_wait sg_rev_root \
@@ -110,7 +116,7 @@ SHADOWGATE_RELAY_PY
 shadowgate_reverse_relay_runs() {
   sg_rev_pid=$(cat -- "$1/rev-relay.ready" 2>/dev/null) || return 1
   case $sg_rev_pid in
-  '' | *[!0-9]*) return 1 ;;
+    '' | *[!0-9]*) return 1 ;;
   esac
   tr '\0' '\n' 2>/dev/null <"/proc/$sg_rev_pid/cmdline" | grep -qxF -- "$1/rev-relay.py"
 }

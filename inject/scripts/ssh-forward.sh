@@ -14,6 +14,9 @@
 # (space-separated), SHADOW_EXEC_CONNECT_COMMAND and SHADOW_EXEC_RELAY (the relay script) in
 # exec mode; SHADOW_LISTEN_ADDRESS (default 0.0.0.0) and SHADOW_POLL_INTERVAL (seconds,
 # default 5) for tests.
+
+# --- shadowgate: insert common ---
+
 set -euo pipefail
 set -f # no value is a glob, so the space-separated lists below split into words only
 
@@ -33,8 +36,8 @@ done
 valid_seconds "$poll" || die "SHADOW_POLL_INTERVAL holds '${poll}', not a number of seconds"
 [[ $listen =~ ^[0-9.]+$ ]] || die "SHADOW_LISTEN_ADDRESS holds '${listen}', not an IPv4 address"
 if [[ $mode == exec ]]; then
-  valid_words "${SHADOW_EXEC_CONNECT_COMMAND:?}" ||
-    die "SHADOW_EXEC_CONNECT_COMMAND holds '${SHADOW_EXEC_CONNECT_COMMAND}', not plain words"
+  valid_words "${SHADOW_EXEC_CONNECT_COMMAND:?}" \
+    || die "SHADOW_EXEC_CONNECT_COMMAND holds '${SHADOW_EXEC_CONNECT_COMMAND}', not plain words"
 fi
 
 control="${state}/control"
@@ -73,9 +76,9 @@ start_exec() {
 
 start_tunnel() {
   case $mode in
-  portforward) start_portforward "$1" ;;
-  exec) start_exec "$1" ;;
-  *) die "SHADOW_FORWARD_MODE is '${mode}', not portforward or exec" ;;
+    portforward) start_portforward "$1" ;;
+    exec) start_exec "$1" ;;
+    *) die "SHADOW_FORWARD_MODE is '${mode}', not portforward or exec" ;;
   esac
 }
 

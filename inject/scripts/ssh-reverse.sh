@@ -21,6 +21,9 @@
 # SHADOW_REVERSE_SOCKS_PORT, SHADOW_REVERSE_SSHD (node|userspace), SHADOW_REVERSE_HOP and
 # SHADOW_REVERSE_NODE_SCRIPT (the scripts), and what reverse-hop reads; SHADOW_POLL_INTERVAL
 # (seconds, default 5) and SHADOW_REVERSE_NODE_PORT (the node sshd's, default 22) for tests.
+
+# --- shadowgate: insert common ---
+
 set -euo pipefail
 set -f
 
@@ -44,15 +47,15 @@ mapfile -t ssh_args < <(ssh_option_words "$SHADOW_SSH_OPTIONS")
 valid_seconds "$poll" || die "SHADOW_POLL_INTERVAL holds '${poll}', not a number of seconds"
 valid_port "${SHADOW_REVERSE_NODE_PORT:-22}" || die "SHADOW_REVERSE_NODE_PORT is not a port"
 if [[ ${SHADOW_FORWARD_MODE:?} == exec ]]; then
-	valid_words "${SHADOW_EXEC_CONNECT_COMMAND:?}" ||
-		die "SHADOW_EXEC_CONNECT_COMMAND holds '${SHADOW_EXEC_CONNECT_COMMAND}', not plain words"
+  valid_words "${SHADOW_EXEC_CONNECT_COMMAND:?}" \
+    || die "SHADOW_EXEC_CONNECT_COMMAND holds '${SHADOW_EXEC_CONNECT_COMMAND}', not plain words"
 fi
 if [[ $node_exec == srun ]]; then
-	# squeue -n "" would list every job of the user: the first one is not necessarily this pod's.
-	[[ ${SHADOW_REVERSE_JOB_NAME-} =~ ^[A-Za-z0-9-]+$ ]] ||
-		die "SHADOW_REVERSE_JOB_NAME holds '${SHADOW_REVERSE_JOB_NAME-}', not the pod UID the batch job is named after"
-	[[ ${SHADOW_REVERSE_PYTHON:?} =~ ^/?[A-Za-z0-9_.+][A-Za-z0-9_./+-]*$ ]] ||
-		die "SHADOW_REVERSE_PYTHON holds '${SHADOW_REVERSE_PYTHON}', not a command name or absolute path"
+  # squeue -n "" would list every job of the user: the first one is not necessarily this pod's.
+  [[ ${SHADOW_REVERSE_JOB_NAME-} =~ ^[A-Za-z0-9-]+$ ]] \
+    || die "SHADOW_REVERSE_JOB_NAME holds '${SHADOW_REVERSE_JOB_NAME-}', not the pod UID the batch job is named after"
+  [[ ${SHADOW_REVERSE_PYTHON:?} =~ ^/?[A-Za-z0-9_.+][A-Za-z0-9_./+-]*$ ]] \
+    || die "SHADOW_REVERSE_PYTHON holds '${SHADOW_REVERSE_PYTHON}', not a command name or absolute path"
 fi
 # The state directory is named in ssh's ProxyCommand, single-quoted, where % starts a token.
 [[ $state == /* && $state != *[\'%]* ]] || die "SHADOW_STATE_DIR holds '${state}', not an absolute path without ' or %"
@@ -60,25 +63,25 @@ fi
 
 ports=() remotes=()
 for f in "${forwards[@]}"; do
-	[[ -n $f ]] || continue
-	read -r listen host port <<<"$f"
-	if ! valid_port "$listen" || ! valid_host "$host" || ! valid_port "$port"; then
-		die "SHADOW_REVERSE_FORWARDS holds '${f}', not '<listen port> <host> <port>'"
-	fi
-	[[ $host == *:* ]] && host="[${host}]"
-	ports+=("$listen")
-	remotes+=("${host}:${port}")
+  [[ -n $f ]] || continue
+  read -r listen host port <<<"$f"
+  if ! valid_port "$listen" || ! valid_host "$host" || ! valid_port "$port"; then
+    die "SHADOW_REVERSE_FORWARDS holds '${f}', not '<listen port> <host> <port>'"
+  fi
+  [[ $host == *:* ]] && host="[${host}]"
+  ports+=("$listen")
+  remotes+=("${host}:${port}")
 done
 [[ ${#ports[@]} -gt 0 || -n $socks ]] || die "neither SHADOW_REVERSE_FORWARDS nor SHADOW_REVERSE_SOCKS_PORT lists anything to carry"
 ports_csv=$(
-	IFS=,
-	printf '%s' "${ports[*]}"
+  IFS=,
+  printf '%s' "${ports[*]}"
 )
 
 # The login user is the job's user: the user-space sshd lets in only it.
 user=
 for opt in "${ssh_args[@]}"; do
-	[[ -z $user && $opt == User=* ]] && user=${opt#User=}
+  [[ -z $user && $opt == User=* ]] && user=${opt#User=}
 done
 
 w=$state/reverse
@@ -87,80 +90,80 @@ chmod 700 -- "$w"
 printf '%s\n' "${SHADOW_REVERSE_HOP:?}" >"$w/hop"
 printf '%s\n' "${SHADOW_REVERSE_NODE_SCRIPT:?}" >"$w/node.sh"
 hop=$w/hop
-export SG_REV_NODE='' SG_REV_DIR=''
+export SHADOW_REVERSE_PREPARED_NODE='' SHADOW_REVERSE_PREPARED_DIR=''
 
 # prepare finds the socket directory on $1 and, in user-space mode, readies the sshd there.
 # Returns 3 while the job's relay is not there yet.
 prepare() {
-	local node=$1 out status=0 line args=(prepare "$bind" "$sshd_mode")
-	if [[ $sshd_mode == userspace ]]; then
-		rm -f -- "$w/client" "$w/client.pub"
-		ssh-keygen -q -t ed25519 -N '' -C shadowgate-reverse -f "$w/client" </dev/null >/dev/null
-		read -r -a key <"$w/client.pub"
-		args+=("${key[0]}" "${key[1]}")
-	fi
-	out=$(bash "$hop" run "$node" sh -s -- "${args[@]}" <"$w/node.sh" 2>"$w/prepare.err") || status=$?
-	[[ $status -eq 0 ]] || return "$status"
-	SG_REV_DIR='' hostkey=''
-	while IFS= read -r line; do
-		case $line in
-		"dir "*) SG_REV_DIR=${line#dir } ;;
-		"hostkey "*) hostkey=${line#hostkey } ;;
-		esac
-	done <<<"$out"
-	if [[ ! $SG_REV_DIR =~ ^/[A-Za-z0-9._/+-]+/il-rev-${bind//./\\.}$ ]]; then
-		echo "the node reported socket directory '${SG_REV_DIR}'" >"$w/prepare.err"
-		return 1
-	fi
-	if [[ $sshd_mode == userspace ]]; then
-		if [[ ! $hostkey =~ ^ssh-ed25519\ [A-Za-z0-9+/=]+$ ]]; then
-			echo "the node reported host key '${hostkey}'" >"$w/prepare.err"
-			return 1
-		fi
-		printf 'shadowgate-reverse %s\n' "$hostkey" >"$w/known_hosts"
-	fi
-	SG_REV_NODE=$node
+  local node=$1 out status=0 line args=(prepare "$bind" "$sshd_mode")
+  if [[ $sshd_mode == userspace ]]; then
+    rm -f -- "$w/client" "$w/client.pub"
+    ssh-keygen -q -t ed25519 -N '' -C shadowgate-reverse -f "$w/client" </dev/null >/dev/null
+    read -r -a key <"$w/client.pub"
+    args+=("${key[0]}" "${key[1]}")
+  fi
+  out=$(bash "$hop" run "$node" sh -s -- "${args[@]}" <"$w/node.sh" 2>"$w/prepare.err") || status=$?
+  [[ $status -eq 0 ]] || return "$status"
+  SHADOW_REVERSE_PREPARED_DIR='' hostkey=''
+  while IFS= read -r line; do
+    case $line in
+      "dir "*) SHADOW_REVERSE_PREPARED_DIR=${line#dir } ;;
+      "hostkey "*) hostkey=${line#hostkey } ;;
+    esac
+  done <<<"$out"
+  if [[ ! $SHADOW_REVERSE_PREPARED_DIR =~ ^/[A-Za-z0-9._/+-]+/il-rev-${bind//./\\.}$ ]]; then
+    echo "the node reported socket directory '${SHADOW_REVERSE_PREPARED_DIR}'" >"$w/prepare.err"
+    return 1
+  fi
+  if [[ $sshd_mode == userspace ]]; then
+    if [[ ! $hostkey =~ ^ssh-ed25519\ [A-Za-z0-9+/=]+$ ]]; then
+      echo "the node reported host key '${hostkey}'" >"$w/prepare.err"
+      return 1
+    fi
+    printf 'shadowgate-reverse %s\n' "$hostkey" >"$w/known_hosts"
+  fi
+  SHADOW_REVERSE_PREPARED_NODE=$node
 }
 
 # session holds one ssh with the -R forwards given while the hold command on the node runs,
 # watching the sockets of the ports in $2 (comma-separated; empty: only the directory).
 session() {
-	local node=$1 hold=(hold "$SG_REV_DIR" "$poll")
-	[[ -z $2 ]] || hold+=("$2")
-	shift 2
-	local args=()
-	if [[ $sshd_mode == userspace ]]; then
-		args=(-o "ProxyCommand=bash '${hop}' sshd" -o HostKeyAlias=shadowgate-reverse
-			-o "UserKnownHostsFile=${w}/known_hosts" -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes
-			-o "IdentityFile=${w}/client" -o IdentitiesOnly=yes -o PreferredAuthentications=publickey
-			-o BatchMode=yes -o "User=${user}" -o ExitOnForwardFailure=yes
-			-o ServerAliveInterval=30 -o ServerAliveCountMax=3)
-	else
-		args=(-o "ProxyCommand=bash '${hop}' node %h %p" -o "Port=${SHADOW_REVERSE_NODE_PORT:-22}" "${ssh_args[@]}")
-	fi
-	exec ssh "${args[@]}" "$@" -T -- "$node" sh -s -- "${hold[@]}" <"$w/node.sh" >/dev/null
+  local node=$1 hold=(hold "$SHADOW_REVERSE_PREPARED_DIR" "$poll")
+  [[ -z $2 ]] || hold+=("$2")
+  shift 2
+  local args=()
+  if [[ $sshd_mode == userspace ]]; then
+    args=(-o "ProxyCommand=bash '${hop}' sshd" -o HostKeyAlias=shadowgate-reverse
+      -o "UserKnownHostsFile=${w}/known_hosts" -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes
+      -o "IdentityFile=${w}/client" -o IdentitiesOnly=yes -o PreferredAuthentications=publickey
+      -o BatchMode=yes -o "User=${user}" -o ExitOnForwardFailure=yes
+      -o ServerAliveInterval=30 -o ServerAliveCountMax=3)
+  else
+    args=(-o "ProxyCommand=bash '${hop}' node %h %p" -o "Port=${SHADOW_REVERSE_NODE_PORT:-22}" "${ssh_args[@]}")
+  fi
+  exec ssh "${args[@]}" "$@" -T -- "$node" sh -s -- "${hold[@]}" <"$w/node.sh" >/dev/null
 }
 
 pids=()
 start_sessions() {
-	local node=$1 i rflags=()
-	for i in "${!ports[@]}"; do
-		rflags+=(-R "${SG_REV_DIR}/rev-${ports[$i]}.sock:${remotes[$i]}")
-	done
-	if [[ ${#ports[@]} -gt 0 ]]; then
-		session "$node" "$ports_csv" "${rflags[@]}" &
-		pids+=("$!")
-	fi
-	if [[ -n $socks ]]; then
-		session "$node" "" -R "127.0.0.1:${socks}" &
-		pids+=("$!")
-	fi
-	log "reverse tunnel up on ${node}: ${bind} ports ${ports[*]:-none} to ${remotes[*]:-nothing}${socks:+, SOCKS5 on 127.0.0.1:${socks}}"
+  local node=$1 i rflags=()
+  for i in "${!ports[@]}"; do
+    rflags+=(-R "${SHADOW_REVERSE_PREPARED_DIR}/rev-${ports[$i]}.sock:${remotes[$i]}")
+  done
+  if [[ ${#ports[@]} -gt 0 ]]; then
+    session "$node" "$ports_csv" "${rflags[@]}" &
+    pids+=("$!")
+  fi
+  if [[ -n $socks ]]; then
+    session "$node" "" -R "127.0.0.1:${socks}" &
+    pids+=("$!")
+  fi
+  log "reverse tunnel up on ${node}: ${bind} ports ${ports[*]:-none} to ${remotes[*]:-nothing}${socks:+, SOCKS5 on 127.0.0.1:${socks}}"
 }
 
 stop_sessions() {
-	stop_children "${pids[@]}"
-	pids=()
+  stop_children "${pids[@]}"
+  pids=()
 }
 
 watcher=
@@ -172,45 +175,45 @@ node=$(current_node)
 valid_host "$node" || die "no valid compute node in ${node_file} ('${node}'); wait-for-node should have waited for one"
 said=
 while :; do
-	if [[ ${#pids[@]} -eq 0 ]]; then
-		status=0
-		prepare "$node" || status=$?
-		if [[ $status -ne 0 ]]; then
-			why=$(tr -s '\r\n' '  ' <"$w/prepare.err")
-			msg="could not prepare the reverse tunnel on ${node}: ${why}"
-			[[ $status -eq 3 ]] && msg="waiting for the job's relay on ${node}: ${why}"
-			[[ $msg == "$said" ]] || log "$msg"
-			said=$msg
-			sleep "$poll"
-		else
-			said=
-			start_sessions "$node"
-		fi
-	fi
-	if [[ ${#pids[@]} -gt 0 ]]; then
-		watch_node "$node" "$poll" &
-		watcher=$!
-		done_pid=
-		status=0
-		wait -n -p done_pid "${pids[@]}" "$watcher" || status=$?
-		if [[ $done_pid != "$watcher" ]]; then
-			kill "$watcher" 2>/dev/null || true
-			wait "$watcher" 2>/dev/null || true
-			watcher=
-			stop_sessions
-			log "the reverse tunnel session on ${node} ended (ssh status ${status}): the socket directory or one of its sockets went, or the connection dropped; rebuilding it once the job's relay is back"
-			sleep "$poll"
-		fi
-		watcher=
-	fi
-	seen=$(current_node)
-	if ! valid_host "$seen"; then
-		[[ $seen == "$said" ]] || log "ignoring compute node '${seen}': not a hostname or IP address; the tunnel stays on ${node}"
-		said=$seen
-	elif [[ $seen != "$node" ]]; then
-		log "compute node changed from ${node} to ${seen}, rebuilding the reverse tunnel"
-		stop_sessions
-		node=$seen
-		said=
-	fi
+  if [[ ${#pids[@]} -eq 0 ]]; then
+    status=0
+    prepare "$node" || status=$?
+    if [[ $status -ne 0 ]]; then
+      why=$(tr -s '\r\n' '  ' <"$w/prepare.err")
+      msg="could not prepare the reverse tunnel on ${node}: ${why}"
+      [[ $status -eq 3 ]] && msg="waiting for the job's relay on ${node}: ${why}"
+      [[ $msg == "$said" ]] || log "$msg"
+      said=$msg
+      sleep "$poll"
+    else
+      said=
+      start_sessions "$node"
+    fi
+  fi
+  if [[ ${#pids[@]} -gt 0 ]]; then
+    watch_node "$node" "$poll" &
+    watcher=$!
+    done_pid=
+    status=0
+    wait -n -p done_pid "${pids[@]}" "$watcher" || status=$?
+    if [[ $done_pid != "$watcher" ]]; then
+      kill "$watcher" 2>/dev/null || true
+      wait "$watcher" 2>/dev/null || true
+      watcher=
+      stop_sessions
+      log "the reverse tunnel session on ${node} ended (ssh status ${status}): the socket directory or one of its sockets went, or the connection dropped; rebuilding it once the job's relay is back"
+      sleep "$poll"
+    fi
+    watcher=
+  fi
+  seen=$(current_node)
+  if ! valid_host "$seen"; then
+    [[ $seen == "$said" ]] || log "ignoring compute node '${seen}': not a hostname or IP address; the tunnel stays on ${node}"
+    said=$seen
+  elif [[ $seen != "$node" ]]; then
+    log "compute node changed from ${node} to ${seen}, rebuilding the reverse tunnel"
+    stop_sessions
+    node=$seen
+    said=
+  fi
 done

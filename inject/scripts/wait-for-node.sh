@@ -6,6 +6,9 @@
 # Environment: SHADOW_NODE_FILE, SHADOW_NODE_CONFIGMAP (<namespace>/<name>),
 # SHADOW_NODE_WAIT_TIMEOUT (as the policy wrote it), SHADOW_NODE_WAIT_SECONDS,
 # SHADOW_POLL_INTERVAL (seconds, default 5).
+
+# --- shadowgate: insert common ---
+
 set -eu
 
 : "${SHADOW_NODE_FILE:?}" # current_node reads it
