@@ -82,7 +82,12 @@ PartitionName=debug Nodes=%[5]s Default=YES MaxTime=INFINITE State=UP
 	eventually(t, 20*time.Second, func() error {
 		out, err := s.command("sinfo", "-h", "-n", slurmNode, "-o", "%t").CombinedOutput()
 		if state := strings.TrimSpace(string(out)); err != nil || state != "idle" {
-			return fmt.Errorf("slurm node %s is %q (%v); slurmd log:\n%s", slurmNode, state, err, sshtest.ReadFile(t, filepath.Join(s.dir, "slurmd.log")))
+			// slurmd may not have opened its log yet: say so, and try again.
+			log, readErr := os.ReadFile(filepath.Join(s.dir, "slurmd.log"))
+			if readErr != nil {
+				log = []byte(readErr.Error())
+			}
+			return fmt.Errorf("slurm node %s is %q (%v); slurmd log:\n%s", slurmNode, state, err, log)
 		}
 		return nil
 	})
