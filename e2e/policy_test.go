@@ -37,6 +37,7 @@ func TestPolicyIsCheckedAtApplyAndReloadedWithoutRestart(t *testing.T) {
 	invalid := policyConfigMap(t, `virtualNodes:
   hpc-vk:
     Network:
+      EnableTunnel: true
       ShadowMode: ssh
       FullMesh: true
       SSH:

@@ -23,6 +23,7 @@ const reversePolicy = `
 virtualNodes:
   hpc-vk:
     Network:
+      EnableTunnel: true
       ShadowMode: ssh
       SSH:
         LoginHost: login.hpc.example.org

@@ -47,8 +47,13 @@ func preExec(o *validate.Offload, bind netip.Addr) (string, error) {
 	var names []string
 	for _, f := range o.Forwards {
 		ports = append(ports, strconv.Itoa(f.ListenPort))
-		if hostsName(f.Host) && !slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, f.Host) }) {
-			names = append(names, f.Host)
+		if !hostsName(f.Host) {
+			continue
+		}
+		for _, name := range hostsNames(f.Host, o.Namespace) {
+			if !slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, name) }) {
+				names = append(names, name)
+			}
 		}
 	}
 	socks := ""
@@ -67,6 +72,25 @@ func preExec(o *validate.Offload, bind netip.Addr) (string, error) {
 	return markerBegin + "\n" + preExecBody +
 		snippetCall + " " + strings.Join(quoted, " ") + " || exit 1\n" +
 		markerEnd + "\n", nil
+}
+
+// hostsNames are the names /etc/hosts sends to the relay for a forward's host: the host, and
+// for a Service's full name <svc>.<ns>.svc.cluster.local the shorter names cluster DNS
+// would also resolve from a pod, <svc>.<ns>.svc and <svc>.<ns>, and <svc> when <ns> is the
+// pod's own namespace, as the virtual kubelet maps them. A node has no cluster DNS, so a
+// workload configured with a short name would otherwise fail there.
+func hostsNames(host, namespace string) []string {
+	names := []string{host}
+	labels := strings.Split(host, ".")
+	if len(labels) != 5 || !strings.EqualFold(strings.Join(labels[2:], "."), "svc.cluster.local") {
+		return names
+	}
+	svc, ns := labels[0], labels[1]
+	names = append(names, svc+"."+ns+".svc", svc+"."+ns)
+	if strings.EqualFold(ns, namespace) {
+		names = append(names, svc)
+	}
+	return names
 }
 
 // hostsName reports whether /etc/hosts can send a forward's host to the relay: an IP literal

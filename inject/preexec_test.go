@@ -71,6 +71,12 @@ func TestPreExecCallsTheSnippetWithTheValidatedValues(t *testing.T) {
 			&validate.Offload{Node: node, Forwards: []validate.Forward{forward(9000, "minio.user.svc", "minio.user.svc", 9000), forward(9001, "MinIO.user.svc", "MinIO.user.svc", 9001)}},
 			"'127.0.10.1' 'python3' '9000,9001' '' 'minio.user.svc'",
 		},
+		"a Service's full name maps its shorter names too, the bare one only in the pod's namespace": {
+			&validate.Offload{Node: node, Namespace: "user", Forwards: []validate.Forward{
+				forward(9000, "minio.user.svc.cluster.local", "minio.user.svc.cluster.local", 9000),
+				forward(6443, "kubernetes.default.svc.cluster.local", "kubernetes.default.svc.cluster.local", 443)}},
+			"'127.0.10.1' 'python3' '9000,6443' '' 'minio.user.svc.cluster.local,minio.user.svc,minio.user,minio,kubernetes.default.svc.cluster.local,kubernetes.default.svc,kubernetes.default'",
+		},
 		"a SOCKS port alone has no ports and no names": {
 			&validate.Offload{Node: node, SocksPort: 1080},
 			"'127.0.10.1' 'python3' '' '1080' ''",

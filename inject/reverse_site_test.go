@@ -180,6 +180,7 @@ func newReverseSite(t *testing.T, opt reverseOptions) *reverseSite {
 virtualNodes:
   hpc-vk:
     Network:
+      EnableTunnel: true
       ShadowMode: ssh
       SSH:
         LoginHost: %s

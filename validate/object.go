@@ -53,8 +53,12 @@ func Object(obj runtime.Object, cfg Config) (d Decision, judged bool) {
 // rules can carry it out; a node ConfigMap's compute node; any other ConfigMap is admitted.
 func ConfigMap(cm *corev1.ConfigMap, cfg Config) Decision {
 	if cfg.PolicyRef.Is(cm) {
-		_, errs := PolicyConfigMap(cm, cfg.Credentials)
-		return Decision{Errors: errs}
+		pol, errs := judgePolicyConfigMap(cm, cfg.Credentials)
+		d := Decision{Errors: errs}
+		if pol != nil {
+			d.Warnings = pol.Ignored
+		}
+		return d
 	}
 	if IsNodeConfigMap(cm) {
 		return NodeConfigMap(cm)

@@ -31,6 +31,7 @@ func (d *Decision) warn(format string, args ...any) {
 // Offload is what a pod placed on a listed virtual node asks of it, parsed from its annotations.
 type Offload struct {
 	NodeName      string
+	Namespace     string // the pod's
 	Node          policy.VirtualNode
 	Forwards      []Forward
 	SocksPort     int
@@ -82,7 +83,7 @@ func podSpec(meta *metav1.ObjectMeta, spec *corev1.PodSpec, namespace string, po
 		}
 		return nil, d
 	}
-	o := &Offload{NodeName: nodeName, Node: pol.VirtualNodes[nodeName]}
+	o := &Offload{NodeName: nodeName, Namespace: namespace, Node: pol.VirtualNodes[nodeName]}
 	ann := meta.Annotations
 	for _, key := range slices.Sorted(maps.Keys(ann)) {
 		if why, removed := removedAnnotations[key]; removed {
@@ -129,8 +130,14 @@ func (o *Offload) parseAnnotations(ann map[string]string, namespace string, annP
 		o.ExtraPorts, errs = ParseExtraPorts(v, annPath.Key(AnnotationExtraPorts))
 		d.Errors = append(d.Errors, errs...)
 	}
-	if v, ok := ann[AnnotationPodVPN]; ok && v != "false" {
+	if v, ok := ann[AnnotationPodVPN]; ok {
+		// The virtual kubelet turns the VPN on, and the shadow off, for the annotation
+		// whatever its value.
 		o.PodVPN = true
+		if v := strings.ToLower(strings.TrimSpace(v)); v == "false" || v == "no" || v == "0" || v == "" {
+			d.warn("%s: %q still turns the pod VPN on and its shadow off: the virtual kubelet reads the annotation's presence, not its value; remove the annotation to keep the shadow",
+				annPath.Key(AnnotationPodVPN), ann[AnnotationPodVPN])
+		}
 	}
 }
 
@@ -149,7 +156,7 @@ func (o *Offload) judgeReverse(ann map[string]string, at Paths, d *Decision) {
 				"cannot be combined with %s, which disables the shadow that carries the reverse tunnel; remove one of the two", AnnotationPodVPN)))
 		case !network.ReverseEnabled():
 			d.Errors = append(d.Errors, field.Forbidden(annPath.Key(key), fmt.Sprintf(
-				"virtual node %s does not offer the reverse tunnel (%s); ask the cluster admin to set Network.ShadowMode: ssh and Network.SSH.Reverse.Enabled: true for it, or remove the annotation",
+				"virtual node %s does not offer the reverse tunnel (%s); ask the cluster admin to set Network.EnableTunnel: true, Network.ShadowMode: ssh and Network.SSH.Reverse.Enabled: true for it, or remove the annotation",
 				o.NodeName, reverseOffWhy(network))))
 		case key == AnnotationReverseSocksPort && !network.SSH.Reverse.AllowSocks:
 			d.Errors = append(d.Errors, field.Forbidden(annPath.Key(key), fmt.Sprintf(
@@ -168,8 +175,11 @@ func (o *Offload) judgeReverse(ann map[string]string, at Paths, d *Decision) {
 }
 
 func reverseOffWhy(n *policy.Network) string {
-	if !n.SSHShadow() {
+	switch {
+	case !n.SSHShadow():
 		return "its ShadowMode is " + n.ShadowMode + ", not ssh"
+	case !n.EnableTunnel:
+		return "its EnableTunnel is false"
 	}
 	return "Reverse.Enabled is false"
 }

@@ -111,13 +111,17 @@ func ParsePolicy(data []byte, rules CredentialRules) (*policy.Policy, field.Erro
 	if len(docErrs) > 0 {
 		return nil, docErrs
 	}
-	return judgePolicy(doc, nil, rules)
+	return validOnly(judgePolicy(doc, nil, rules))
 }
 
 // PolicyConfigMap reads the policy a policy ConfigMap holds, with error paths under
 // data[policy.yaml] as kubectl shows them for the ConfigMap. The policy is nil when there is
 // any error.
 func PolicyConfigMap(cm *corev1.ConfigMap, rules CredentialRules) (*policy.Policy, field.ErrorList) {
+	return validOnly(judgePolicyConfigMap(cm, rules))
+}
+
+func judgePolicyConfigMap(cm *corev1.ConfigMap, rules CredentialRules) (*policy.Policy, field.ErrorList) {
 	docPath := field.NewPath("data").Key(policy.DataKey)
 	doc, ok := cm.Data[policy.DataKey]
 	if !ok {
@@ -127,11 +131,17 @@ func PolicyConfigMap(cm *corev1.ConfigMap, rules CredentialRules) (*policy.Polic
 }
 
 // judgePolicy decodes a policy document and judges it, every error of both reported at once.
+// The policy is what could be decoded, errors or not, for the warnings it carries.
 func judgePolicy(doc []byte, docPath *field.Path, rules CredentialRules) (*policy.Policy, field.ErrorList) {
 	pol, errs := policy.Decode(doc, docPath)
 	if pol != nil {
 		errs = append(errs, Policy(pol, rules, docPath)...)
 	}
+	return pol, errs
+}
+
+// validOnly is a judged policy as callers get it: nil when there is any error.
+func validOnly(pol *policy.Policy, errs field.ErrorList) (*policy.Policy, field.ErrorList) {
 	if len(errs) > 0 {
 		return nil, errs
 	}

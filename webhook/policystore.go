@@ -78,7 +78,7 @@ func NewPolicyStore(ctx context.Context, cs kubernetes.Interface, ref validate.P
 		log:      log,
 	}
 	s.current.Store(&loadedPolicy{policy: pol, resourceVersion: cm.ResourceVersion})
-	log.Info("policy loaded", "configMap", ref.Namespace+"/"+ref.Name, "resourceVersion", cm.ResourceVersion, "virtualNodes", pol.NodeNames())
+	log.Info("policy loaded", "configMap", ref.Namespace+"/"+ref.Name, "resourceVersion", cm.ResourceVersion, "virtualNodes", pol.NodeNames(), "ignored", pol.Ignored)
 	return s, nil
 }
 
@@ -130,7 +130,7 @@ func (s *PolicyStore) load(obj any) {
 	}
 	s.current.Store(&loadedPolicy{policy: pol, resourceVersion: cm.ResourceVersion})
 	s.metrics.policyReloads.WithLabelValues(reloadValid).Inc()
-	s.log.Info("policy loaded", "resourceVersion", cm.ResourceVersion, "virtualNodes", pol.NodeNames())
+	s.log.Info("policy loaded", "resourceVersion", cm.ResourceVersion, "virtualNodes", pol.NodeNames(), "ignored", pol.Ignored)
 }
 
 func (s *PolicyStore) deleted(obj any) {

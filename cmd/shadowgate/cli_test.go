@@ -142,7 +142,7 @@ func TestPolicyCheckJSONContract(t *testing.T) {
 	}
 
 	code, out, _ = runCLI(t, "", "policy", "check", "--policy", examplePolicy, "-o", "json")
-	if code != 0 || strings.TrimSpace(out) != "{\n  \"errors\": [],\n  \"valid\": true\n}" {
+	if code != 0 || strings.TrimSpace(out) != "{\n  \"errors\": [],\n  \"valid\": true,\n  \"warnings\": []\n}" {
 		t.Errorf("example policy: exit %d\n%s", code, out)
 	}
 }

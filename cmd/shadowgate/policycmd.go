@@ -39,12 +39,19 @@ Exit 0: valid. Exit 1: invalid. Exit 2: unreadable file or bad flags.`,
 				return usageError("cannot read the policy: %v", err)
 			}
 			pol, errs := validate.ParsePolicy(data, credentials.rules())
+			warnings := []string{}
+			if pol != nil {
+				warnings = append(warnings, pol.Ignored...)
+			}
 			out := cmd.OutOrStdout()
 			if output == "json" {
-				if err := writeJSON(out, map[string]any{"valid": len(errs) == 0, "errors": toFieldErrors(errs)}); err != nil {
+				if err := writeJSON(out, map[string]any{"valid": len(errs) == 0, "errors": toFieldErrors(errs), "warnings": warnings}); err != nil {
 					return err
 				}
 			} else if len(errs) == 0 {
+				for _, w := range warnings {
+					fmt.Fprintf(cmd.ErrOrStderr(), "Warning: %s\n", w)
+				}
 				fmt.Fprintf(out, "policy is valid: %d virtual node(s): %s\n", len(pol.VirtualNodes), strings.Join(pol.NodeNames(), ", "))
 			} else {
 				for _, e := range errs {

@@ -58,16 +58,17 @@ func Decode(doc []byte, docPath *field.Path) (*Policy, field.ErrorList) {
 		return nil, field.ErrorList{field.Invalid(documentPath(docPath), describe(generic),
 			"the policy must be a mapping with a virtualNodes key")}
 	}
-	shapeErrs, _ := checkShape(top, reflect.TypeFor[Policy](), docPath)
 	nodesPath := child(docPath, "virtualNodes")
 	nodes, ok := top["virtualNodes"].(map[string]any)
+	ignored := dropVirtualKubeletKeys(nodes, nodesPath)
+	shapeErrs, _ := checkShape(top, reflect.TypeFor[Policy](), docPath)
 	if _, present := top["virtualNodes"]; !present {
 		if len(shapeErrs) == 0 {
 			shapeErrs = field.ErrorList{field.Required(nodesPath, "list the virtual nodes this policy applies to, by node name")}
 		}
 		return nil, shapeErrs
 	}
-	p := &Policy{VirtualNodes: make(map[string]VirtualNode, len(nodes))}
+	p := &Policy{VirtualNodes: make(map[string]VirtualNode, len(nodes)), Ignored: ignored}
 	if !ok {
 		return p, shapeErrs // virtualNodes: null, an empty policy
 	}
@@ -79,9 +80,56 @@ func Decode(doc []byte, docPath *field.Path) (*Policy, field.ErrorList) {
 				return nil, append(shapeErrs, field.Invalid(nodesPath.Key(name), "", err.Error()))
 			}
 		}
+		normalizeChoices(&vn.Network)
 		p.VirtualNodes[name] = vn
 	}
 	return p, shapeErrs
+}
+
+// virtualKubeletKeys are the keys of the virtual kubelet's Network block (interLink's
+// pkg/virtualkubelet Network) that configure what shadowgate does not render: the wstunnel
+// shadow, its ingress, and the full mesh. Each says why shadowgate ignores it.
+var virtualKubeletKeys = map[string]string{
+	"WildcardDNS":            "it names the wstunnel shadow's ingress domain",
+	"WSTunnelExecutable":     "it is the wstunnel shadow's client download",
+	"WstunnelTemplatePath":   "it is the wstunnel shadow's template",
+	"WstunnelCommand":        "it is the wstunnel shadow's client command",
+	"IngressTLS":             "it configures the wstunnel shadow's ingress",
+	"IngressClusterIssuer":   "it configures the wstunnel shadow's ingress",
+	"MeshScriptTemplatePath": "it is the full mesh's script, which the SSH shadow replaces with the reverse tunnel",
+	"ServiceCIDR":            "it configures the full mesh",
+	"PodCIDRCluster":         "it configures the full mesh",
+	"DNSServiceIP":           "it configures the full mesh",
+	"WireguardGoURL":         "it configures the full mesh",
+	"WgToolURL":              "it configures the full mesh",
+	"Slirp4netnsURL":         "it configures the full mesh",
+	"UnshareMode":            "it configures the full mesh",
+}
+
+// dropVirtualKubeletKeys removes from each node's Network block the keys of virtualKubeletKeys,
+// which the strict decoder would refuse, and says where each was.
+func dropVirtualKubeletKeys(nodes map[string]any, nodesPath *field.Path) []string {
+	var ignored []string
+	for _, name := range sortedKeys(nodes) {
+		settings, _ := nodes[name].(map[string]any)
+		network, _ := settings["Network"].(map[string]any)
+		for _, key := range sortedKeys(network) {
+			if why, ok := virtualKubeletKeys[key]; ok {
+				delete(network, key)
+				ignored = append(ignored, fmt.Sprintf("%s is ignored: shadowgate reads the virtual kubelet's Network block but not this key, as %s",
+					nodesPath.Key(name).Child("Network", key), why))
+			}
+		}
+	}
+	return ignored
+}
+
+// normalizeChoices trims and lower-cases the options that take one of a fixed set of words, as
+// the virtual kubelet reads them, so a block written for it means the same here.
+func normalizeChoices(n *Network) {
+	for _, v := range []*string{&n.ShadowMode, &n.SSH.Auth, &n.SSH.ForwardMode, &n.SSH.Reverse.NodeExec, &n.SSH.Reverse.Sshd} {
+		*v = strings.ToLower(strings.TrimSpace(*v))
+	}
 }
 
 func documentPath(docPath *field.Path) *field.Path {
@@ -114,7 +162,9 @@ func checkShape(v any, t reflect.Type, p *field.Path) (errs field.ErrorList, kee
 		known := map[string]reflect.Type{}
 		for i := range t.NumField() {
 			f := t.Field(i)
-			known[strings.Split(f.Tag.Get("json"), ",")[0]] = f.Type
+			if name := strings.Split(f.Tag.Get("json"), ",")[0]; name != "-" {
+				known[name] = f.Type
+			}
 		}
 		for _, k := range sortedKeys(m) {
 			ft, ok := known[k]

@@ -8,6 +8,10 @@ import (
 // Policy is the parsed, defaulted document held in the policy ConfigMap under DataKey.
 type Policy struct {
 	VirtualNodes map[string]VirtualNode `json:"virtualNodes"`
+	// Ignored says, for each key of the virtual kubelet's Network block that shadowgate does
+	// not read, where it is and why it is ignored: said as a warning, not refused, so an admin
+	// can paste the VK's block unchanged.
+	Ignored []string `json:"-"`
 }
 
 // VirtualNode is one virtual node's settings.
@@ -104,8 +108,11 @@ func Defaults() VirtualNode {
 // SSHShadow reports whether this node renders the SSH shadow.
 func (n *Network) SSHShadow() bool { return n.ShadowMode == ShadowModeSSH }
 
-// ReverseEnabled reports whether pods on this node may ask for the reverse tunnel.
-func (n *Network) ReverseEnabled() bool { return n.SSHShadow() && n.SSH.Reverse.Enabled }
+// ReverseEnabled reports whether pods on this node may ask for the reverse tunnel: it rides
+// the SSH shadow, so it needs EnableTunnel as the virtual kubelet does.
+func (n *Network) ReverseEnabled() bool {
+	return n.EnableTunnel && n.SSHShadow() && n.SSH.Reverse.Enabled
+}
 
 // CredentialSecret is the Secret the shadow's ssh authenticates with: the keytab under
 // Kerberos, else the key; empty when the policy names none.
