@@ -16,10 +16,10 @@ const (
 	ShadowRoleNode  = "node"
 )
 
-// IsNodeConfigMap reports whether cm tells a shadow its compute node: it carries the node
+// isNodeConfigMap reports whether cm tells a shadow its compute node: it carries the node
 // role label, or a compute-node key that a shadow could mount (a volume mounts binaryData's
 // keys as files just as data's).
-func IsNodeConfigMap(cm *corev1.ConfigMap) bool {
+func isNodeConfigMap(cm *corev1.ConfigMap) bool {
 	_, hasKey := cm.Data[ComputeNodeKey]
 	_, hasBinary := cm.BinaryData[ComputeNodeKey]
 	return hasKey || hasBinary || cm.Labels[LabelShadowRole] == ShadowRoleNode

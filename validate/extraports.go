@@ -16,8 +16,8 @@ type ExtraPort struct {
 	Protocol corev1.Protocol
 }
 
-// ParseExtraPorts parses interlink.eu/wstunnel-extra-ports: comma-separated port[:name[:protocol]].
-func ParseExtraPorts(value string, p *field.Path) ([]ExtraPort, field.ErrorList) {
+// parseExtraPorts parses interlink.eu/wstunnel-extra-ports: comma-separated port[:name[:protocol]].
+func parseExtraPorts(value string, p *field.Path) ([]ExtraPort, field.ErrorList) {
 	var (
 		ports []ExtraPort
 		errs  field.ErrorList

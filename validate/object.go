@@ -45,7 +45,7 @@ func Object(obj runtime.Object, cfg Config) (d Decision, judged bool) {
 	}
 	// The template is judged as the pods it will create, reporting under its own path.
 	paths := Paths{Meta: at.Child("metadata"), Spec: at.Child("spec"), Template: true}
-	_, d = PodSpec(&tmpl.ObjectMeta, &tmpl.Spec, objectNamespace(obj), cfg, paths)
+	_, d = judgePodSpec(&tmpl.ObjectMeta, &tmpl.Spec, objectNamespace(obj), cfg, paths)
 	return d, true
 }
 
@@ -60,7 +60,7 @@ func ConfigMap(cm *corev1.ConfigMap, cfg Config) Decision {
 		}
 		return d
 	}
-	if IsNodeConfigMap(cm) {
+	if isNodeConfigMap(cm) {
 		return NodeConfigMap(cm)
 	}
 	return Decision{}

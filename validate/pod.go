@@ -59,12 +59,12 @@ var PodPaths = Paths{Meta: field.NewPath("metadata"), Spec: field.NewPath("spec"
 // Pod judges a Pod by every rule: its annotations and placement under the policy, and the
 // credential rules. The Offload is nil when the pod belongs to no listed virtual node.
 func Pod(pod *corev1.Pod, cfg Config) (*Offload, Decision) {
-	return PodSpec(&pod.ObjectMeta, &pod.Spec, pod.Namespace, cfg, PodPaths)
+	return judgePodSpec(&pod.ObjectMeta, &pod.Spec, pod.Namespace, cfg, PodPaths)
 }
 
-// PodSpec judges a pod's metadata and spec as Pod does, reporting errors at the given paths,
+// judgePodSpec judges a pod's metadata and spec as Pod does, reporting errors at the given paths,
 // and returns what the pod asks of its virtual node.
-func PodSpec(meta *metav1.ObjectMeta, spec *corev1.PodSpec, namespace string, cfg Config, at Paths) (*Offload, Decision) {
+func judgePodSpec(meta *metav1.ObjectMeta, spec *corev1.PodSpec, namespace string, cfg Config, at Paths) (*Offload, Decision) {
 	o, d := podSpec(meta, spec, namespace, cfg.Policy, at)
 	d.Errors = append(d.Errors, cfg.Credentials.secretInPodNamespace(o, namespace, at)...)
 	return o, d
@@ -107,7 +107,7 @@ func (o *Offload) parseAnnotations(ann map[string]string, namespace string, annP
 		d.Errors = append(d.Errors, errs...)
 	}
 	if v, ok := ann[AnnotationReverseSocksPort]; ok {
-		o.SocksPort, errs = ParseSocksPort(v, annPath.Key(AnnotationReverseSocksPort))
+		o.SocksPort, errs = parseSocksPort(v, annPath.Key(AnnotationReverseSocksPort))
 		d.Errors = append(d.Errors, errs...)
 		for _, f := range o.Forwards {
 			if f.ListenPort == o.SocksPort {
@@ -127,7 +127,7 @@ func (o *Offload) parseAnnotations(ann map[string]string, namespace string, annP
 		o.SameNamespace = v == "true"
 	}
 	if v, ok := ann[AnnotationExtraPorts]; ok {
-		o.ExtraPorts, errs = ParseExtraPorts(v, annPath.Key(AnnotationExtraPorts))
+		o.ExtraPorts, errs = parseExtraPorts(v, annPath.Key(AnnotationExtraPorts))
 		d.Errors = append(d.Errors, errs...)
 	}
 	if v, ok := ann[AnnotationPodVPN]; ok {

@@ -40,8 +40,8 @@ func ParseBind(value string, p *field.Path) (netip.Addr, field.ErrorList) {
 	return addr, nil
 }
 
-// ParseSocksPort parses interlink.eu/reverse-socks-port.
-func ParseSocksPort(value string, p *field.Path) (int, field.ErrorList) {
+// parseSocksPort parses interlink.eu/reverse-socks-port.
+func parseSocksPort(value string, p *field.Path) (int, field.ErrorList) {
 	port, why := parsePort(value)
 	if why != "" {
 		return 0, field.ErrorList{field.Invalid(p, value, fmt.Sprintf("%s; give the SOCKS5 proxy's port, such as 1080", why))}
