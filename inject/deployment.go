@@ -33,7 +33,7 @@ func newBuilder(pod *corev1.Pod, o *validate.Offload, ports []shadowPort) *build
 		pod:           pod,
 		o:             o,
 		ssh:           &o.Node.Network.SSH,
-		name:          ShadowName(pod.Name, pod.Namespace),
+		name:          ShadowName(pod.Name, pod.Namespace, o.SameNamespace),
 		namespaceName: ShadowNamespace(pod.Namespace, o.SameNamespace),
 		ports:         ports,
 	}
