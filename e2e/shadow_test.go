@@ -511,7 +511,9 @@ func TestMutatingWebhookPreparesThePodsItsConditionSends(t *testing.T) {
 // interLink annotation, which are sent, so the counters are seen to move.
 func TestShadowPodsAreNotSentToShadowgate(t *testing.T) {
 	createNamespaces(t, "shadowpods")
-	p := offloaded{name: "trainer", namespace: "shadowpods", node: "hpc-vk", ports: []int32{8888}}
+	// The shadow pod carries the offloaded pod's annotations, but not its interLink ones.
+	p := offloaded{name: "trainer", namespace: "shadowpods", node: "hpc-vk", ports: []int32{8888},
+		annotations: map[string]string{validate.AnnotationExtraPorts: "9000", "prometheus.io/scrape": "true"}}
 	mustKubectl(t, p.json(), "apply", "-f", "-")
 	var shadow appsv1.Deployment
 	if err := json.Unmarshal([]byte(mustKubectl(t, "", "get", "deployment", p.shadowName(), "-n", p.shadowNamespace(), "-o", "json")), &shadow); err != nil {
