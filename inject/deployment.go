@@ -128,12 +128,17 @@ func (b *builder) podMeta() metav1.ObjectMeta {
 //   - the AppArmor and seccomp annotations, which set the security of the pod's own
 //     containers: the API server refuses a pod template whose AppArmor annotation names a
 //     container it does not have, or whose seccomp annotation contradicts the RuntimeDefault
-//     profile the shadow sets in its spec.
+//     profile the shadow sets in its spec;
+//   - kubectl.kubernetes.io/last-applied-configuration, kubectl's record of how the offloaded
+//     pod was applied: on the shadow pod a false one, and up to the 256 KiB annotations may hold,
+//     copied into the Deployment, each ReplicaSet and each pod.
 func carriedToShadow(key string) bool {
 	switch {
 	case strings.HasPrefix(key, "slurm-job.vk.io/"), strings.HasPrefix(key, "interlink.eu/"):
 		return false
 	case key == "sidecar.istio.io/status", key == "sidecar.istio.io/rewriteAppHTTPProbers":
+		return false
+	case key == corev1.LastAppliedConfigAnnotation:
 		return false
 	case strings.HasPrefix(key, corev1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix),
 		strings.HasPrefix(key, corev1.SeccompContainerAnnotationKeyPrefix), key == corev1.SeccompPodAnnotationKey:

@@ -41,6 +41,7 @@ func TestShadowPodCarriesThePodsLabelsAndAnnotations(t *testing.T) {
 		"container.apparmor.security.beta.kubernetes.io/main": "runtime/default",
 		"container.seccomp.security.alpha.kubernetes.io/main": "runtime/default",
 		"seccomp.security.alpha.kubernetes.io/pod":            "runtime/default",
+		"kubectl.kubernetes.io/last-applied-configuration":    `{"kind":"Pod"}`,
 	}
 	s, _ := render(t, fmt.Sprintf(sshNode, "true", "ssh"), pod)
 	name := "web-user"
