@@ -270,7 +270,7 @@ func TestChartVirtualNodesLimitsWhichBoundPodsAreSent(t *testing.T) {
 	}
 	expectContains(t, c.must(t, bound("trainer", "hpc-vk"), "apply", "-f", "-"), "pod/trainer created")
 	eventually(t, 15*time.Second, "the bound pod's shadow exists", func() (bool, string) {
-		r := c.run(t, "", "get", "deployment", inject.ShadowName("trainer", ns), "-n", ns+"-shadow")
+		r := c.run(t, "", "get", "deployment", inject.ShadowName("trainer", ns, false), "-n", ns+"-shadow")
 		return r.Err == nil, r.Output()
 	})
 }

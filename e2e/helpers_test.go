@@ -74,7 +74,7 @@ func (p offloaded) json() string {
 }
 
 // shadowName is the name of the pod's shadow Deployment and Service.
-func (p offloaded) shadowName() string { return inject.ShadowName(p.name, p.namespace) }
+func (p offloaded) shadowName() string { return inject.ShadowName(p.name, p.namespace, false) }
 
 // shadowNamespace is where the pod's shadow lives (not shadow-same-ns).
 func (p offloaded) shadowNamespace() string { return inject.ShadowNamespace(p.namespace, false) }

@@ -37,7 +37,7 @@ func TestAPodBoundByNodeNameIsJudgedAsItsNodeSays(t *testing.T) {
 		"on-worker": {"worker-1", false},
 	} {
 		mustKubectl(t, bound(name, c.node), "apply", "-f", "-")
-		shadow := inject.ShadowName(name, "bound")
+		shadow := name + "-bound" // the virtual kubelet's name, <pod>-<ns> in <ns>-shadow
 		for _, obj := range [][]string{
 			{"deployment", shadow, "-n", "bound-shadow"},
 			{"service", shadow, "-n", "bound-shadow"},

@@ -59,15 +59,20 @@ func TestAdmittedPodsHaveTheirShadowsAppliedByShadowgate(t *testing.T) {
 	}
 	notebook := getObject(t, "pod", "notebook", "-n", "user")
 
+	// The virtual kubelet's own names: <pod>-<ns> in <ns>-shadow, and shadow-<pod>-<ns> in the
+	// pod's namespace for the notebook, which asks for shadow-same-ns.
 	for _, c := range []struct {
-		pod       object
-		namespace string // where the shadow lives
-		kinds     []string
+		pod             object
+		name, namespace string // the shadow's
+		kinds           []string
 	}{
-		{trainer, "user-shadow", []string{"deployment", "configmap"}}, // no port: no Service
-		{notebook, "user", []string{"deployment", "service", "configmap"}},
+		{trainer, "trainer-user", "user-shadow", []string{"deployment", "configmap"}}, // no port: no Service
+		{notebook, "shadow-notebook-user", "user", []string{"deployment", "service", "configmap"}},
 	} {
-		name := inject.ShadowName(c.pod.Metadata.Name, "user")
+		name := c.name
+		if got := inject.ShadowName(c.pod.Metadata.Name, "user", c.namespace == "user"); got != name {
+			t.Errorf("ShadowName says %q for %s, the virtual kubelet's name is %q", got, c.pod.Metadata.Name, name)
+		}
 		for _, kind := range c.kinds {
 			objName := name
 			if kind == "configmap" {
@@ -506,7 +511,9 @@ func TestMutatingWebhookPreparesThePodsItsConditionSends(t *testing.T) {
 // interLink annotation, which are sent, so the counters are seen to move.
 func TestShadowPodsAreNotSentToShadowgate(t *testing.T) {
 	createNamespaces(t, "shadowpods")
-	p := offloaded{name: "trainer", namespace: "shadowpods", node: "hpc-vk", ports: []int32{8888}}
+	// The shadow pod carries the offloaded pod's annotations, but not its interLink ones.
+	p := offloaded{name: "trainer", namespace: "shadowpods", node: "hpc-vk", ports: []int32{8888},
+		annotations: map[string]string{validate.AnnotationExtraPorts: "9000", "prometheus.io/scrape": "true"}}
 	mustKubectl(t, p.json(), "apply", "-f", "-")
 	var shadow appsv1.Deployment
 	if err := json.Unmarshal([]byte(mustKubectl(t, "", "get", "deployment", p.shadowName(), "-n", p.shadowNamespace(), "-o", "json")), &shadow); err != nil {

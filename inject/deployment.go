@@ -1,6 +1,9 @@
 package inject
 
 import (
+	"maps"
+	"strings"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -33,7 +36,7 @@ func newBuilder(pod *corev1.Pod, o *validate.Offload, ports []shadowPort) *build
 		pod:           pod,
 		o:             o,
 		ssh:           &o.Node.Network.SSH,
-		name:          ShadowName(pod.Name, pod.Namespace),
+		name:          ShadowName(pod.Name, pod.Namespace, o.SameNamespace),
 		namespaceName: ShadowNamespace(pod.Namespace, o.SameNamespace),
 		ports:         ports,
 	}
@@ -66,9 +69,7 @@ func (b *builder) service() *corev1.Service {
 // the offloaded pod and open two tunnels to the login node.
 func (b *builder) deployment() *appsv1.Deployment {
 	spec := b.podSpec()
-	podMeta := b.meta("")
-	podMeta.Namespace = ""
-	podMeta.Labels[LabelShadow] = b.name
+	podMeta := b.podMeta()
 	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: b.meta(b.name),
@@ -79,6 +80,71 @@ func (b *builder) deployment() *appsv1.Deployment {
 			Template: corev1.PodTemplateSpec{ObjectMeta: podMeta, Spec: spec},
 		},
 	}
+}
+
+// podMeta is the shadow pod's metadata: the offloaded pod's own labels and annotations, as the
+// virtual kubelet copies them, so that NetworkPolicies, and mesh policies and injection, written
+// for the workload select its shadow too; then shadowgate's labels, LabelComponent (by which
+// the VK looks the shadow pod up) and AnnotationShadowFor. shadowgate's own are written last
+// and win over a pod's label of the same key: LabelShadow is what the Deployment and Service
+// select by, LabelComponent what the VK finds the pod by, and LabelManagedBy and LabelPodUID
+// what the reconciler tells a shadow and its pod by; a pod labelled, say,
+// app.kubernetes.io/component: frontend, or managed-by Helm, must not change which pod a
+// Service reaches or make its shadow look like nobody's. The VK lets its own labels win too.
+// What the pod carries is read once, at admission: a label added later does not reach its
+// shadow.
+func (b *builder) podMeta() metav1.ObjectMeta {
+	labels := maps.Clone(b.pod.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	maps.Copy(labels, b.labels())
+	labels[LabelShadow] = b.name
+	labels[LabelComponent] = b.name
+	annotations := map[string]string{}
+	for k, v := range b.pod.Annotations {
+		if carriedToShadow(k) {
+			annotations[k] = v
+		}
+	}
+	annotations[AnnotationShadowFor] = b.pod.Namespace + "/" + b.pod.Name
+	return metav1.ObjectMeta{Labels: labels, Annotations: annotations}
+}
+
+// carriedToShadow reports whether an annotation of the offloaded pod is copied to its shadow
+// pod. Left out, as the virtual kubelet leaves them out:
+//   - slurm-job.vk.io/*: the batch job's (flags, pre-exec with shadowgate's snippet), meaningless
+//     to a pod in the cluster;
+//   - sidecar.istio.io/status and sidecar.istio.io/rewriteAppHTTPProbers, which Istio's injector
+//     wrote when it injected the offloaded pod: they describe that pod's proxy and probes, and
+//     with the status one the injector takes the shadow pod for injected already and skips it.
+//
+// Left out by shadowgate alone:
+//   - interlink.eu/*, what the pod asks of its offload (reverse forwards, shadow-same-ns,
+//     pod-vpn, extra ports, the reverse-bind the webhook chose). They mean nothing to a shadow,
+//     and on its template they would make the webhooks' matchConditions take every ReplicaSet
+//     and pod of the shadow for an offloaded one: a call to shadowgate for each, and a shadow
+//     that cannot be recreated while shadowgate is down;
+//   - the AppArmor and seccomp annotations, which set the security of the pod's own
+//     containers: the API server refuses a pod template whose AppArmor annotation names a
+//     container it does not have, or whose seccomp annotation contradicts the RuntimeDefault
+//     profile the shadow sets in its spec;
+//   - kubectl.kubernetes.io/last-applied-configuration, kubectl's record of how the offloaded
+//     pod was applied: on the shadow pod a false one, and up to the 256 KiB annotations may hold,
+//     copied into the Deployment, each ReplicaSet and each pod.
+func carriedToShadow(key string) bool {
+	switch {
+	case strings.HasPrefix(key, "slurm-job.vk.io/"), strings.HasPrefix(key, "interlink.eu/"):
+		return false
+	case key == "sidecar.istio.io/status", key == "sidecar.istio.io/rewriteAppHTTPProbers":
+		return false
+	case key == corev1.LastAppliedConfigAnnotation:
+		return false
+	case strings.HasPrefix(key, corev1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix),
+		strings.HasPrefix(key, corev1.SeccompContainerAnnotationKeyPrefix), key == corev1.SeccompPodAnnotationKey:
+		return false
+	}
+	return true
 }
 
 // podSpec is a pod that passes the restricted Pod Security Standard: non-root, no privilege
@@ -100,6 +166,10 @@ func (b *builder) podSpec() corev1.PodSpec {
 			FSGroup:        ptr.To[int64](nobody),
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
+		// Off the virtual node the shadow stands in for: ordinary nodes are kubernetes.io/os:
+		// linux, a virtual kubelet's node is kubernetes.io/os: virtual-kubelet. The VK's own
+		// shadow says the same.
+		NodeSelector:   map[string]string{corev1.LabelOSStable: string(corev1.Linux)},
 		InitContainers: []corev1.Container{b.waitForNodeContainer()},
 	}
 	if b.ssh.Auth == policy.AuthKerberos {

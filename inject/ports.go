@@ -18,9 +18,14 @@ type shadowPort struct {
 	Port int32
 }
 
-// forwardedPorts are the pod's TCP container ports, then those of
-// interlink.eu/wstunnel-extra-ports, each once; none without EnableTunnel. UDP ports are left
-// out (validate.Pod has warned about them).
+// forwardedPorts are the pod's TCP container ports, then those of its native sidecars (init
+// containers with restartPolicy: Always, which run beside the workload for the life of the
+// pod), then those of interlink.eu/wstunnel-extra-ports, each once; none without EnableTunnel.
+// UDP ports are left out (validate.Pod has warned about the containers' and the annotation's;
+// the sidecars' are warned about here). A port unnamed in the pod is named port-<number>, as
+// the virtual kubelet names it, so a Service port a site refers to by name keeps its name. The
+// ports of an ordinary init container are not forwarded: it has exited before the workload
+// starts, so nothing would answer on them (the VK forwards them).
 func forwardedPorts(pod *corev1.Pod, o *validate.Offload) ([]shadowPort, []string) {
 	if !o.Node.Network.EnableTunnel {
 		return nil, nil
@@ -39,7 +44,7 @@ func forwardedPorts(pod *corev1.Pod, o *validate.Offload) ([]shadowPort, []strin
 		seen[port] = at
 		// A Service needs unique port names; an unnamed or repeated name gets one from the number.
 		for i := 1; name == "" || names[name] || len(validation.IsValidPortName(name)) > 0; i++ {
-			name = "tcp-" + strconv.Itoa(int(port))
+			name = "port-" + strconv.Itoa(int(port))
 			if i > 1 {
 				name += "-" + strconv.Itoa(i)
 			}
@@ -52,6 +57,20 @@ func forwardedPorts(pod *corev1.Pod, o *validate.Offload) ([]shadowPort, []strin
 		for j, p := range c.Ports {
 			if p.Protocol == "" || p.Protocol == corev1.ProtocolTCP {
 				add(p.Name, p.ContainerPort, containers.Index(i).Child("ports").Index(j))
+			}
+		}
+	}
+	initContainers := validate.PodPaths.Spec.Child("initContainers")
+	for i, c := range pod.Spec.InitContainers {
+		if c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+			continue
+		}
+		for j, p := range c.Ports {
+			at := initContainers.Index(i).Child("ports").Index(j)
+			if p.Protocol == "" || p.Protocol == corev1.ProtocolTCP {
+				add(p.Name, p.ContainerPort, at)
+			} else {
+				warnings = append(warnings, fmt.Sprintf("%s: sidecar %q port %d/%s is skipped: the SSH shadow carries TCP only", at, c.Name, p.ContainerPort, p.Protocol))
 			}
 		}
 	}

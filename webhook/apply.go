@@ -286,7 +286,7 @@ func (c *createdObjects) list() []*unstructured.Unstructured {
 	return append([]*unstructured.Unstructured(nil), c.objs...)
 }
 
-// describeObject names an object as a message does: "Deployment user-shadow/shadow-trainer-user".
+// describeObject names an object as a message does: "Deployment user-shadow/trainer-user".
 func describeObject(kind string, obj metav1.Object) string {
 	if obj.GetNamespace() == "" {
 		return kind + " " + obj.GetName()

@@ -143,7 +143,7 @@ func TestApplyAnswersBeforeRemovingWhatItCreated(t *testing.T) {
 // for the pod with UID uid, compute-node empty.
 func nodeConfigMap(uid string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "shadow-trainer-user-node", Namespace: "user-shadow",
+		ObjectMeta: metav1.ObjectMeta{Name: "trainer-user-node", Namespace: "user-shadow",
 			Labels:      map[string]string{inject.LabelManagedBy: FieldManager, inject.LabelPodUID: uid, validate.LabelShadowRole: validate.ShadowRoleNode},
 			Annotations: map[string]string{inject.AnnotationShadowFor: "user/trainer"}},
 		Data: map[string]string{validate.ComputeNodeKey: ""},
@@ -259,7 +259,7 @@ func TestNodeConfigMapChangedDuringItsResetIsTakenAgain(t *testing.T) {
 	})
 	err := a.createNodeConfigMap(context.Background(), nodeConfigMap("new-uid"), false, &createdObjects{})
 	if !apierrors.IsConflict(err) || writes != writeRounds ||
-		!strings.Contains(err.Error(), `configmaps "user-shadow/shadow-trainer-user-node"`) || !strings.Contains(err.Error(), "changed 3 times") {
+		!strings.Contains(err.Error(), `configmaps "user-shadow/trainer-user-node"`) || !strings.Contains(err.Error(), "changed 3 times") {
 		t.Errorf("after %d resets: %v; want a Conflict naming the ConfigMap after %d", writes, err, writeRounds)
 	}
 	if got := computeNode(t, c); got.Labels[inject.LabelPodUID] != "earlier-uid" {

@@ -40,6 +40,12 @@ type podView struct {
 			Name  string                 `json:"name"`
 			Ports []corev1.ContainerPort `json:"ports"`
 		} `json:"containers"`
+		// InitContainers: a native sidecar's (restartPolicy: Always) ports are forwarded.
+		InitContainers []struct {
+			Name          string                         `json:"name"`
+			Ports         []corev1.ContainerPort         `json:"ports"`
+			RestartPolicy *corev1.ContainerRestartPolicy `json:"restartPolicy"`
+		} `json:"initContainers"`
 	} `json:"spec"`
 }
 
@@ -50,6 +56,7 @@ type podViewMeta struct {
 	GenerateName string            `json:"generateName"`
 	Namespace    string            `json:"namespace"`
 	UID          types.UID         `json:"uid"`
+	Labels       map[string]string `json:"labels"` // carried to the shadow pod
 	Annotations  map[string]string `json:"annotations"`
 }
 
@@ -80,7 +87,7 @@ func decodePod(req admission.Request) (*corev1.Pod, error) {
 	pod := &corev1.Pod{
 		TypeMeta: v.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{Name: m.Name, GenerateName: m.GenerateName, Namespace: m.Namespace,
-			UID: m.UID, Annotations: m.Annotations},
+			UID: m.UID, Labels: m.Labels, Annotations: m.Annotations},
 		Spec: corev1.PodSpec{NodeName: v.Spec.NodeName, NodeSelector: v.Spec.NodeSelector, Tolerations: v.Spec.Tolerations},
 	}
 	if a := v.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.Required != nil {
@@ -91,6 +98,12 @@ func decodePod(req admission.Request) (*corev1.Pod, error) {
 		pod.Spec.Containers = make([]corev1.Container, len(v.Spec.Containers))
 		for i, c := range v.Spec.Containers {
 			pod.Spec.Containers[i] = corev1.Container{Name: c.Name, Ports: c.Ports}
+		}
+	}
+	if len(v.Spec.InitContainers) > 0 {
+		pod.Spec.InitContainers = make([]corev1.Container, len(v.Spec.InitContainers))
+		for i, c := range v.Spec.InitContainers {
+			pod.Spec.InitContainers[i] = corev1.Container{Name: c.Name, Ports: c.Ports, RestartPolicy: c.RestartPolicy}
 		}
 	}
 	return pod, nil

@@ -104,8 +104,10 @@ func TestPodViewDecidesAsTheWholePod(t *testing.T) {
 					t.Errorf("%s on the view:\n%+v\non the whole pod:\n%+v", what, got, want)
 				}
 			}
-			meta := func(m *corev1.Pod) []any { return []any{m.Name, m.GenerateName, m.Namespace, m.UID, m.Annotations} }
-			same("name, namespace, UID and annotations", meta(view), meta(whole))
+			meta := func(m *corev1.Pod) []any {
+				return []any{m.Name, m.GenerateName, m.Namespace, m.UID, m.Labels, m.Annotations}
+			}
+			same("name, namespace, UID, labels and annotations", meta(view), meta(whole))
 			cfg := validate.Config{Policy: in.pol}
 			mV, mW := inject.Mutate(view, cfg), inject.Mutate(whole, cfg)
 			// A relay address the pod does not give is drawn at random for each call, and the

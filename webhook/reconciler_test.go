@@ -119,7 +119,7 @@ func TestMayHaveShadowMirrorsTheMatchConditions(t *testing.T) {
 // Two reconciles of one pod can race to delete the same object: only the one whose call
 // deleted it says so, and the other's NotFound is no error.
 func TestDeleteObjectSaysWhetherItDeleted(t *testing.T) {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shadow-trainer-user-node", Namespace: "user-shadow"}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "trainer-user-node", Namespace: "user-shadow"}}
 	r := newTestReconciler(time.Minute)
 	r.client = fake.NewClientBuilder().WithObjects(cm.DeepCopy()).Build()
 	stored := &corev1.ConfigMap{}

@@ -38,7 +38,7 @@ func TestApplyOverCertManagerTLS(t *testing.T) {
 		t.Errorf("kubectl apply printed:\n%s", out)
 	}
 	// shadow-same-ns: the shadow lives beside the pod.
-	shadow := inject.ShadowName("notebook", "user")
+	shadow := inject.ShadowName("notebook", "user", true)
 	managed := mustKubectl(ctx, t, "", "get", "deployment", shadow, "-n", "user",
 		"-o", `jsonpath={.metadata.labels.app\.kubernetes\.io/managed-by}`)
 	if managed != inject.ManagedBy {

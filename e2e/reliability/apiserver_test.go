@@ -41,7 +41,7 @@ func TestAPIServerStoppedDuringAShadowApplyDeniesThePodAndLeavesNoPartialShadow(
 	if timeout == 0 {
 		t.Fatalf("no webhook of %s calls %s", config.Name, webhook.PathValidatePods)
 	}
-	shadow := inject.ShadowName("trainer", namespace)
+	shadow := inject.ShadowName("trainer", namespace, false)
 	shadowNS := inject.ShadowNamespace(namespace, false)
 	hold := holdDeploymentCreates(ctx, t, shadowNS)
 
