@@ -42,6 +42,7 @@ const indexShadowFor = "shadowFor"
 // nothing. A shadow object deleted while its pod lives is re-applied.
 type Reconciler struct {
 	client   client.Client // the manager's: cached reads of pods and shadow objects
+	reader   client.Reader // uncached: what holds a shadow's name when the cache has none of ours
 	policies Policies
 	applier  ShadowApplier
 	grace    time.Duration
@@ -264,11 +265,39 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 	if missing.NodeConfigMap == nil && missing.Service == nil && missing.Deployment == nil {
 		return nil
 	}
+	if missing.Deployment != nil {
+		r.sayIfSecondShadow(ctx, pod, missing.Deployment)
+	}
 	if _, err := r.applier.Apply(ctx, &missing, false); err != nil {
 		return fmt.Errorf("re-applying the shadow of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	log.FromContext(ctx).Info("re-applied what was missing of a live pod's shadow", "pod", pod.Namespace+"/"+pod.Name)
 	return nil
+}
+
+// sayIfSecondShadow records a Warning Event on pod when the name of its shadow Deployment,
+// missing from the cache of shadowgate's objects, is held by a Deployment shadowgate does not
+// manage: the virtual kubelet with EnableTunnel and ShadowMode: ssh renders a shadow of its own
+// under the same name, and on finding shadowgate's it updates it into its own. shadowgate's is
+// applied again, so the policy in force decides what runs, and the pod's owner and the admin
+// are told which setting of the virtual kubelet to change.
+func (r *Reconciler) sayIfSecondShadow(ctx context.Context, pod *corev1.Pod, ours *appsv1.Deployment) {
+	if r.reader == nil {
+		return
+	}
+	held := &appsv1.Deployment{}
+	if err := r.reader.Get(ctx, client.ObjectKeyFromObject(ours), held); err != nil {
+		return // gone, or unreadable: the apply that follows says what is wrong
+	}
+	if held.Labels[inject.LabelManagedBy] == inject.ManagedBy {
+		return
+	}
+	log.FromContext(ctx).Info("the shadow Deployment's name is held by a Deployment shadowgate does not manage; applying shadowgate's again",
+		"pod", pod.Namespace+"/"+pod.Name, "deployment", held.Namespace+"/"+held.Name, "managedBy", held.Labels[inject.LabelManagedBy])
+	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonSecondShadow, "Reconcile", "%s", truncate(fmt.Sprintf(
+		"a second shadow of this pod: Deployment %s/%s was rewritten by another controller, most likely the virtual kubelet rendering its own SSH shadow; "+
+			"shadowgate applies its own again. Set Network.EnableTunnel: false in the virtual kubelet's VirtualKubeletConfig.yaml "+
+			"(docs/virtual-kubelet.md), so only shadowgate renders shadows", held.Namespace, held.Name)))
 }
 
 func (r *Reconciler) shadowObjects(ctx context.Context, podKey string) ([]client.Object, error) {

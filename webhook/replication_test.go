@@ -194,3 +194,43 @@ var _ events.EventRecorder = (*recordingEvents)(nil)
 func (e *recordingEvents) Eventf(_ runtime.Object, _ runtime.Object, _, reason, _, _ string, _ ...any) {
 	e.reasons = append(e.reasons, reason)
 }
+
+// heldBy is an API server holding one Deployment, with labels.
+type heldBy struct {
+	client.Reader
+	labels map[string]string
+}
+
+func (h heldBy) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	d := obj.(*appsv1.Deployment)
+	d.Name, d.Namespace, d.Labels = key.Name, key.Namespace, h.labels
+	return nil
+}
+
+// A shadow Deployment the virtual kubelet rewrote into its own (the cache of shadowgate's
+// objects lost it, the name is held by one without shadowgate's label) is applied again, and
+// a Warning Event on the pod names the second shadow and the VK setting to change; one that
+// is merely missing is applied again without a word.
+func TestReconcilerSaysWhenTheVirtualKubeletRendersASecondShadow(t *testing.T) {
+	_, _, _, _, pol := handlers(t)
+	p := mutated(t, pod("notebook", nil), pol)
+	for name, c := range map[string]struct {
+		labels    map[string]string
+		wantEvent bool
+	}{
+		"a Deployment of the VK's holds the name": {map[string]string{"app.kubernetes.io/component": "notebook-user"}, true},
+		"shadowgate's own holds it, not yet in the cache": {map[string]string{inject.LabelManagedBy: inject.ManagedBy}, false},
+	} {
+		applier, recorder := &recordingApplier{}, &recordingEvents{}
+		r := &Reconciler{policies: fixedPolicy{pol}, applier: applier, reader: heldBy{labels: c.labels}, recorder: recorder}
+		if err := r.ensure(context.Background(), p, nil); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(applier.applied) != 1 {
+			t.Errorf("%s: applied %d shadows, want 1", name, len(applier.applied))
+		}
+		if got := len(recorder.reasons) == 1 && recorder.reasons[0] == ReasonSecondShadow; got != c.wantEvent {
+			t.Errorf("%s: Events %q, want one %s: %v", name, recorder.reasons, ReasonSecondShadow, c.wantEvent)
+		}
+	}
+}

@@ -84,6 +84,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 	}
 	reconciler := &Reconciler{
 		client:   mgr.GetClient(),
+		reader:   mgr.GetAPIReader(),
 		policies: store,
 		applier:  applier,
 		grace:    opts.ShadowGracePeriod,
