@@ -92,7 +92,8 @@ func TestReconcilerLeavesAPodTheMutatingWebhookNeverPreparedWithoutShadow(t *tes
 			t.Fatal(err)
 		}
 		for line := range strings.Lines(string(log)) {
-			if strings.Contains(line, "not applying the shadow of a pod the mutating webhook never prepared") && strings.Contains(line, `"unprepared/trainer"`) {
+			if strings.Contains(line, "not re-applying what is missing of the shadow of a pod the policy in force refuses") &&
+				strings.Contains(line, "mutating webhook (/mutate-pods) did not run") && strings.Contains(line, `"unprepared/trainer"`) {
 				return true, line
 			}
 		}

@@ -69,7 +69,7 @@ func TestServeRefusesToStartWithoutAValidPolicy(t *testing.T) {
 		"apply", "-f", "-")
 	for name, want := range map[string]string{
 		"missing-policy": "error: policy ConfigMap shadowgate-system/missing-policy does not exist: create it",
-		"broken-policy":  "error: policy ConfigMap shadowgate-system/broken-policy is invalid (shadowgate policy check finds the same offline):\n* data[policy.yaml].virtualNodes[hpc-vk].Network.FullMesh: Invalid value: true: ",
+		"broken-policy":  "error: policy ConfigMap shadowgate-system/broken-policy is invalid, or asks for what this shadowgate may not do (shadowgate policy check finds the same offline, given serve's credential flags):\n* data[policy.yaml].virtualNodes[hpc-vk].Network.FullMesh: Invalid value: true: ",
 	} {
 		cmd := exec.Command(cluster.bin, "serve", "--kubeconfig", cluster.cp.ShadowgateKubeconfig, "--namespace", "shadowgate-system",
 			"--policy-configmap", name, "--cert-dir", t.TempDir(), "--port", "0",

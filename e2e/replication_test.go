@@ -154,7 +154,7 @@ func TestServeWithoutSecretRightsAdmitsWithoutReplication(t *testing.T) {
 		"--cert-dir", t.TempDir(), "--port", "0", "--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:0", "--log-format", "console")
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
-	want := "error: policy ConfigMap shadowgate-system/shadowgate-policy asks for what this shadowgate may not do:\n" +
+	want := "error: policy ConfigMap shadowgate-system/shadowgate-policy is invalid, or asks for what this shadowgate may not do (shadowgate policy check finds the same offline, given serve's credential flags):\n" +
 		"* data[policy.yaml].virtualNodes[cern-vk].Network.SSH.ReplicateCredentials: Invalid value: true: shadowgate runs with --credential-replication=false,"
 	if ctx.Err() != nil {
 		t.Fatalf("serve on a replicating policy did not exit in time (%v): %v:\n%s", ctx.Err(), err, out)
