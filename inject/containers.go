@@ -15,10 +15,10 @@ import (
 
 // Container names (DESIGN.md "Shadow objects").
 const (
-	ContainerWaitForNode = "wait-for-node"
-	ContainerKinit       = "kinit"
-	ContainerForward     = "ssh-forward"
-	ContainerKrbRefresh  = "krb-refresh"
+	containerWaitForNode = "wait-for-node"
+	containerKinit       = "kinit"
+	containerForward     = "ssh-forward"
+	containerKrbRefresh  = "krb-refresh"
 	ContainerReverse     = "ssh-reverse"
 )
 
@@ -48,31 +48,31 @@ const (
 
 // Environment the scripts read.
 const (
-	EnvLoginHost      = "SHADOW_LOGIN_HOST"
-	EnvSSHOptions     = "SHADOW_SSH_OPTIONS" // one ssh -o option a line
-	EnvNodeFile       = "SHADOW_NODE_FILE"
-	EnvStateDir       = "SHADOW_STATE_DIR"
-	EnvKrb5CCName     = "KRB5CCNAME"
+	envLoginHost      = "SHADOW_LOGIN_HOST"
+	envSSHOptions     = "SHADOW_SSH_OPTIONS" // one ssh -o option a line
+	envNodeFile       = "SHADOW_NODE_FILE"
+	envStateDir       = "SHADOW_STATE_DIR"
+	envKrb5CCName     = "KRB5CCNAME"
 	EnvForwardMode    = "SHADOW_FORWARD_MODE"
-	EnvPorts          = "SHADOW_PORTS"
-	EnvExecConnect    = "SHADOW_EXEC_CONNECT_COMMAND"
-	EnvExecRelay      = "SHADOW_EXEC_RELAY"
-	EnvNodeConfigMap  = "SHADOW_NODE_CONFIGMAP"
-	EnvNodeWait       = "SHADOW_NODE_WAIT_TIMEOUT"
-	EnvNodeWaitSecs   = "SHADOW_NODE_WAIT_SECONDS"
-	EnvKrbPrincipal   = "SHADOW_KRB_PRINCIPAL"
-	EnvKrbKeytab      = "SHADOW_KRB_KEYTAB"
-	EnvKrbRefreshSecs = "SHADOW_KRB_REFRESH_SECONDS"
+	envPorts          = "SHADOW_PORTS"
+	envExecConnect    = "SHADOW_EXEC_CONNECT_COMMAND"
+	envExecRelay      = "SHADOW_EXEC_RELAY"
+	envNodeConfigMap  = "SHADOW_NODE_CONFIGMAP"
+	envNodeWait       = "SHADOW_NODE_WAIT_TIMEOUT"
+	envNodeWaitSecs   = "SHADOW_NODE_WAIT_SECONDS"
+	envKrbPrincipal   = "SHADOW_KRB_PRINCIPAL"
+	envKrbKeytab      = "SHADOW_KRB_KEYTAB"
+	envKrbRefreshSecs = "SHADOW_KRB_REFRESH_SECONDS"
 )
 
 // waitForNodeContainer holds the pod in Init:0/N until the virtual kubelet publishes the
 // compute node, which is the normal state while the job is queued.
 func (b *builder) waitForNodeContainer() corev1.Container {
-	c := b.container(ContainerWaitForNode, scriptWaitForNode,
-		env(EnvNodeFile, path.Join(nodeDir, validate.ComputeNodeKey)),
-		env(EnvNodeConfigMap, b.namespaceName+"/"+NodeConfigMapName(b.name)),
-		env(EnvNodeWait, b.ssh.NodeWaitTimeout),
-		env(EnvNodeWaitSecs, strconv.Itoa(int(b.ssh.NodeWait().Seconds()))),
+	c := b.container(containerWaitForNode, scriptWaitForNode,
+		env(envNodeFile, path.Join(nodeDir, validate.ComputeNodeKey)),
+		env(envNodeConfigMap, b.namespaceName+"/"+NodeConfigMapName(b.name)),
+		env(envNodeWait, b.ssh.NodeWaitTimeout),
+		env(envNodeWaitSecs, strconv.Itoa(int(b.ssh.NodeWait().Seconds()))),
 	)
 	c.VolumeMounts = []corev1.VolumeMount{b.nodeMount()}
 	return c
@@ -87,30 +87,30 @@ func (b *builder) forwardContainer() corev1.Container {
 		ports = append(ports, strconv.Itoa(int(p.Port)))
 		containerPorts = append(containerPorts, corev1.ContainerPort{Name: p.Name, ContainerPort: p.Port, Protocol: corev1.ProtocolTCP})
 	}
-	extra := []corev1.EnvVar{env(EnvForwardMode, b.ssh.ForwardMode), env(EnvPorts, strings.Join(ports, " "))}
+	extra := []corev1.EnvVar{env(EnvForwardMode, b.ssh.ForwardMode), env(envPorts, strings.Join(ports, " "))}
 	if b.ssh.ForwardMode == policy.ForwardModeExec {
-		extra = append(extra, env(EnvExecConnect, b.ssh.ExecConnectCommand), env(EnvExecRelay, scriptExecRelay.text))
+		extra = append(extra, env(envExecConnect, b.ssh.ExecConnectCommand), env(envExecRelay, scriptExecRelay.text))
 	}
-	c := b.sshContainer(ContainerForward, scriptForward, extra...)
+	c := b.sshContainer(containerForward, scriptForward, extra...)
 	c.Ports = containerPorts
 	return c
 }
 
 // kinitContainer gets the first ticket, so ssh-forward starts with one.
 func (b *builder) kinitContainer() corev1.Container {
-	return b.kerberosContainer(ContainerKinit)
+	return b.kerberosContainer(containerKinit)
 }
 
 // krbRefreshContainer renews the ticket for the life of the tunnel.
 func (b *builder) krbRefreshContainer() corev1.Container {
-	return b.kerberosContainer(ContainerKrbRefresh, env(EnvKrbRefreshSecs, strconv.Itoa(krbRefreshSecs)))
+	return b.kerberosContainer(containerKrbRefresh, env(envKrbRefreshSecs, strconv.Itoa(krbRefreshSecs)))
 }
 
 func (b *builder) kerberosContainer(name string, extra ...corev1.EnvVar) corev1.Container {
 	c := b.container(name, scriptKerberos, append([]corev1.EnvVar{
-		env(EnvKrbPrincipal, b.ssh.Principal),
-		env(EnvKrbKeytab, path.Join(keytabDir, keytabFile)),
-		env(EnvKrb5CCName, "FILE:"+path.Join(stateDir, "krb5cc")),
+		env(envKrbPrincipal, b.ssh.Principal),
+		env(envKrbKeytab, path.Join(keytabDir, keytabFile)),
+		env(envKrb5CCName, "FILE:"+path.Join(stateDir, "krb5cc")),
 	}, extra...)...)
 	c.VolumeMounts = append([]corev1.VolumeMount{b.stateMount()}, b.kerberosMounts()...)
 	return c
@@ -122,14 +122,14 @@ func (b *builder) kerberosContainer(name string, extra ...corev1.EnvVar) corev1.
 // and the mounts these need. extra is appended to that environment.
 func (b *builder) sshContainer(name string, s script, extra ...corev1.EnvVar) corev1.Container {
 	envs := []corev1.EnvVar{
-		env(EnvLoginHost, b.ssh.LoginHost),
-		env(EnvSSHOptions, strings.Join(b.sshOptions(), "\n")),
-		env(EnvNodeFile, path.Join(nodeDir, validate.ComputeNodeKey)),
-		env(EnvStateDir, stateDir),
+		env(envLoginHost, b.ssh.LoginHost),
+		env(envSSHOptions, strings.Join(b.sshOptions(), "\n")),
+		env(envNodeFile, path.Join(nodeDir, validate.ComputeNodeKey)),
+		env(envStateDir, stateDir),
 	}
 	mounts := []corev1.VolumeMount{b.nodeMount(), b.stateMount()}
 	if b.ssh.Auth == policy.AuthKerberos {
-		envs = append(envs, env(EnvKrb5CCName, "FILE:"+path.Join(stateDir, "krb5cc")))
+		envs = append(envs, env(envKrb5CCName, "FILE:"+path.Join(stateDir, "krb5cc")))
 		mounts = append(mounts, b.krb5ConfMounts()...)
 	} else {
 		b.addVolume(secretVolume(volumeKey, b.ssh.KeySecret, b.ssh.KeySecretKey, keyFile))

@@ -59,7 +59,7 @@ func (b *builder) service() *corev1.Service {
 		ObjectMeta: b.meta(b.name),
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
-			Selector: map[string]string{LabelShadow: b.name},
+			Selector: map[string]string{labelShadow: b.name},
 			Ports:    ports,
 		},
 	}
@@ -75,7 +75,7 @@ func (b *builder) deployment() *appsv1.Deployment {
 		ObjectMeta: b.meta(b.name),
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelShadow: b.name}},
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{labelShadow: b.name}},
 			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
 			Template: corev1.PodTemplateSpec{ObjectMeta: podMeta, Spec: spec},
 		},
@@ -84,10 +84,10 @@ func (b *builder) deployment() *appsv1.Deployment {
 
 // podMeta is the shadow pod's metadata: the offloaded pod's own labels and annotations, as the
 // virtual kubelet copies them, so that NetworkPolicies, and mesh policies and injection, written
-// for the workload select its shadow too; then shadowgate's labels, LabelComponent (by which
+// for the workload select its shadow too; then shadowgate's labels, labelComponent (by which
 // the VK looks the shadow pod up) and AnnotationShadowFor. shadowgate's own are written last
-// and win over a pod's label of the same key: LabelShadow is what the Deployment and Service
-// select by, LabelComponent what the VK finds the pod by, and LabelManagedBy and LabelPodUID
+// and win over a pod's label of the same key: labelShadow is what the Deployment and Service
+// select by, labelComponent what the VK finds the pod by, and LabelManagedBy and LabelPodUID
 // what the reconciler tells a shadow and its pod by; a pod labelled, say,
 // app.kubernetes.io/component: frontend, or managed-by Helm, must not change which pod a
 // Service reaches or make its shadow look like nobody's. The VK lets its own labels win too.
@@ -99,8 +99,8 @@ func (b *builder) podMeta() metav1.ObjectMeta {
 		labels = map[string]string{}
 	}
 	maps.Copy(labels, b.labels())
-	labels[LabelShadow] = b.name
-	labels[LabelComponent] = b.name
+	labels[labelShadow] = b.name
+	labels[labelComponent] = b.name
 	annotations := map[string]string{}
 	for k, v := range b.pod.Annotations {
 		if carriedToShadow(k) {

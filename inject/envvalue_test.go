@@ -26,15 +26,15 @@ func TestCheckEnvValueCatchesASmuggledLine(t *testing.T) {
 		env  corev1.EnvVar
 		want string // the start of the error; empty for none
 	}{
-		"the options as built pass": {corev1.EnvVar{Name: EnvSSHOptions, Value: fixed("Compression=yes")}, ""},
-		"an ExtraOption that brought a second line is refused": {corev1.EnvVar{Name: EnvSSHOptions, Value: fixed("Compression=yes", "ProxyJump=evil")},
+		"the options as built pass": {corev1.EnvVar{Name: envSSHOptions, Value: fixed("Compression=yes")}, ""},
+		"an ExtraOption that brought a second line is refused": {corev1.EnvVar{Name: envSSHOptions, Value: fixed("Compression=yes", "ProxyJump=evil")},
 			"15 ssh option lines, want 13 fixed and the policy's 1 ExtraOptions"},
-		"a line that is not the ExtraOption, whole, is refused": {corev1.EnvVar{Name: EnvSSHOptions, Value: fixed("Compression=no")},
+		"a line that is not the ExtraOption, whole, is refused": {corev1.EnvVar{Name: envSSHOptions, Value: fixed("Compression=no")},
 			`ssh option line "Compression=no" is not the policy's ExtraOption "Compression=yes", whole`},
-		"the forwards as built pass": {corev1.EnvVar{Name: EnvReverseForwards, Value: "9000 minio.user 9000"}, ""},
-		"a forward that brought a second line is refused": {corev1.EnvVar{Name: EnvReverseForwards, Value: "9000 minio.user 9000\n22 evil 22"},
+		"the forwards as built pass": {corev1.EnvVar{Name: envReverseForwards, Value: "9000 minio.user 9000"}, ""},
+		"a forward that brought a second line is refused": {corev1.EnvVar{Name: envReverseForwards, Value: "9000 minio.user 9000\n22 evil 22"},
 			"2 reverse forward lines for the pod's 1 forwards"},
-		"a forward that is not the pod's is refused": {corev1.EnvVar{Name: EnvReverseForwards, Value: "9000 evil 9000"},
+		"a forward that is not the pod's is refused": {corev1.EnvVar{Name: envReverseForwards, Value: "9000 evil 9000"},
 			`reverse forward "9000 evil 9000" is not the pod's forward 9000 to minio.user:9000`},
 	} {
 		got := ""

@@ -160,7 +160,7 @@ func withScriptNames(t *testing.T, d *appsv1.Deployment) *appsv1.Deployment {
 			c.Command[2] = scriptName(t, c.Command[2])
 			for j := range c.Env {
 				switch c.Env[j].Name {
-				case EnvExecRelay, EnvReverseHop, EnvReverseNodeScript:
+				case envExecRelay, envReverseHop, envReverseNodeScript:
 					c.Env[j].Value = scriptName(t, c.Env[j].Value)
 				}
 			}

@@ -21,9 +21,9 @@ func TestShadowPodCarriesThePodsLabelsAndAnnotations(t *testing.T) {
 		"app":                         "web",
 		"version":                     "v2",
 		"sidecar.istio.io/inject":     "true",
-		LabelComponent:                "frontend",
+		labelComponent:                "frontend",
 		LabelManagedBy:                "Helm",
-		LabelShadow:                   "someone-else",
+		labelShadow:                   "someone-else",
 		LabelPodUID:                   "not-this-pod",
 		"app.kubernetes.io/part-of":   "shop",
 		"statefulset.kubernetes.io/x": "y",
@@ -53,9 +53,9 @@ func TestShadowPodCarriesThePodsLabelsAndAnnotations(t *testing.T) {
 		"sidecar.istio.io/inject":     "true",
 		"app.kubernetes.io/part-of":   "shop",
 		"statefulset.kubernetes.io/x": "y",
-		LabelComponent:                name, // the VK finds the shadow pod by it
+		labelComponent:                name, // the VK finds the shadow pod by it
 		LabelManagedBy:                ManagedBy,
-		LabelShadow:                   name,
+		labelShadow:                   name,
 		LabelPodUID:                   string(pod.UID),
 	}
 	if !maps.Equal(template.Labels, wantLabels) {
@@ -72,10 +72,10 @@ func TestShadowPodCarriesThePodsLabelsAndAnnotations(t *testing.T) {
 	}
 	// The pod's labels select its shadow pod, never the shadow's own objects: the Deployment
 	// and the Service select by the shadow alone.
-	if sel := s.Deployment.Spec.Selector.MatchLabels; !maps.Equal(sel, map[string]string{LabelShadow: name}) {
+	if sel := s.Deployment.Spec.Selector.MatchLabels; !maps.Equal(sel, map[string]string{labelShadow: name}) {
 		t.Errorf("Deployment selector %v", sel)
 	}
-	if sel := s.Service.Spec.Selector; !maps.Equal(sel, map[string]string{LabelShadow: name}) {
+	if sel := s.Service.Spec.Selector; !maps.Equal(sel, map[string]string{labelShadow: name}) {
 		t.Errorf("Service selector %v", sel)
 	}
 	for _, meta := range []map[string]string{s.Deployment.Labels, s.Service.Labels, s.NodeConfigMap.Labels} {
@@ -83,7 +83,7 @@ func TestShadowPodCarriesThePodsLabelsAndAnnotations(t *testing.T) {
 			t.Errorf("a shadow object, not only its pod, carries the pod's labels: %v", meta)
 		}
 	}
-	if pod.Labels[LabelComponent] != "frontend" || pod.Annotations["slurm-job.vk.io/flags"] != "-p gpu" {
+	if pod.Labels[labelComponent] != "frontend" || pod.Annotations["slurm-job.vk.io/flags"] != "-p gpu" {
 		t.Errorf("the offloaded pod was changed: %v %v", pod.Labels, pod.Annotations)
 	}
 }
@@ -91,7 +91,7 @@ func TestShadowPodCarriesThePodsLabelsAndAnnotations(t *testing.T) {
 func TestShadowPodOfAPodWithoutLabelsOrAnnotations(t *testing.T) {
 	s, _ := render(t, fmt.Sprintf(sshNode, "true", "ssh"), offloadedPod("web", "user", corev1.ContainerPort{ContainerPort: 8080}))
 	template := s.Deployment.Spec.Template
-	want := map[string]string{LabelComponent: "web-user", LabelManagedBy: ManagedBy, LabelShadow: "web-user", LabelPodUID: "0b5e3c2a-5d1f-4c1e-9a47-6f0d3f1b2c3d"}
+	want := map[string]string{labelComponent: "web-user", LabelManagedBy: ManagedBy, labelShadow: "web-user", LabelPodUID: "0b5e3c2a-5d1f-4c1e-9a47-6f0d3f1b2c3d"}
 	if !maps.Equal(template.Labels, want) {
 		t.Errorf("labels %v, want %v", template.Labels, want)
 	}
@@ -186,7 +186,7 @@ func TestForwardedPortsAndTheirNames(t *testing.T) {
 			}
 			if s != nil {
 				var forwarded []string
-				for _, p := range container(t, s.Deployment, ContainerForward).Ports {
+				for _, p := range container(t, s.Deployment, containerForward).Ports {
 					forwarded = append(forwarded, fmt.Sprintf("%s=%d", p.Name, p.ContainerPort))
 				}
 				if !slices.Equal(forwarded, tc.want) {

@@ -14,12 +14,12 @@ const (
 	LabelPodUID         = "interlink.eu/pod-uid"
 	AnnotationShadowFor = "interlink.eu/shadow-for"
 
-	// LabelShadow selects one shadow's pods, for its Deployment and Service.
-	LabelShadow = "interlink.eu/shadow"
-	// LabelComponent is on the shadow pod, valued the shadow's name: the virtual kubelet
+	// labelShadow selects one shadow's pods, for its Deployment and Service.
+	labelShadow = "interlink.eu/shadow"
+	// labelComponent is on the shadow pod, valued the shadow's name: the virtual kubelet
 	// finds the shadow pod by it (to report its IP as the offloaded pod's), as it finds the
 	// shadows it renders itself.
-	LabelComponent = "app.kubernetes.io/component"
+	labelComponent = "app.kubernetes.io/component"
 )
 
 const (

@@ -11,17 +11,17 @@ import (
 
 // Environment ssh-reverse and reverse-hop read, besides what every ssh container gets.
 const (
-	EnvReverseBind         = "SHADOW_REVERSE_BIND"
-	EnvReverseForwards     = "SHADOW_REVERSE_FORWARDS" // one "<listen port> <host> <port>" a line
-	EnvReverseSocksPort    = "SHADOW_REVERSE_SOCKS_PORT"
-	EnvReverseSshd         = "SHADOW_REVERSE_SSHD"
-	EnvReverseSshdPath     = "SHADOW_REVERSE_SSHD_PATH"
-	EnvReverseNodeExec     = "SHADOW_REVERSE_NODE_EXEC"
-	EnvReverseJobName      = "SHADOW_REVERSE_JOB_NAME"
-	EnvReversePython       = "SHADOW_REVERSE_PYTHON"        // with srun: runs the byte relay on the node
-	EnvReverseLoginOptions = "SHADOW_REVERSE_LOGIN_OPTIONS" // first on the login hop of srun
-	EnvReverseHop          = "SHADOW_REVERSE_HOP"
-	EnvReverseNodeScript   = "SHADOW_REVERSE_NODE_SCRIPT"
+	envReverseBind         = "SHADOW_REVERSE_BIND"
+	envReverseForwards     = "SHADOW_REVERSE_FORWARDS" // one "<listen port> <host> <port>" a line
+	envReverseSocksPort    = "SHADOW_REVERSE_SOCKS_PORT"
+	envReverseSshd         = "SHADOW_REVERSE_SSHD"
+	envReverseSshdPath     = "SHADOW_REVERSE_SSHD_PATH"
+	envReverseNodeExec     = "SHADOW_REVERSE_NODE_EXEC"
+	envReverseJobName      = "SHADOW_REVERSE_JOB_NAME"
+	envReversePython       = "SHADOW_REVERSE_PYTHON"        // with srun: runs the byte relay on the node
+	envReverseLoginOptions = "SHADOW_REVERSE_LOGIN_OPTIONS" // first on the login hop of srun
+	envReverseHop          = "SHADOW_REVERSE_HOP"
+	envReverseNodeScript   = "SHADOW_REVERSE_NODE_SCRIPT"
 )
 
 var (
@@ -41,29 +41,29 @@ func (b *builder) reverseContainer() corev1.Container {
 		forwards = append(forwards, strconv.Itoa(f.ListenPort)+" "+f.DialHost+" "+strconv.Itoa(f.Port))
 	}
 	extra := []corev1.EnvVar{
-		env(EnvReverseBind, b.o.Bind.String()),
-		env(EnvReverseForwards, strings.Join(forwards, "\n")),
-		env(EnvReverseSshd, rev.Sshd),
-		env(EnvReverseSshdPath, rev.SshdPath),
-		env(EnvReverseNodeExec, rev.NodeExec),
+		env(envReverseBind, b.o.Bind.String()),
+		env(envReverseForwards, strings.Join(forwards, "\n")),
+		env(envReverseSshd, rev.Sshd),
+		env(envReverseSshdPath, rev.SshdPath),
+		env(envReverseNodeExec, rev.NodeExec),
 		// The plugin names the batch job after the pod's UID; srun mode finds it by that name.
-		env(EnvReverseJobName, string(b.pod.UID)),
+		env(envReverseJobName, string(b.pod.UID)),
 		env(EnvForwardMode, b.ssh.ForwardMode),
 	}
 	if b.o.SocksPort > 0 {
-		extra = append(extra, env(EnvReverseSocksPort, strconv.Itoa(b.o.SocksPort)))
+		extra = append(extra, env(envReverseSocksPort, strconv.Itoa(b.o.SocksPort)))
 	}
 	if b.ssh.ForwardMode == policy.ForwardModeExec {
-		extra = append(extra, env(EnvExecConnect, b.ssh.ExecConnectCommand))
+		extra = append(extra, env(envExecConnect, b.ssh.ExecConnectCommand))
 	}
 	if rev.NodeExec == policy.NodeExecSrun {
 		// The session to the node's sshd goes through srun too, by the job's python.
-		extra = append(extra, env(EnvReversePython, rev.PythonPath))
+		extra = append(extra, env(envReversePython, rev.PythonPath))
 		// srun on the login node may need the ticket; no other hop gets it.
 		if b.ssh.Auth == policy.AuthKerberos {
-			extra = append(extra, env(EnvReverseLoginOptions, "GSSAPIDelegateCredentials=yes"))
+			extra = append(extra, env(envReverseLoginOptions, "GSSAPIDelegateCredentials=yes"))
 		}
 	}
-	extra = append(extra, env(EnvReverseHop, scriptReverseHop.text), env(EnvReverseNodeScript, scriptReverseNode.text))
+	extra = append(extra, env(envReverseHop, scriptReverseHop.text), env(envReverseNodeScript, scriptReverseNode.text))
 	return b.sshContainer(ContainerReverse, scriptReverse, extra...)
 }

@@ -54,20 +54,20 @@ func TestReverseContainer(t *testing.T) {
 	})
 	t.Run("it sits beside ssh-forward when the pod also exposes a port", func(t *testing.T) {
 		_, s := reverseShadow(t, publickey+"        Reverse: {Enabled: true}\n", corev1.ContainerPort{ContainerPort: 8888})
-		container(t, s.Deployment, ContainerForward)
+		container(t, s.Deployment, containerForward)
 		container(t, s.Deployment, ContainerReverse)
 	})
 	t.Run("it dials a bare Service name in the pod's namespace, on the recorded bind address", func(t *testing.T) {
 		pod, s := reverseShadow(t, publickey+"        Reverse: {Enabled: true}\n")
 		c := container(t, s.Deployment, ContainerReverse)
-		if got, want := envValue(c, EnvReverseForwards), "9000 minio.user 9000\n6443 kubernetes.default.svc.cluster.local 443"; got != want {
-			t.Errorf("%s = %q, want %q", EnvReverseForwards, got, want)
+		if got, want := envValue(c, envReverseForwards), "9000 minio.user 9000\n6443 kubernetes.default.svc.cluster.local 443"; got != want {
+			t.Errorf("%s = %q, want %q", envReverseForwards, got, want)
 		}
-		if got := envValue(c, EnvReverseBind); got != pod.Annotations[validate.AnnotationReverseBind] || got == "" {
-			t.Errorf("%s = %q, not the recorded %q", EnvReverseBind, got, pod.Annotations[validate.AnnotationReverseBind])
+		if got := envValue(c, envReverseBind); got != pod.Annotations[validate.AnnotationReverseBind] || got == "" {
+			t.Errorf("%s = %q, not the recorded %q", envReverseBind, got, pod.Annotations[validate.AnnotationReverseBind])
 		}
-		if got := envValue(c, EnvReverseJobName); got != string(pod.UID) {
-			t.Errorf("%s = %q, want the pod UID", EnvReverseJobName, got)
+		if got := envValue(c, envReverseJobName); got != string(pod.UID) {
+			t.Errorf("%s = %q, want the pod UID", envReverseJobName, got)
 		}
 	})
 	for name, c := range map[string]struct {
@@ -81,10 +81,10 @@ func TestReverseContainer(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			_, s := reverseShadow(t, c.ssh)
 			ctr := container(t, s.Deployment, ContainerReverse)
-			if got := envValue(ctr, EnvReverseLoginOptions) == "GSSAPIDelegateCredentials=yes"; got != c.delegate {
-				t.Errorf("%s = %q", EnvReverseLoginOptions, envValue(ctr, EnvReverseLoginOptions))
+			if got := envValue(ctr, envReverseLoginOptions) == "GSSAPIDelegateCredentials=yes"; got != c.delegate {
+				t.Errorf("%s = %q", envReverseLoginOptions, envValue(ctr, envReverseLoginOptions))
 			}
-			if strings.Contains(envValue(ctr, EnvSSHOptions), "GSSAPIDelegateCredentials=yes") {
+			if strings.Contains(envValue(ctr, envSSHOptions), "GSSAPIDelegateCredentials=yes") {
 				t.Error("every hop delegates the ticket")
 			}
 		})
@@ -98,7 +98,7 @@ func TestReverseScriptsPassSyntaxChecksAndShellcheck(t *testing.T) {
 	_, s := reverseShadow(t, "        KeySecret: hpc-ssh-key\n        Reverse: {Enabled: true}\n")
 	c := container(t, s.Deployment, ContainerReverse)
 	for name, text := range map[string]string{
-		"ssh-reverse": c.Command[2], EnvReverseHop: envValue(c, EnvReverseHop), EnvReverseNodeScript: envValue(c, EnvReverseNodeScript),
+		"ssh-reverse": c.Command[2], envReverseHop: envValue(c, envReverseHop), envReverseNodeScript: envValue(c, envReverseNodeScript),
 	} {
 		t.Run(name, func(t *testing.T) {
 			shell := shebang(t, text)
@@ -120,7 +120,7 @@ func TestReverseScriptRefusesValuesItWouldPassOn(t *testing.T) {
 	for name, c := range map[string]struct {
 		nodeExec, env, want string
 	}{
-		"srun with an empty job name, which squeue -n would take for any job": {"srun", EnvReverseJobName + "=", "SHADOW_REVERSE_JOB_NAME holds ''"},
+		"srun with an empty job name, which squeue -n would take for any job": {"srun", envReverseJobName + "=", "SHADOW_REVERSE_JOB_NAME holds ''"},
 		"a poll interval that is not a number":                                {"ssh", "SHADOW_POLL_INTERVAL=1;reboot", "SHADOW_POLL_INTERVAL holds '1;reboot', not a number of seconds"},
 		"a poll interval of a number and more":                                {"ssh", "SHADOW_POLL_INTERVAL=1.5.2", "not a number of seconds"},
 	} {

@@ -22,8 +22,8 @@ func TestRenderedScriptsPassSyntaxChecksAndShellcheck(t *testing.T) {
 		spec := s.Deployment.Spec.Template.Spec
 		for _, ctr := range append(spec.InitContainers, spec.Containers...) {
 			scripts[ctr.Command[2]] = rendered{ctr.Command[0], ctr.Name}
-			if relay := envValue(ctr, EnvExecRelay); relay != "" {
-				scripts[relay] = rendered{shebang(t, relay), ctr.Name + " " + EnvExecRelay}
+			if relay := envValue(ctr, envExecRelay); relay != "" {
+				scripts[relay] = rendered{shebang(t, relay), ctr.Name + " " + envExecRelay}
 			}
 		}
 	}

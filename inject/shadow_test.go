@@ -136,12 +136,12 @@ func TestContainersPerAuthAndMode(t *testing.T) {
 			s, _ := c.shadowOf(t)
 			ssh := c.policy.VirtualNodes["hpc-vk"].Network.SSH
 			spec := s.Deployment.Spec.Template.Spec
-			wantInit, want := []string{ContainerWaitForNode}, []string(nil)
+			wantInit, want := []string{containerWaitForNode}, []string(nil)
 			if s.Service != nil {
-				want = append(want, ContainerForward)
+				want = append(want, containerForward)
 			}
 			if ssh.Auth == policy.AuthKerberos {
-				wantInit, want = append(wantInit, ContainerKinit), append(want, ContainerKrbRefresh)
+				wantInit, want = append(wantInit, containerKinit), append(want, containerKrbRefresh)
 			}
 			if _, reverse := c.pod.Annotations[validate.AnnotationReverseForwards]; reverse {
 				want = append(want, ContainerReverse)
@@ -154,12 +154,12 @@ func TestContainersPerAuthAndMode(t *testing.T) {
 			}
 			// Every ssh container logs in the same way; ssh-forward, or ssh-reverse alone, stands
 			// for them all.
-			ssh1 := ContainerForward
+			ssh1 := containerForward
 			if s.Service == nil {
 				ssh1 = ContainerReverse
 			}
 			first := container(t, s.Deployment, ssh1)
-			opts := envValue(first, EnvSSHOptions)
+			opts := envValue(first, envSSHOptions)
 			wantHostKey := "StrictHostKeyChecking=accept-new"
 			if ssh.KnownHostsConfigMap != "" {
 				wantHostKey = "StrictHostKeyChecking=yes"
@@ -189,7 +189,7 @@ virtualNodes:
         ExtraOptions: [StrictHostKeyChecking=no, User=root, ServerAliveInterval=5]
 `
 	s, _ := render(t, pol, offloadedPod("notebook", "user", corev1.ContainerPort{ContainerPort: 8888}))
-	opts := splitLines(envValue(container(t, s.Deployment, ContainerForward), EnvSSHOptions))
+	opts := splitLines(envValue(container(t, s.Deployment, containerForward), envSSHOptions))
 	// ssh keeps the first value of an option.
 	for _, tc := range []struct{ key, want string }{
 		{"StrictHostKeyChecking", "StrictHostKeyChecking=yes"},

@@ -135,9 +135,9 @@ var embeddedScripts = func() map[string]script {
 
 // scriptEnv are the variables that carry a script the shadow runs: each must be the constant.
 var scriptEnv = map[string]string{
-	EnvExecRelay:         scriptExecRelay.text,
-	EnvReverseHop:        scriptReverseHop.text,
-	EnvReverseNodeScript: scriptReverseNode.text,
+	envExecRelay:         scriptExecRelay.text,
+	envReverseHop:        scriptReverseHop.text,
+	envReverseNodeScript: scriptReverseNode.text,
 }
 
 // checkContainers holds a shadow Deployment to the shell property: every container runs one
@@ -184,7 +184,7 @@ const fixedSSHOptions, sshOptionsBefore = 13, 10
 func checkEnvValue(e corev1.EnvVar, o *validate.Offload) error {
 	ssh := &o.Node.Network.SSH
 	switch e.Name {
-	case EnvSSHOptions:
+	case envSSHOptions:
 		lines := strings.Split(e.Value, "\n")
 		if len(lines) != fixedSSHOptions+len(ssh.ExtraOptions) {
 			return fmt.Errorf("%d ssh option lines, want %d fixed and the policy's %d ExtraOptions: %q", len(lines), fixedSSHOptions, len(ssh.ExtraOptions), lines)
@@ -203,7 +203,7 @@ func checkEnvValue(e corev1.EnvVar, o *validate.Offload) error {
 				return fmt.Errorf("ssh option %q is not one Key=Value word", opt)
 			}
 		}
-	case EnvReverseForwards:
+	case envReverseForwards:
 		var lines []string
 		if e.Value != "" {
 			lines = strings.Split(e.Value, "\n")
@@ -221,7 +221,7 @@ func checkEnvValue(e corev1.EnvVar, o *validate.Offload) error {
 				return fmt.Errorf("reverse forward %q is not the pod's forward %d to %s:%d", line, want.ListenPort, want.DialHost, want.Port)
 			}
 		}
-	case EnvLoginHost:
+	case envLoginHost:
 		if !scriptHost.MatchString(e.Value) {
 			return fmt.Errorf("login host %q is not a host the scripts accept", e.Value)
 		}

@@ -97,7 +97,7 @@ func (s *site) publish(t *testing.T, node string) {
 
 func (s *site) forward(t *testing.T) *process {
 	t.Helper()
-	return runContainer(t, container(t, s.shadow.Deployment, ContainerForward), s.mounts,
+	return runContainer(t, container(t, s.shadow.Deployment, containerForward), s.mounts,
 		"SHADOW_LISTEN_ADDRESS="+s.listen, pollEnv)
 }
 
@@ -253,10 +253,10 @@ func TestForwardExitsNonZeroWhenSSHDiesOnAnUnchangedNode(t *testing.T) {
 func TestExecRelayWithoutItsControlMasterLogsInWithThePolicysOptions(t *testing.T) {
 	t.Parallel()
 	s := newSite(t, siteOptions{mode: policy.ForwardModeExec, pinned: true})
-	forward := container(t, s.shadow.Deployment, ContainerForward)
+	forward := container(t, s.shadow.Deployment, containerForward)
 	relay := forward
 	relay.Name = "exec-relay"
-	relay.Command = []string{"sh", "-c", envValue(forward, EnvExecRelay), "exec-relay"}
+	relay.Command = []string{"sh", "-c", envValue(forward, envExecRelay), "exec-relay"}
 	p := runContainer(t, relay, s.mounts, "SHADOW_CONTROL_PATH="+filepath.Join(t.TempDir(), "no-master"),
 		"SHADOW_RELAY_COMMAND=echo relayed without a master")
 	if code := p.wait(t, 10*time.Second); code != 0 || !strings.Contains(p.out.String(), "relayed without a master") {
@@ -292,7 +292,7 @@ func TestWaitForNode(t *testing.T) {
 	t.Run("an empty node file keeps it waiting until a node is published", func(t *testing.T) {
 		t.Parallel()
 		s := newSite(t, siteOptions{mode: policy.ForwardModePortForward})
-		p := runContainer(t, container(t, s.shadow.Deployment, ContainerWaitForNode), s.mounts, pollEnv)
+		p := runContainer(t, container(t, s.shadow.Deployment, containerWaitForNode), s.mounts, pollEnv)
 		time.Sleep(time.Second)
 		if !p.running() {
 			t.Fatalf("wait-for-node exited with an empty node file:\n%s", p.out)
@@ -303,7 +303,7 @@ func TestWaitForNode(t *testing.T) {
 		t.Parallel()
 		s := newSite(t, siteOptions{mode: policy.ForwardModePortForward})
 		writeAtomically(t, s.nodeFile, "node07 -oProxyCommand=touch")
-		p := runContainer(t, container(t, s.shadow.Deployment, ContainerWaitForNode), s.mounts, pollEnv)
+		p := runContainer(t, container(t, s.shadow.Deployment, containerWaitForNode), s.mounts, pollEnv)
 		eventually(t, 15*time.Second, func() error {
 			if !p.running() {
 				return fmt.Errorf("wait-for-node exited on an invalid node:\n%s", p.out)
@@ -319,7 +319,7 @@ func TestWaitForNode(t *testing.T) {
 	t.Run("a short timeout fails it with the likely causes", func(t *testing.T) {
 		t.Parallel()
 		s := newSite(t, siteOptions{mode: policy.ForwardModePortForward, nodeTimeout: "1s"})
-		p := runContainer(t, container(t, s.shadow.Deployment, ContainerWaitForNode), s.mounts, pollEnv)
+		p := runContainer(t, container(t, s.shadow.Deployment, containerWaitForNode), s.mounts, pollEnv)
 		cm := path.Join(s.shadow.NodeConfigMap.Namespace, s.shadow.NodeConfigMap.Name)
 		p.expectFailure(t, 15*time.Second, "wait-for-node succeeded without a node",
 			"no compute node after 1s (NodeWaitTimeout): "+cm, "still queued", "PodStatus.NodeName", "kubectl get configmap "+s.shadow.NodeConfigMap.Name)
