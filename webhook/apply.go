@@ -33,7 +33,7 @@ const cleanupTimeout = 10 * time.Second
 
 // Applier server-side applies shadows and copies the credentials they mount.
 type Applier struct {
-	client client.Client // writes, through a transport that records statuses (newApplyClient)
+	client client.Client // writes, through a transport that records statuses (newApplyClient); see writes
 	reader client.Reader // uncached reads: credential contents and copies, existing node ConfigMaps
 	scheme *runtime.Scheme
 	// credentialsNamespace is where the policy's Secrets and ConfigMaps are copied from.
@@ -126,16 +126,12 @@ const writeRounds = 3
 // when the ConfigMap is an earlier pod's. A ConfigMap deleted or changed between the read and
 // the write is taken again from the start, for a few rounds.
 func (a *Applier) createNodeConfigMap(ctx context.Context, cm *corev1.ConfigMap, dryRun bool, created *createdObjects) error {
-	opts := []client.CreateOption{client.FieldOwner(FieldManager)}
-	if dryRun {
-		opts = append(opts, client.DryRunAll)
-	}
 	u, err := toApply(cm, a.scheme)
 	if err != nil {
 		return err
 	}
 	for range writeRounds {
-		err := a.client.Create(ctx, u, opts...)
+		err := a.writes(dryRun).Create(ctx, u)
 		switch {
 		case err == nil:
 			if !dryRun {
@@ -189,11 +185,7 @@ func (a *Applier) writeExistingNodeConfigMap(ctx context.Context, cm *corev1.Con
 	reset := existing.DeepCopy()
 	reset.Labels, reset.Annotations = cm.Labels, cm.Annotations
 	reset.Data, reset.BinaryData = cm.Data, cm.BinaryData
-	opts := []client.PatchOption{client.FieldOwner(FieldManager)}
-	if dryRun {
-		opts = append(opts, client.DryRunAll)
-	}
-	err = a.client.Patch(ctx, reset, client.MergeFromWithOptions(existing, client.MergeFromWithOptimisticLock{}), opts...)
+	err = a.writes(dryRun).Patch(ctx, reset, client.MergeFromWithOptions(existing, client.MergeFromWithOptimisticLock{}))
 	switch {
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		return false, nil
@@ -201,6 +193,16 @@ func (a *Applier) writeExistingNodeConfigMap(ctx context.Context, cm *corev1.Con
 		return false, fmt.Errorf("resetting the compute node of %s, left by an earlier pod of the same name: %w", describeObject("ConfigMap", cm), err)
 	}
 	return true, nil
+}
+
+// writes is the client every write of a shadow goes through: as shadowgate's field manager,
+// and for a dry-run admission a dry run.
+func (a *Applier) writes(dryRun bool) client.Client {
+	c := client.WithFieldOwner(a.client, FieldManager)
+	if dryRun {
+		return client.NewDryRunClient(c)
+	}
+	return c
 }
 
 // applyObject server-side applies obj and reports whether it existed before: the API server
@@ -212,12 +214,8 @@ func (a *Applier) applyObject(ctx context.Context, obj client.Object, dryRun boo
 	if err != nil {
 		return false, err
 	}
-	opts := []client.ApplyOption{client.FieldOwner(FieldManager), client.ForceOwnership}
-	if dryRun {
-		opts = append(opts, client.DryRunAll)
-	}
 	var status int
-	if err := a.client.Apply(withStatusRecorded(ctx, &status), client.ApplyConfigurationFromUnstructured(u), opts...); err != nil {
+	if err := a.writes(dryRun).Apply(withStatusRecorded(ctx, &status), client.ApplyConfigurationFromUnstructured(u), client.ForceOwnership); err != nil {
 		return false, fmt.Errorf("applying %s: %w", describeObject(u.GetKind(), obj), err)
 	}
 	existed := status != http.StatusCreated

@@ -38,12 +38,7 @@ func (a *Applier) replicate(ctx context.Context, c inject.Credential, dryRun boo
 		return fmt.Errorf("reading %s %s/%s: %w", c.Kind, a.credentialsNamespace, c.Name, err)
 	}
 	from := a.credentialsNamespace + "/" + c.Name
-	createOpts := []client.CreateOption{client.FieldOwner(FieldManager)}
-	updateOpts := []client.UpdateOption{client.FieldOwner(FieldManager)}
-	if dryRun {
-		createOpts = append(createOpts, client.DryRunAll)
-		updateOpts = append(updateOpts, client.DryRunAll)
-	}
+	writes := a.writes(dryRun)
 	// A lost race is taken again from the read, at most writeRounds times in all.
 	for range writeRounds {
 		existing, err := newCredential(c.Kind)
@@ -64,12 +59,12 @@ func (a *Applier) replicate(ctx context.Context, c inject.Credential, dryRun boo
 			return nil
 		case action == copyCreate:
 			cp := copyOf(src, c.Namespace, from)
-			err = a.client.Create(ctx, cp, createOpts...)
+			err = writes.Create(ctx, cp)
 			if apierrors.IsAlreadyExists(err) {
 				continue
 			}
 		default: // copyOverwrite, copyAdopt
-			err = a.client.Update(ctx, overwrite(existing, src, from), updateOpts...)
+			err = writes.Update(ctx, overwrite(existing, src, from))
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 				continue
 			}
