@@ -26,7 +26,7 @@ type chartCluster struct {
 	sg  *harness.Shadowgate
 }
 
-// newChartCluster starts the control plane and, as the README installs, creates the release
+// newChartCluster starts the control plane and, as docs/install.md installs, creates the release
 // namespace with its Pod Security level.
 func newChartCluster(t *testing.T) *chartCluster {
 	t.Helper()
@@ -167,9 +167,9 @@ func TestChartInstallJudgesLikeKustomize(t *testing.T) {
 	expectContains(t, c.must(t, p.json(), "apply", "-f", "-"), "pod/trainer created")
 	c.must(t, "", "get", "deployment", p.shadowName(), "-n", p.shadowNamespace())
 
-	// The README's metrics list is what the chart's install serves.
-	names := readmeMetrics(t)
-	eventually(t, 15*time.Second, "every metric the README lists is served", func() (bool, string) {
+	// The metrics docs/install.md lists are what the chart's install serves.
+	names := documentedMetrics(t)
+	eventually(t, 15*time.Second, "every metric docs/install.md lists is served", func() (bool, string) {
 		text, err := c.sg.Metrics()
 		if err != nil {
 			return false, err.Error()
@@ -183,17 +183,15 @@ func TestChartInstallJudgesLikeKustomize(t *testing.T) {
 	})
 }
 
-// readmeMetrics are the metric names in the table under "### Metrics" in the README's install
-// section.
-func readmeMetrics(t *testing.T) []string {
+// documentedMetrics are the metric names in the table under "### Metrics" in docs/install.md.
+func documentedMetrics(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(cluster.root, "README.md"))
+	b, err := os.ReadFile(filepath.Join(cluster.root, "docs", "install.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, _ := strings.Cut(string(b), "<!-- section: install -->")
-	section, _, _ = strings.Cut(section, "<!-- /section: install -->")
-	_, table, _ := strings.Cut(section, "### Metrics")
+	_, table, _ := strings.Cut(string(b), "### Metrics")
+	table, _, _ = strings.Cut(table, "\n#")
 	var names []string
 	for _, line := range strings.Split(table, "\n") {
 		if name, ok := strings.CutPrefix(line, "| `"); ok {
@@ -201,7 +199,7 @@ func readmeMetrics(t *testing.T) []string {
 		}
 	}
 	if len(names) == 0 {
-		t.Fatal("the README's install section lists no metrics under ### Metrics")
+		t.Fatal("docs/install.md lists no metrics under ### Metrics")
 	}
 	return names
 }

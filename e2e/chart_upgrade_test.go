@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// `helm install` as the README says, without cert-manager, then `helm upgrade`: the chart's
+// `helm install` as docs/install.md says, without cert-manager, then `helm upgrade`: the chart's
 // self-signed CA and serving certificate are kept (read back with lookup), so the webhooks'
 // caBundle keeps trusting what the running pods serve. There is no kubelet, so nothing runs and
 // nothing calls the webhooks; Helm neither waits nor needs them.

@@ -12,7 +12,7 @@ import (
 // A kustomize overlay's namespace: and namePrefix: rename shadowgate's objects and every
 // reference kustomize knows (the webhooks' Service, the RoleBindings' subjects), but not the
 // strings inside other fields. Replacements cannot do it for the user: in the base or a
-// component they run before the overlay renames anything. README's flags section lists these
+// component they run before the overlay renames anything. docs/install.md's flags section lists these
 // strings beside --namespace; this test keeps that list complete.
 func TestNamespaceOverlayLeavesOnlyTheDocumentedStrings(t *testing.T) {
 	dir := t.TempDir()
@@ -31,7 +31,7 @@ func TestNamespaceOverlayLeavesOnlyTheDocumentedStrings(t *testing.T) {
 		}
 	}
 	slices.Sort(stale)
-	// README, "Flags, health and metrics": the strings to patch beside --namespace.
+	// docs/install.md, "Flags": the strings to patch beside --namespace.
 	want := []string{
 		"MutatingWebhookConfiguration/site-shadowgate webhooks[mutate-pods.shadowgate.interlink.eu].namespaceSelector.matchExpressions[0].values[1]",
 		"ValidatingWebhookConfiguration/site-shadowgate webhooks[validate-configmaps.shadowgate.interlink.eu].matchConditions[not-shadowgate-or-compute-node].expression",
@@ -42,7 +42,7 @@ func TestNamespaceOverlayLeavesOnlyTheDocumentedStrings(t *testing.T) {
 		"ValidatingWebhookConfiguration/site-shadowgate webhooks[validate-workloads.shadowgate.interlink.eu].namespaceSelector.matchExpressions[0].values[1]",
 	}
 	if !slices.Equal(stale, want) {
-		t.Errorf("after namespace: and namePrefix:, these still say shadowgate-system:\n%s\nwant (README lists these):\n%s",
+		t.Errorf("after namespace: and namePrefix:, these still say shadowgate-system:\n%s\nwant (docs/install.md lists these):\n%s",
 			strings.Join(stale, "\n"), strings.Join(want, "\n"))
 	}
 }

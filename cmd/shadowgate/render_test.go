@@ -169,10 +169,10 @@ func mustJSON(t *testing.T, v any) []byte {
 	return data
 }
 
-// TestReadmeShowsRealRenderOutput keeps the README's render example true: its lines, apart
-// from the … that mark cut script bodies, are the command's output in order.
-func TestReadmeShowsRealRenderOutput(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// TestShadowDocShowsRealRenderOutput keeps the render example of docs/shadow.md true: its
+// lines, apart from the … that mark cut script bodies, are the command's output in order.
+func TestShadowDocShowsRealRenderOutput(t *testing.T) {
+	readme, err := os.ReadFile("../../docs/shadow.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestReadmeShowsRealRenderOutput(t *testing.T) {
 	_, block, ok := strings.Cut(string(readme), prompt)
 	block, _, closed := strings.Cut(block, "```")
 	if !ok || !closed {
-		t.Fatalf("README.md has no console block starting %q", prompt)
+		t.Fatalf("docs/shadow.md has no console block starting %q", prompt)
 	}
 	_, out, _ := runCLI(t, "", "render", "--policy", examplePolicy, "-f", notebook)
 	real := strings.Split(out, "\n")
@@ -193,7 +193,7 @@ func TestReadmeShowsRealRenderOutput(t *testing.T) {
 			i++
 		}
 		if i == len(real) {
-			t.Fatalf("README.md shows %q, which render does not print there; update the example", line)
+			t.Fatalf("docs/shadow.md shows %q, which render does not print there; update the example", line)
 		}
 		i++
 	}
