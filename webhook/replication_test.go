@@ -218,7 +218,7 @@ func TestReconcilerSaysWhenTheVirtualKubeletRendersASecondShadow(t *testing.T) {
 		labels    map[string]string
 		wantEvent bool
 	}{
-		"a Deployment of the VK's holds the name": {map[string]string{"app.kubernetes.io/component": "notebook-user"}, true},
+		"a Deployment of the VK's holds the name":         {map[string]string{"app.kubernetes.io/component": "notebook-user"}, true},
 		"shadowgate's own holds it, not yet in the cache": {map[string]string{inject.LabelManagedBy: inject.ManagedBy}, false},
 	} {
 		applier, recorder := &recordingApplier{}, &recordingEvents{}
