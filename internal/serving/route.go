@@ -27,9 +27,9 @@ type Decisions struct{ total *prometheus.CounterVec }
 
 // Results of a decision, the values of the result label.
 const (
-	ResultAllowed = "allowed"
-	ResultDenied  = "denied"
-	ResultError   = "error"
+	resultAllowed = "allowed"
+	resultDenied  = "denied"
+	resultError   = "error"
 )
 
 // NewDecisions creates the counter and registers it with reg (controller-runtime's
@@ -47,23 +47,23 @@ func (d *Decisions) counter(endpoint, result string) prometheus.Counter {
 	return d.total.WithLabelValues(endpoint, result)
 }
 
-// Result classifies an answer: allowed; error when the request could not be read (400) or
+// result classifies an answer: allowed; error when the request could not be read (400) or
 // the answer is a failure of shadowgate or of the API server it called (5xx); denied otherwise.
-func Result(resp admission.Response) string {
+func result(resp admission.Response) string {
 	switch {
 	case resp.Allowed:
-		return ResultAllowed
+		return resultAllowed
 	case resp.Result != nil && (resp.Result.Code == http.StatusBadRequest || resp.Result.Code >= http.StatusInternalServerError):
-		return ResultError
+		return resultError
 	}
-	return ResultDenied
+	return resultDenied
 }
 
 // counted is h with each of its answers counted.
 func counted(endpoint string, h admission.Handler, decisions *Decisions) admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
 		resp := h.Handle(ctx, req)
-		decisions.counter(endpoint, Result(resp)).Inc()
+		decisions.counter(endpoint, result(resp)).Inc()
 		return resp
 	})
 }
