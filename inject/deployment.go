@@ -100,9 +100,13 @@ func (b *builder) podSpec() corev1.PodSpec {
 			FSGroup:        ptr.To[int64](nobody),
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
-		InitContainers: []corev1.Container{b.waitForNodeContainer()},
 	}
-	if b.ssh.Auth == policy.AuthKerberos {
+	// Asking Slurm for the node is a login too, which under Kerberos needs the ticket first.
+	if b.ssh.Auth == policy.AuthKerberos && b.slurmDiscovery() {
+		spec.InitContainers = append(spec.InitContainers, b.kinitContainer())
+	}
+	spec.InitContainers = append(spec.InitContainers, b.waitForNodeContainer())
+	if b.ssh.Auth == policy.AuthKerberos && !b.slurmDiscovery() {
 		spec.InitContainers = append(spec.InitContainers, b.kinitContainer())
 	}
 	if len(b.ports) > 0 {

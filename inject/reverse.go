@@ -46,9 +46,12 @@ func (b *builder) reverseContainer() corev1.Container {
 		env(EnvReverseSshd, rev.Sshd),
 		env(EnvReverseSshdPath, rev.SshdPath),
 		env(EnvReverseNodeExec, rev.NodeExec),
-		// The plugin names the batch job after the pod's UID; srun mode finds it by that name.
-		env(EnvReverseJobName, string(b.pod.UID)),
 		env(EnvForwardMode, b.ssh.ForwardMode),
+	}
+	if !b.slurmDiscovery() {
+		// The plugin names the batch job after the pod's UID; srun mode finds it by that name
+		// (sshContainer sets it for Slurm discovery).
+		extra = append(extra, env(EnvReverseJobName, string(b.pod.UID)))
 	}
 	if b.o.SocksPort > 0 {
 		extra = append(extra, env(EnvReverseSocksPort, strconv.Itoa(b.o.SocksPort)))

@@ -188,6 +188,7 @@ virtualNodes:
         KeySecret: login-key
         KnownHostsConfigMap: site-known-hosts
         ForwardMode: %s
+        NodeDiscovery: configmap
         Reverse: {Enabled: true, AllowSocks: %t, Sshd: %s, NodeExec: %s}
 `, s.login.Host, s.login.Port, jobUser, forwardMode, opt.socks, opt.sshd, opt.nodeExec)
 	s.pod = offloadedPod("trainer", "user")

@@ -141,7 +141,14 @@ func TestContainersPerAuthAndMode(t *testing.T) {
 				want = append(want, ContainerForward)
 			}
 			if ssh.Auth == policy.AuthKerberos {
-				wantInit, want = append(wantInit, ContainerKinit), append(want, ContainerKrbRefresh)
+				// Asking Slurm for the node is a login, which needs the ticket first; reading
+				// the node ConfigMap is not.
+				if ssh.NodeDiscovery == policy.NodeDiscoverySlurm {
+					wantInit = []string{ContainerKinit, ContainerWaitForNode}
+				} else {
+					wantInit = append(wantInit, ContainerKinit)
+				}
+				want = append(want, ContainerKrbRefresh)
 			}
 			if _, reverse := c.pod.Annotations[validate.AnnotationReverseForwards]; reverse {
 				want = append(want, ContainerReverse)
