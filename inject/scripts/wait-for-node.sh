@@ -42,7 +42,7 @@ while :; do
     if [ "$discovery" = slurm ]; then
       job=$SHADOW_REVERSE_JOB_NAME
       cat >&2 <<MSG
-no compute node after ${SHADOW_NODE_WAIT_TIMEOUT:-${wait_secs}s} (NodeWaitTimeout): Slurm on ${SHADOW_LOGIN_HOST} reports no running job named ${job} for this login.
+no compute node after ${SHADOW_NODE_WAIT_TIMEOUT:-${wait_secs}s} (NodeWaitTimeout): Slurm on ${SHADOW_LOGIN_HOST} has not reported job ${job} running on a usable node.
 Likely causes (the lines above say what Slurm answered last):
   - the job is still queued (PENDING): check it with squeue --me --name=${job} on the login node;
   - the job has not been submitted: the interLink Slurm plugin names it after the pod UID (#SBATCH --job-name=<pod UID>); check the plugin's log;
