@@ -22,6 +22,7 @@ declare -A need=(
   [slurmctld]=slurmctld
   [slurmd]=slurmd
   [sbatch]=slurm-client
+  [scontrol]=slurm-client # node discovery asks it for the node's address
   [squeue]=slurm-client
   [srun]=slurm-client
   [scancel]=slurm-client

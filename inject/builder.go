@@ -169,10 +169,14 @@ func (b *builder) podSpec() corev1.PodSpec {
 		// Off the virtual node the shadow stands in for: ordinary nodes are kubernetes.io/os:
 		// linux, a virtual kubelet's node is kubernetes.io/os: virtual-kubelet. The VK's own
 		// shadow says the same.
-		NodeSelector:   map[string]string{corev1.LabelOSStable: string(corev1.Linux)},
-		InitContainers: []corev1.Container{b.waitForNodeContainer()},
+		NodeSelector: map[string]string{corev1.LabelOSStable: string(corev1.Linux)},
 	}
-	if b.ssh.Auth == policy.AuthKerberos {
+	// Asking Slurm for the node is a login too, which under Kerberos needs the ticket first.
+	if b.ssh.Auth == policy.AuthKerberos && b.slurmDiscovery() {
+		spec.InitContainers = append(spec.InitContainers, b.kinitContainer())
+	}
+	spec.InitContainers = append(spec.InitContainers, b.waitForNodeContainer())
+	if b.ssh.Auth == policy.AuthKerberos && !b.slurmDiscovery() {
 		spec.InitContainers = append(spec.InitContainers, b.kinitContainer())
 	}
 	if len(b.ports) > 0 {

@@ -44,6 +44,9 @@ const (
 	knownHostsKey  = "known_hosts" // the key ssh-keyscan output is stored under, as the guide does
 	krb5ConfKey    = "krb5.conf"
 	krbRefreshSecs = 3600 // well inside the usual 10-hour ticket lifetime
+	// slurmPollSecs is how often a shadow container under NodeDiscovery slurm asks Slurm where
+	// the job runs: each time one ssh login to the login node and two queries to slurmctld.
+	slurmPollSecs = 30
 )
 
 // Environment the scripts read.
@@ -51,6 +54,8 @@ const (
 	envLoginHost      = "SHADOW_LOGIN_HOST"
 	envSSHOptions     = "SHADOW_SSH_OPTIONS" // one ssh -o option a line
 	envNodeFile       = "SHADOW_NODE_FILE"
+	envNodeDiscovery  = "SHADOW_NODE_DISCOVERY" // configmap | slurm: where current_node looks
+	envSlurmPoll      = "SHADOW_SLURM_POLL_INTERVAL"
 	envStateDir       = "SHADOW_STATE_DIR"
 	envKrb5CCName     = "KRB5CCNAME"
 	EnvForwardMode    = "SHADOW_FORWARD_MODE"
@@ -65,18 +70,30 @@ const (
 	envKrbRefreshSecs = "SHADOW_KRB_REFRESH_SECONDS"
 )
 
-// waitForNodeContainer holds the pod in Init:0/N until the virtual kubelet publishes the
-// compute node, which is the normal state while the job is queued.
+// waitForNodeContainer holds the pod in Init:0/N until the compute node is known, which is the
+// normal state while the job is queued: until the virtual kubelet publishes it in the node
+// ConfigMap, or, with NodeDiscovery slurm, until Slurm reports the job running, which it asks
+// over the login node with the same login as ssh-forward.
 func (b *builder) waitForNodeContainer() corev1.Container {
-	c := b.container(containerWaitForNode, scriptWaitForNode,
-		env(envNodeFile, path.Join(nodeDir, validate.ComputeNodeKey)),
-		env(envNodeConfigMap, b.namespaceName+"/"+NodeConfigMapName(b.name)),
+	wait := []corev1.EnvVar{
 		env(envNodeWait, b.ssh.NodeWaitTimeout),
 		env(envNodeWaitSecs, strconv.Itoa(int(b.ssh.NodeWait().Seconds()))),
-	)
+	}
+	if b.slurmDiscovery() {
+		return b.sshContainer(containerWaitForNode, scriptWaitForNode, wait...)
+	}
+	c := b.container(containerWaitForNode, scriptWaitForNode, append([]corev1.EnvVar{
+		env(envNodeDiscovery, b.ssh.NodeDiscovery),
+		env(envNodeFile, path.Join(nodeDir, validate.ComputeNodeKey)),
+		env(envNodeConfigMap, b.namespaceName+"/"+NodeConfigMapName(b.name)),
+	}, wait...)...)
 	c.VolumeMounts = []corev1.VolumeMount{b.nodeMount()}
 	return c
 }
+
+// slurmDiscovery reports whether the shadow asks Slurm for the compute node (NodeDiscovery
+// slurm) rather than reading the node ConfigMap.
+func (b *builder) slurmDiscovery() bool { return b.ssh.NodeDiscovery == policy.NodeDiscoverySlurm }
 
 // forwardContainer carries the cluster-to-pod traffic: ssh -L per port, or socat listeners
 // relaying through ExecConnectCommand on the login node.
@@ -118,14 +135,21 @@ func (b *builder) kerberosContainer(name string, extra ...corev1.EnvVar) corev1.
 
 // sshContainer is a container running an embedded script that logs in to the login node,
 // with what every such container shares: the login host, the ssh options (one a line in
-// SHADOW_SSH_OPTIONS), the node file, a writable state directory, the Kerberos ticket cache,
-// and the mounts these need. extra is appended to that environment.
+// SHADOW_SSH_OPTIONS), how the compute node is found (the node file, or Slurm's job named
+// after the pod UID), a writable state directory, the Kerberos ticket cache, and the mounts
+// these need. extra is appended to that environment.
 func (b *builder) sshContainer(name string, s script, extra ...corev1.EnvVar) corev1.Container {
 	envs := []corev1.EnvVar{
 		env(envLoginHost, b.ssh.LoginHost),
 		env(envSSHOptions, strings.Join(b.sshOptions(), "\n")),
+		env(envNodeDiscovery, b.ssh.NodeDiscovery),
 		env(envNodeFile, path.Join(nodeDir, validate.ComputeNodeKey)),
 		env(envStateDir, stateDir),
+	}
+	if b.slurmDiscovery() {
+		// The plugin names the batch job after the pod's UID; the lookup finds it by that name,
+		// as reverse-hop's srun does.
+		envs = append(envs, env(envReverseJobName, string(b.pod.UID)), env(envSlurmPoll, strconv.Itoa(slurmPollSecs)))
 	}
 	mounts := []corev1.VolumeMount{b.nodeMount(), b.stateMount()}
 	if b.ssh.Auth == policy.AuthKerberos {

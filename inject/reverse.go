@@ -46,9 +46,12 @@ func (b *builder) reverseContainer() corev1.Container {
 		env(envReverseSshd, rev.Sshd),
 		env(envReverseSshdPath, rev.SshdPath),
 		env(envReverseNodeExec, rev.NodeExec),
-		// The plugin names the batch job after the pod's UID; srun mode finds it by that name.
-		env(envReverseJobName, string(b.pod.UID)),
 		env(EnvForwardMode, b.ssh.ForwardMode),
+	}
+	if !b.slurmDiscovery() {
+		// The plugin names the batch job after the pod's UID; srun mode finds it by that name
+		// (sshContainer sets it for Slurm discovery).
+		extra = append(extra, env(envReverseJobName, string(b.pod.UID)))
 	}
 	if b.o.SocksPort > 0 {
 		extra = append(extra, env(envReverseSocksPort, strconv.Itoa(b.o.SocksPort)))

@@ -98,6 +98,7 @@ type reverseOptions struct {
 	exec           bool // ForwardMode exec, with a login node that refuses TCP forwarding
 	socks          bool
 	nodeConfig     []string // lines for the compute node's sshd_config
+	slurmDiscovery bool     // NodeDiscovery slurm (with NodeExec srun), else configmap
 }
 
 // reverseSite is one login node, one compute node, an echo service and a pod with a reverse
@@ -119,6 +120,7 @@ type reverseSite struct {
 	nodeName   string // what the virtual kubelet publishes
 	nodePort   int    // the node sshd's port, as the shadow is told it
 	slurm      *slurm // with NodeExec srun
+	discovery  bool   // the node is asked of Slurm (NodeDiscovery slurm)
 }
 
 func newReverseSite(t *testing.T, opt reverseOptions) *reverseSite {
@@ -155,10 +157,21 @@ func newReverseSite(t *testing.T, opt reverseOptions) *reverseSite {
 		// resolves nowhere: nothing but srun can carry the session there.
 		nodeKnownHosts = strings.Replace(nodeKnownHosts, fmt.Sprintf("[%s]:%d", s.node.Host, s.node.Port),
 			fmt.Sprintf("[%s]:%d", slurmNode, s.nodePort), 1)
+		if opt.slurmDiscovery {
+			// Asked of Slurm, the node is the address Slurm reaches it at, its NodeAddr; the
+			// node file holds a name no host key is listed under, which nobody must read.
+			nodeKnownHosts = strings.Replace(nodeKnownHosts, "["+slurmNode+"]", "[127.0.0.1]", 1)
+			s.nodeName = "decoy.invalid"
+			s.discovery = true
+		}
 	} else {
 		s.nodePort = s.node.Port
 	}
 	loginConfig := []string{"AuthorizedKeysFile " + s.authorized, loginEnv}
+	discovery := policy.NodeDiscoveryConfigMap
+	if opt.slurmDiscovery {
+		discovery = policy.NodeDiscoverySlurm
+	}
 	forwardMode := policy.ForwardModePortForward
 	if opt.exec {
 		loginConfig = append(loginConfig, "AllowTcpForwarding no")
@@ -189,8 +202,9 @@ virtualNodes:
         KeySecret: login-key
         KnownHostsConfigMap: site-known-hosts
         ForwardMode: %s
+        NodeDiscovery: %s
         Reverse: {Enabled: true, AllowSocks: %t, Sshd: %s, NodeExec: %s}
-`, s.login.Host, s.login.Port, jobUser, forwardMode, opt.socks, opt.sshd, opt.nodeExec)
+`, s.login.Host, s.login.Port, jobUser, forwardMode, discovery, opt.socks, opt.sshd, opt.nodeExec)
 	s.pod = offloadedPod("trainer", "user")
 	s.pod.UID = jobUID
 	s.pod.Annotations = map[string]string{validate.AnnotationReverseForwards: forwards}
@@ -261,8 +275,15 @@ func (s *reverseSite) runJob(t *testing.T) jobRun {
 // startShadow runs the rendered ssh-reverse container.
 func (s *reverseSite) startShadow(t *testing.T) *process {
 	t.Helper()
+	if s.discovery {
+		// As in the shadow pod, wait-for-node holds ssh-reverse back until Slurm runs the job.
+		wait := runContainer(t, container(t, s.shadow.Deployment, containerWaitForNode), s.mounts, "SHADOW_POLL_INTERVAL=0.2", slurmPollEnv)
+		if code := wait.wait(t, 60*time.Second); code != 0 {
+			t.Fatalf("wait-for-node exited %d:\n%s", code, wait.out)
+		}
+	}
 	return runContainer(t, container(t, s.shadow.Deployment, ContainerReverse), s.mounts,
-		"SHADOW_POLL_INTERVAL=0.2", "SHADOW_REVERSE_NODE_PORT="+strconv.Itoa(s.nodePort), "HOME="+t.TempDir())
+		"SHADOW_POLL_INTERVAL=0.2", slurmPollEnv, "SHADOW_REVERSE_NODE_PORT="+strconv.Itoa(s.nodePort), "HOME="+t.TempDir())
 }
 
 // waitReady waits until the job's pre-exec has let the workload start.

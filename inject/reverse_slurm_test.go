@@ -106,13 +106,15 @@ type slurmJob struct {
 	s       *slurm
 }
 
-// submit runs script as acct's batch job named name, cancelled when the test ends.
-func (s *slurm) submit(t *testing.T, acct account, name, script string, env []string) *slurmJob {
+// submit runs script as acct's batch job named name, cancelled when the test ends; sbatchArgs
+// (such as --hold) go to sbatch before the script.
+func (s *slurm) submit(t *testing.T, acct account, name, script string, env []string, sbatchArgs ...string) *slurmJob {
 	t.Helper()
 	file := filepath.Join(s.dir, name+".sh")
 	writeExecutable(t, file, "#!/bin/sh\n"+script)
 	j := &slurmJob{out: filepath.Join(s.dir, name+".out"), s: s}
-	cmd := s.command("sbatch", "--parsable", "--job-name="+name, "--output="+j.out, file)
+	args := append(append([]string{"--parsable", "--job-name=" + name, "--output=" + j.out}, sbatchArgs...), file)
+	cmd := s.command("sbatch", args...)
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Dir = s.dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: acct.uid, Gid: acct.gid}}

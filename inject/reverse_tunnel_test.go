@@ -23,6 +23,7 @@ func TestReverseTunnelCarriesTheJobsConnectionsIntoTheCluster(t *testing.T) {
 		"a user-space sshd started through the node hop":                          {sshd: policy.SshdUserspace, nodeExec: policy.NodeExecSSH},
 		"a user-space sshd started with srun in a real Slurm job":                 {sshd: policy.SshdUserspace, nodeExec: policy.NodeExecSrun},
 		"the node's sshd, reached through srun in a real Slurm job":               {sshd: policy.SshdNode, nodeExec: policy.NodeExecSrun},
+		"the node's sshd through srun, the node found by asking Slurm":            {sshd: policy.SshdNode, nodeExec: policy.NodeExecSrun, slurmDiscovery: true},
 		"the node's sshd through a login node without TCP forwarding (exec mode)": {sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH, exec: true},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -141,7 +141,14 @@ func TestContainersPerAuthAndMode(t *testing.T) {
 				want = append(want, containerForward)
 			}
 			if ssh.Auth == policy.AuthKerberos {
-				wantInit, want = append(wantInit, containerKinit), append(want, containerKrbRefresh)
+				// Asking Slurm for the node is a login, which needs the ticket first; reading
+				// the node ConfigMap is not.
+				if ssh.NodeDiscovery == policy.NodeDiscoverySlurm {
+					wantInit = []string{containerKinit, containerWaitForNode}
+				} else {
+					wantInit = append(wantInit, containerKinit)
+				}
+				want = append(want, containerKrbRefresh)
 			}
 			if _, reverse := c.pod.Annotations[validate.AnnotationReverseForwards]; reverse {
 				want = append(want, ContainerReverse)

@@ -77,6 +77,7 @@ virtualNodes:
         ForwardMode: %s
         ExecConnectCommand: nc
         NodeWaitTimeout: %s
+        NodeDiscovery: configmap
         %s
 `, s.login.Host, s.login.Port, s.login.User, opt.mode, timeout, knownHosts)
 	s.shadow, _ = render(t, doc, offloadedPod("notebook", "user", corev1.ContainerPort{ContainerPort: int32(s.port)}))

@@ -63,7 +63,7 @@ var refusedOptions = func() map[string]refusal {
 		"forwardagent")
 	refuse(refusal{"opens an X11 channel from the login node into the shadow", "remove it"},
 		"forwardx11")
-	refuse(refusal{"sends every hop, to the login node and to the compute nodes, to that host instead", "set LoginHost; the compute nodes come from the virtual kubelet"},
+	refuse(refusal{"sends every hop, to the login node and to the compute nodes, to that host instead", "set LoginHost; the shadow finds the compute node itself (NodeDiscovery)"},
 		"hostname")
 	refuse(refusal{"rewrites the names shadowgate dials, the login node's and the compute nodes', into other names", "give LoginHost as a full name"},
 		"canonicalizehostname", "canonicaldomains", "canonicalizepermittedcnames")
@@ -209,6 +209,12 @@ func validateSSH(s *policy.SSH, p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("NodeWaitTimeout"), s.NodeWaitTimeout, "must be a Go duration such as 2h or 90m"))
 	} else if d <= 0 {
 		errs = append(errs, field.Invalid(p.Child("NodeWaitTimeout"), s.NodeWaitTimeout, "must be positive: it is how long the shadow waits for the batch system to place the job"))
+	}
+	switch s.NodeDiscovery {
+	case policy.NodeDiscoveryConfigMap, policy.NodeDiscoverySlurm:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("NodeDiscovery"), s.NodeDiscovery,
+			[]string{policy.NodeDiscoverySlurm, policy.NodeDiscoveryConfigMap}))
 	}
 	for i, opt := range s.ExtraOptions {
 		errs = append(errs, validateExtraOption(p.Child("ExtraOptions").Index(i), opt)...)

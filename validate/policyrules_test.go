@@ -222,7 +222,8 @@ func TestDefaults(t *testing.T) {
 	if s.Port != 22 || s.Auth != "publickey" || s.ForwardMode != "portforward" || s.ExecConnectCommand != "nc" ||
 		s.KeySecretKey != "id_ed25519" || s.KeytabSecretKey != "user.keytab" || !s.ReplicateCredentials ||
 		s.NodeWait() != 2*time.Hour || s.Reverse.NodeExec != "ssh" || s.Reverse.Sshd != "node" ||
-		s.Reverse.SshdPath != "/usr/sbin/sshd" || s.Reverse.PythonPath != "python3" || s.Reverse.Enabled || s.Reverse.AllowSocks {
+		s.Reverse.SshdPath != "/usr/sbin/sshd" || s.Reverse.PythonPath != "python3" || s.Reverse.Enabled || s.Reverse.AllowSocks ||
+		s.NodeDiscovery != "slurm" {
 		t.Errorf("defaults differ from the user guide's table: %+v", s)
 	}
 	if p.VirtualNodes["cern-vk"].Network.ShadowMode != "ssh" {
@@ -264,4 +265,38 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+func TestNodeDiscovery(t *testing.T) {
+	for sentence, tc := range map[string]struct {
+		ssh, want string
+		errs      []vt.Err
+	}{
+		"left out, the shadow asks Slurm: the virtual kubelet beside shadowgate publishes no node": {ssh: "", want: "slurm"},
+		"slurm is read":     {ssh: "NodeDiscovery: slurm\n", want: "slurm"},
+		"configmap is read": {ssh: "NodeDiscovery: configmap\n", want: "configmap"},
+		"another value is refused, listing both": {ssh: "NodeDiscovery: vk\n",
+			errs: []vt.Err{{Type: field.ErrorTypeNotSupported, Field: ssh.Child("NodeDiscovery").String(), Value: "vk"}}},
+		"an empty value is refused rather than defaulted": {ssh: "NodeDiscovery: \"\"\n",
+			errs: []vt.Err{{Type: field.ErrorTypeNotSupported, Field: ssh.Child("NodeDiscovery").String(), Value: ""}}},
+		"a misspelt key is an error at its path, not the default": {ssh: "NodeDiscover: configmap\n",
+			errs: []vt.Err{{Type: field.ErrorTypeInvalid, Field: ssh.Child("NodeDiscover").String(), Value: "NodeDiscover"}}},
+		"a value of the wrong type is an error at its path": {ssh: "NodeDiscovery: [slurm]\n",
+			errs: []vt.Err{{Type: field.ErrorTypeInvalid, Field: ssh.Child("NodeDiscovery").String(), Value: "a list"}}},
+	} {
+		t.Run(sentence, func(t *testing.T) {
+			p, errs := validate.ParsePolicy([]byte(sshNode(tc.ssh)), validate.CredentialRules{})
+			vt.Expect(t, errs, tc.errs)
+			if tc.errs != nil {
+				return
+			}
+			if got := p.VirtualNodes["cern-vk"].Network.SSH.NodeDiscovery; got != tc.want {
+				t.Errorf("NodeDiscovery %q, want %q", got, tc.want)
+			}
+		})
+	}
+	_, errs := validate.ParsePolicy([]byte(sshNode("NodeDiscovery: vk\n")), validate.CredentialRules{})
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), `"configmap"`) || !strings.Contains(errs[0].Error(), `"slurm"`) {
+		t.Errorf("the refusal does not list both values: %v", errs)
+	}
 }

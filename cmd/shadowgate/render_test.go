@@ -50,7 +50,8 @@ func TestRenderTheNotebookInEachMode(t *testing.T) {
 		init, main []string
 	}{
 		"hpc-vk: portforward with a public key": {"hpc-vk", "portforward", []string{"wait-for-node"}, []string{"ssh-forward"}},
-		"cern-vk: exec with Kerberos":           {"cern-vk", "exec", []string{"wait-for-node", "kinit"}, []string{"ssh-forward", "krb-refresh"}},
+		// NodeDiscovery slurm, the default: wait-for-node logs in to ask Slurm, so kinit comes first.
+		"cern-vk: exec with Kerberos": {"cern-vk", "exec", []string{"kinit", "wait-for-node"}, []string{"ssh-forward", "krb-refresh"}},
 	} {
 		t.Run(sentence, func(t *testing.T) {
 			pod := strings.ReplaceAll(string(example), "hpc-vk", tc.node)

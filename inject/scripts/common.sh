@@ -21,6 +21,7 @@ valid_host() {
   case $1 in
     '' | -* | *[!A-Za-z0-9.:-]*) return 1 ;;
   esac
+  [ "${#1}" -le 253 ]
 }
 
 valid_port() {
@@ -46,14 +47,223 @@ valid_words() {
   esac
 }
 
-# current_node prints the node file: empty until the virtual kubelet publishes the node.
-current_node() { cat -- "${SHADOW_NODE_FILE:?}" 2>/dev/null || true; }
+# valid_uid accepts a Kubernetes UID, the name interLink's Slurm plugin gives the pod's batch
+# job: lower-case hex in the 8-4-4-4-12 shape, so it is one plain word and not an option.
+valid_uid() {
+  h='[0-9a-f]'
+  # shellcheck disable=SC2254 # $h is a pattern
+  case $1 in
+    $h$h$h$h$h$h$h$h-$h$h$h$h-$h$h$h$h-$h$h$h$h-$h$h$h$h$h$h$h$h$h$h$h$h) return 0 ;;
+  esac
+  return 1
+}
 
-# watch_node NODE INTERVAL returns once the node file holds something other than NODE.
+# printable prints its input as one line of at most 200 printable ASCII characters, for a log
+# line that quotes what another machine sent: no control character, escape sequence or line
+# of its own gets into the log.
+printable() { tr '\t\r\n' '   ' | LC_ALL=C tr -cd ' -~' | cut -c 1-200; }
+
+# current_node prints the compute node the job runs on, or nothing while none is known.
+# SHADOW_NODE_DISCOVERY says where it comes from: configmap (also when unset), the node file
+# SHADOW_NODE_FILE, which a virtual kubelet that publishes the node writes; slurm, the batch
+# system itself (slurm_node). Either way the caller checks what it prints with valid_host.
+current_node() {
+  case ${SHADOW_NODE_DISCOVERY:-configmap} in
+    slurm) slurm_node ;;
+    *) cat -- "${SHADOW_NODE_FILE:?}" 2>/dev/null || true ;;
+  esac
+}
+
+# check_discovery dies unless the environment holds what current_node needs: for slurm, the
+# pod UID the job is named after (SHADOW_REVERSE_JOB_NAME, by which reverse-hop's srun finds
+# the job too), the login node, the ssh options, a state directory and a poll interval.
+check_discovery() {
+  case ${SHADOW_NODE_DISCOVERY:-configmap} in
+    configmap) : "${SHADOW_NODE_FILE:?}" ;;
+    slurm)
+      valid_uid "${SHADOW_REVERSE_JOB_NAME-}" \
+        || die "SHADOW_REVERSE_JOB_NAME holds '$(printf '%s' "${SHADOW_REVERSE_JOB_NAME-}" | printable)', not the pod UID the batch job is named after"
+      valid_host "${SHADOW_LOGIN_HOST-}" || die "SHADOW_LOGIN_HOST is not a hostname or IP address"
+      : "${SHADOW_SSH_OPTIONS:?}" "${SHADOW_STATE_DIR:?}"
+      valid_seconds "$(node_poll 0)" || die "SHADOW_SLURM_POLL_INTERVAL is not a number of seconds"
+      ;;
+    *) die "SHADOW_NODE_DISCOVERY is '$(printf '%s' "$SHADOW_NODE_DISCOVERY" | printable)', not configmap or slurm" ;;
+  esac
+}
+
+# node_source names where current_node looks, for log lines.
+node_source() {
+  case ${SHADOW_NODE_DISCOVERY:-configmap} in
+    slurm) printf 'Slurm (job %s, asked on %s)' "${SHADOW_REVERSE_JOB_NAME-}" "${SHADOW_LOGIN_HOST-}" ;;
+    *) printf 'the node file %s' "${SHADOW_NODE_FILE-}" ;;
+  esac
+}
+
+# node_poll POLL prints how often, in seconds, to look at the node: every POLL seconds for the
+# mounted node file, which costs nothing; for Slurm every SHADOW_SLURM_POLL_INTERVAL seconds
+# (default 30), each look being one ssh login and two queries to slurmctld.
+node_poll() {
+  case ${SHADOW_NODE_DISCOVERY:-configmap} in
+    slurm) printf '%s' "${SHADOW_SLURM_POLL_INTERVAL:-30}" ;;
+    *) printf '%s' "$1" ;;
+  esac
+}
+
+# watch_node NODE INTERVAL looks at the node every INTERVAL seconds and returns once it is
+# something other than NODE, having printed what it is now, so the caller need not look again.
 watch_node() {
   while sleep "$2"; do
-    [ "$(current_node)" = "$1" ] || return 0
+    wn_now=$(current_node)
+    if [ "$wn_now" != "$1" ]; then
+      printf '%s\n' "$wn_now"
+      return 0
+    fi
   done
+}
+
+# slurm_query is what slurm_node runs on the login node as `sh -s -- <pod UID>`, so the login
+# shell, whichever it is, parses nothing but those plain words. It lists the login user's jobs
+# of that name, in every state, with their batch host, and for a running one the line
+# scontrol prints for that host, each line tagged with the command it comes from. It checks
+# the batch host only as far as passing it to scontrol as a name: slurm_node checks the rest.
+# shellcheck disable=SC2016 # expanded on the login node
+slurm_query='exec 2>&1
+jobs=$(squeue --me --noheader --states=all --name="$1" --format="%T %B")
+echo "squeue $?"
+[ -z "$jobs" ] || printf "%s\n" "$jobs" | sed "s/^/job /"
+host=$(printf "%s\n" "$jobs" | sed -n "s/^RUNNING //p")
+case $host in "" | -* | *[!A-Za-z0-9.-]*) exit 0 ;; esac
+scontrol show node --oneliner "$host" | sed "s/^/node /"'
+
+# slurm_say MESSAGE logs MESSAGE unless it is what this script said last about the node, so a
+# lookup every poll interval logs a line only when something changes. The last message stays
+# in the state directory, in node-discovery.<container>, as where discovery stands.
+slurm_say() {
+  ss_file=${SHADOW_STATE_DIR:?}/node-discovery.${0##*/}
+  [ "$(cat -- "$ss_file" 2>/dev/null || true)" != "$1" ] || return 0
+  printf '%s\n' "$1" >"$ss_file" || true
+  log "$1"
+}
+
+# slurm_node prints the address of the compute node that runs the pod's batch job, or nothing
+# while there is none, saying why (slurm_say). The job is the one interLink's Slurm plugin
+# submits with #SBATCH --job-name=<pod UID>, among the login user's jobs; its node is the batch
+# host squeue reports, and the address is the one Slurm itself reaches that node at: NodeAddr
+# of scontrol show node. One ssh login asks both (slurm_query). Everything the login node
+# prints is checked before any of it is used: the batch host and NodeAddr must pass
+# valid_host; a second running job, a job line that is not <state> <host>, more or fewer than
+# one node line, or an answer over 16 KiB refuses the whole answer; and what is refused
+# reaches the log only through printable.
+slurm_node() {
+  sn_job=${SHADOW_REVERSE_JOB_NAME:?}
+  sn_login=${SHADOW_LOGIN_HOST:?}
+  sn_out=$(mktemp -- "${SHADOW_STATE_DIR:?}/slurm-answer.XXXXXX") || {
+    log "could not ask Slurm for job ${sn_job}: no file for its answer in ${SHADOW_STATE_DIR}"
+    return 0
+  }
+  sn_max=16384
+  set --
+  while IFS= read -r sn_word; do
+    [ -z "$sn_word" ] || set -- "$@" "$sn_word"
+  done <<EOF
+$(ssh_option_words "${SHADOW_SSH_OPTIONS:?}")
+EOF
+  # A login node that hangs holds a lookup for a minute at most; one that talks without end is
+  # cut off after sn_max bytes.
+  {
+    printf '%s\n' "$slurm_query" | timeout 60 ssh "$@" -T -- "$sn_login" sh -s -- "$sn_job" 2>&1
+    echo "$?" >"$sn_out.rc"
+  } | head -c "$((sn_max + 1))" >"$sn_out" || true
+  sn_rc=$(cat -- "$sn_out.rc" 2>/dev/null || true)
+  sn_size=$(($(wc -c <"$sn_out")))
+  if [ "$sn_size" -gt "$sn_max" ]; then
+    slurm_say "refusing Slurm's answer on ${sn_login} for job ${sn_job}: longer than ${sn_max} bytes: $(printable <"$sn_out")"
+  elif [ "$sn_rc" != 0 ]; then
+    slurm_say "could not ask Slurm on ${sn_login} for job ${sn_job}: ssh exited with status ${sn_rc:-unknown}: $(printable <"$sn_out")"
+  else
+    slurm_answer
+  fi
+  rm -f -- "$sn_out" "$sn_out.rc"
+}
+
+# slurm_answer reads the answer slurm_node got, in $sn_out; part of slurm_node.
+slurm_answer() {
+  sn_status='' sn_running=0 sn_host='' sn_waiting='' sn_ended='' sn_nodes=0 sn_node='' sn_bad=''
+  while IFS= read -r sn_line || [ -n "$sn_line" ]; do
+    case $sn_line in
+      'squeue '*) sn_status=${sn_line#squeue } ;;
+      'node '*)
+        sn_nodes=$((sn_nodes + 1))
+        sn_node=${sn_line#node }
+        ;;
+      'job '*)
+        sn_state=${sn_line#job }
+        sn_state=${sn_state%% *}
+        sn_batch=${sn_line#job "$sn_state"}
+        sn_batch=${sn_batch# }
+        case $sn_state in
+          RUNNING)
+            sn_running=$((sn_running + 1))
+            sn_host=$sn_batch
+            ;;
+          BOOT_FAIL | CANCELLED | COMPLETED | DEADLINE | FAILED | NODE_FAIL | OUT_OF_MEMORY | PREEMPTED | REVOKED | TIMEOUT)
+            sn_ended="${sn_ended:+${sn_ended}, }${sn_state}"
+            ;;
+          '' | *[!A-Z_]*)
+            [ -n "$sn_bad" ] || sn_bad="a job line that is not <state> <batch host>: $(printf '%s' "$sn_line" | printable)"
+            ;;
+          *) sn_waiting="${sn_waiting:+${sn_waiting}, }${sn_state}" ;;
+        esac
+        ;;
+      *) ;; # the login shell's own chatter: a .bashrc that echoes, a host key warning
+    esac
+  done <<EOF
+$(tr -d '\000' <"$sn_out")
+EOF
+  sn_none="no running job named ${sn_job} in Slurm"
+  if [ "$sn_status" != 0 ]; then
+    slurm_say "could not ask Slurm on ${sn_login} for job ${sn_job}: squeue failed (status ${sn_status:-unknown}): $(printable <"$sn_out")"
+  elif [ -n "$sn_bad" ]; then
+    slurm_say "refusing Slurm's answer on ${sn_login} for job ${sn_job}: ${sn_bad}"
+  elif [ "$sn_running" -gt 1 ]; then
+    slurm_say "refusing Slurm's answer on ${sn_login} for job ${sn_job}: ${sn_running} running jobs have that name, so which one is the pod's is not known"
+  elif [ "$sn_running" -eq 1 ]; then
+    slurm_address
+  elif [ -n "$sn_waiting" ]; then
+    slurm_say "job ${sn_job} is ${sn_waiting} in Slurm: waiting for it to run"
+  elif [ -n "$sn_ended" ]; then
+    slurm_say "${sn_none}: it ended (${sn_ended}), unless the plugin submits it again"
+  else
+    slurm_say "${sn_none}: squeue on ${sn_login} lists no job of that name for this user (not submitted yet, submitted by another user, or ended and forgotten by Slurm)"
+  fi
+}
+
+# slurm_address prints the NodeAddr of the running job's batch host, $sn_host, from the one
+# line scontrol printed for it, $sn_node; part of slurm_node.
+slurm_address() {
+  if ! valid_host "$sn_host"; then
+    slurm_say "refusing Slurm's answer on ${sn_login} for job ${sn_job}: batch host '$(printf '%s' "$sn_host" | printable)' is not a hostname"
+    return 0
+  fi
+  if [ "$sn_nodes" -ne 1 ]; then
+    slurm_say "refusing Slurm's answer on ${sn_login} for job ${sn_job}: scontrol show node ${sn_host} printed ${sn_nodes} lines, want 1: $(printable <"$sn_out")"
+    return 0
+  fi
+  case $sn_node in
+    "NodeName=${sn_host} "*" NodeAddr="*) ;;
+    *)
+      slurm_say "refusing Slurm's answer on ${sn_login} for job ${sn_job}: scontrol show node ${sn_host} printed no NodeAddr for that node: $(printf '%s' "$sn_node" | printable)"
+      return 0
+      ;;
+  esac
+  sn_addr=${sn_node#* NodeAddr=}
+  sn_addr=${sn_addr%% *}
+  if ! valid_host "$sn_addr"; then
+    slurm_say "refusing Slurm's answer on ${sn_login} for job ${sn_job}: NodeAddr '$(printf '%s' "$sn_addr" | printable)' of ${sn_host} is not a hostname or IP address, so it is not passed to ssh"
+    return 0
+  fi
+  slurm_say "job ${sn_job} runs on ${sn_host}, which Slurm reaches at ${sn_addr}"
+  printf '%s\n' "$sn_addr"
 }
 
 # ssh_option_words OPTIONS prints, one word a line, "-o" and each option of OPTIONS (one ssh

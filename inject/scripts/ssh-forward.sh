@@ -1,16 +1,18 @@
 #!/bin/bash
 # ssh-forward: carries connections from the cluster to the offloaded pod through the login node,
-# to the compute node named in the node file. It supervises the tunnel rather than exec'ing ssh:
-# when the virtual kubelet publishes another node (the job was requeued) it rebuilds the tunnel
-# in place, so the container, and the pod IP Kubernetes knows for the offloaded pod, stay; when
-# ssh exits while the node is unchanged it exits non-zero and Kubernetes restarts it.
+# to the compute node the job runs on (current_node: the node file, or Slurm). It supervises the
+# tunnel rather than exec'ing ssh: when the node changes (the job was requeued, or Slurm reaches
+# its node at another address) it rebuilds the tunnel in place, so the container, and the pod
+# IP Kubernetes knows for the offloaded pod, stay; when ssh exits while the node is unchanged
+# it exits non-zero and Kubernetes restarts it.
 #
 #   portforward  one ssh -L <listen>:<port>:<node>:<port> per port
 #   exec         one control master, then per port a socat listener that relays each connection
 #                through "<ExecConnectCommand> <node> <port>" run on the login node
 #
 # Environment: SHADOW_LOGIN_HOST, SHADOW_SSH_OPTIONS (one ssh -o option a line),
-# SHADOW_NODE_FILE, SHADOW_STATE_DIR (writable), SHADOW_FORWARD_MODE, SHADOW_PORTS
+# SHADOW_NODE_DISCOVERY and what it reads (common.sh: check_discovery), SHADOW_NODE_FILE,
+# SHADOW_STATE_DIR (writable), SHADOW_FORWARD_MODE, SHADOW_PORTS
 # (space-separated), SHADOW_EXEC_CONNECT_COMMAND and SHADOW_EXEC_RELAY (the relay script) in
 # exec mode; SHADOW_LISTEN_ADDRESS (default 0.0.0.0) and SHADOW_POLL_INTERVAL (seconds,
 # default 5) for tests.
@@ -21,7 +23,6 @@ set -euo pipefail
 set -f # no value is a glob, so the space-separated lists below split into words only
 
 login_host=${SHADOW_LOGIN_HOST:?}
-node_file=${SHADOW_NODE_FILE:?}
 state=${SHADOW_STATE_DIR:?}
 mode=${SHADOW_FORWARD_MODE:?}
 listen=${SHADOW_LISTEN_ADDRESS:-0.0.0.0}
@@ -34,6 +35,8 @@ for port in "${ports[@]}"; do
   valid_port "$port" || die "SHADOW_PORTS holds '${port}', not a port number"
 done
 valid_seconds "$poll" || die "SHADOW_POLL_INTERVAL holds '${poll}', not a number of seconds"
+check_discovery
+node_poll=$(node_poll "$poll")
 [[ $listen =~ ^[0-9.]+$ ]] || die "SHADOW_LISTEN_ADDRESS holds '${listen}', not an IPv4 address"
 if [[ $mode == exec ]]; then
   valid_words "${SHADOW_EXEC_CONNECT_COMMAND:?}" \
@@ -97,22 +100,22 @@ if [[ $mode == exec ]]; then
 fi
 
 node=$(current_node)
-valid_host "$node" || die "no valid compute node in ${node_file} ('${node}'); wait-for-node should have waited for one"
+valid_host "$node" || die "no valid compute node from $(node_source) ('$(printf '%s' "$node" | printable)'); wait-for-node should have waited for one"
 start_tunnel "$node"
 seen=$node
 while :; do
-  watch_node "$seen" "$poll" &
+  watch_node "$seen" "$node_poll" >"${state}/forward-node" &
   watcher=$!
   done_pid=
   status=0
   wait -n -p done_pid "${pids[@]}" "$watcher" || status=$?
   if [[ $done_pid == "$watcher" ]]; then
     watcher=
-    seen=$(current_node)
+    seen=$(<"${state}/forward-node")
     if [[ -z $seen ]]; then
-      log "the node file is empty again; the tunnel stays on ${node} until a node is published"
+      log "no compute node from $(node_source) now; the tunnel stays on ${node} until there is one"
     elif ! valid_host "$seen"; then
-      log "ignoring compute node '${seen}': not a hostname or IP address; the tunnel stays on ${node}"
+      log "ignoring compute node '$(printf '%s' "$seen" | printable)': not a hostname or IP address; the tunnel stays on ${node}"
     elif [[ $seen != "$node" ]]; then
       log "compute node changed from ${node} to ${seen}, rebuilding the tunnel"
       stop_tunnel

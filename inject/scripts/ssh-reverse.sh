@@ -12,11 +12,12 @@
 #                   user, with a host key made there and a client key made here per start
 #
 # A session ends when the socket directory or one of its sockets goes (the job ended, or was
-# requeued); it is rebuilt once the relay is back, and when the virtual kubelet publishes
-# another node. A SOCKS proxy gets a session of its own, so another user taking its port
+# requeued); it is rebuilt once the relay is back, and when the compute node changes
+# (current_node: the node file, or Slurm). A SOCKS proxy gets a session of its own, so another user taking its port
 # while the tunnel is down cannot take the listed forwards down too.
 #
-# Environment: SHADOW_LOGIN_HOST, SHADOW_SSH_OPTIONS, SHADOW_NODE_FILE, SHADOW_STATE_DIR,
+# Environment: SHADOW_LOGIN_HOST, SHADOW_SSH_OPTIONS, SHADOW_NODE_DISCOVERY and what it reads
+# (common.sh: check_discovery), SHADOW_NODE_FILE, SHADOW_STATE_DIR,
 # SHADOW_REVERSE_BIND, SHADOW_REVERSE_FORWARDS (one "<listen port> <host> <port>" a line),
 # SHADOW_REVERSE_SOCKS_PORT, SHADOW_REVERSE_SSHD (node|userspace), SHADOW_REVERSE_HOP and
 # SHADOW_REVERSE_NODE_SCRIPT (the scripts), and what reverse-hop reads; SHADOW_POLL_INTERVAL
@@ -28,7 +29,6 @@ set -euo pipefail
 set -f
 
 : "${SHADOW_LOGIN_HOST:?}" # reverse-hop logs in there
-node_file=${SHADOW_NODE_FILE:?}
 state=${SHADOW_STATE_DIR:?}
 bind=${SHADOW_REVERSE_BIND:?}
 socks=${SHADOW_REVERSE_SOCKS_PORT-}
@@ -45,6 +45,11 @@ mapfile -t ssh_args < <(ssh_option_words "$SHADOW_SSH_OPTIONS")
 [[ $node_exec == ssh || $node_exec == srun ]] || die "SHADOW_REVERSE_NODE_EXEC is '${node_exec}', not ssh or srun"
 # The poll interval is also the hold command's, on the compute node.
 valid_seconds "$poll" || die "SHADOW_POLL_INTERVAL holds '${poll}', not a number of seconds"
+check_discovery
+node_poll=$(node_poll "$poll")
+# While no session runs the loop turns every $poll seconds; it looks at the node every
+# $node_poll seconds at most (whole seconds: sooner when that is below one).
+node_poll_whole=${node_poll%.*}
 valid_port "${SHADOW_REVERSE_NODE_PORT:-22}" || die "SHADOW_REVERSE_NODE_PORT is not a port"
 if [[ ${SHADOW_FORWARD_MODE:?} == exec ]]; then
   valid_words "${SHADOW_EXEC_CONNECT_COMMAND:?}" \
@@ -172,7 +177,9 @@ trap 'shutdown stop_sessions' TERM INT
 [[ -z $socks ]] || log "WARNING: pod asks for a SOCKS5 proxy on port ${socks}: it listens on 127.0.0.1 of the compute node, and every user of that node can use it to reach this cluster"
 
 node=$(current_node)
-valid_host "$node" || die "no valid compute node in ${node_file} ('${node}'); wait-for-node should have waited for one"
+valid_host "$node" || die "no valid compute node from $(node_source) ('$(printf '%s' "$node" | printable)'); wait-for-node should have waited for one"
+looked=$(date +%s)
+seen=$node
 said=
 while :; do
   if [[ ${#pids[@]} -eq 0 ]]; then
@@ -191,24 +198,32 @@ while :; do
     fi
   fi
   if [[ ${#pids[@]} -gt 0 ]]; then
-    watch_node "$node" "$poll" &
+    watch_node "$seen" "$node_poll" >"$w/node" &
     watcher=$!
     done_pid=
     status=0
     wait -n -p done_pid "${pids[@]}" "$watcher" || status=$?
-    if [[ $done_pid != "$watcher" ]]; then
+    if [[ $done_pid == "$watcher" ]]; then
+      seen=$(<"$w/node")
+      looked=$(date +%s)
+    else
       kill "$watcher" 2>/dev/null || true
       wait "$watcher" 2>/dev/null || true
       watcher=
       stop_sessions
       log "the reverse tunnel session on ${node} ended (ssh status ${status}): the socket directory or one of its sockets went, or the connection dropped; rebuilding it once the job's relay is back"
       sleep "$poll"
+      # The job may have moved: look before preparing on the node it left.
+      seen=$(current_node)
+      looked=$(date +%s)
     fi
     watcher=
+  elif (($(date +%s) - looked >= ${node_poll_whole:-0})); then
+    seen=$(current_node)
+    looked=$(date +%s)
   fi
-  seen=$(current_node)
   if ! valid_host "$seen"; then
-    [[ $seen == "$said" ]] || log "ignoring compute node '${seen}': not a hostname or IP address; the tunnel stays on ${node}"
+    [[ $seen == "$said" ]] || log "ignoring compute node '$(printf '%s' "$seen" | printable)': not a hostname or IP address; the tunnel stays on ${node}"
     said=$seen
   elif [[ $seen != "$node" ]]; then
     log "compute node changed from ${node} to ${seen}, rebuilding the reverse tunnel"

@@ -127,7 +127,7 @@ func dropVirtualKubeletKeys(nodes map[string]any, nodesPath *field.Path) []strin
 // normalizeChoices trims and lower-cases the options that take one of a fixed set of words, as
 // the virtual kubelet reads them, so a block written for it means the same here.
 func normalizeChoices(n *Network) {
-	for _, v := range []*string{&n.ShadowMode, &n.SSH.Auth, &n.SSH.ForwardMode, &n.SSH.Reverse.NodeExec, &n.SSH.Reverse.Sshd} {
+	for _, v := range []*string{&n.ShadowMode, &n.SSH.Auth, &n.SSH.ForwardMode, &n.SSH.NodeDiscovery, &n.SSH.Reverse.NodeExec, &n.SSH.Reverse.Sshd} {
 		*v = strings.ToLower(strings.TrimSpace(*v))
 	}
 }

@@ -45,6 +45,7 @@ type SSH struct {
 	KnownHostsConfigMap  string   `json:"KnownHostsConfigMap"`
 	ReplicateCredentials bool     `json:"ReplicateCredentials"`
 	NodeWaitTimeout      string   `json:"NodeWaitTimeout"`
+	NodeDiscovery        string   `json:"NodeDiscovery"` // NodeDiscoveryConfigMap | NodeDiscoverySlurm
 	ExtraOptions         []string `json:"ExtraOptions"`
 	Reverse              Reverse  `json:"Reverse"`
 }
@@ -75,6 +76,14 @@ const (
 
 	SshdNode      = "node"
 	SshdUserspace = "userspace"
+
+	// NodeDiscoveryConfigMap: the shadow reads the compute node from its node ConfigMap,
+	// where a virtual kubelet (or plugin) that publishes the node writes it.
+	NodeDiscoveryConfigMap = "configmap"
+	// NodeDiscoverySlurm: the shadow asks Slurm on the login node, over its own login, where
+	// the job named after the pod UID runs (squeue) and at which address Slurm itself reaches
+	// that node (scontrol show node: NodeAddr).
+	NodeDiscoverySlurm = "slurm"
 )
 
 // DefaultImage is the shadow image when the policy names none.
@@ -94,7 +103,12 @@ func Defaults() VirtualNode {
 			KeytabSecretKey:      "user.keytab",
 			ReplicateCredentials: true,
 			NodeWaitTimeout:      "2h",
-			ExtraOptions:         []string{},
+			// slurm, because interLink's virtual kubelet as it runs beside shadowgate
+			// (EnableTunnel: false) publishes no compute node: under configmap the shadow would
+			// wait out NodeWaitTimeout for a node nobody writes. configmap is for a VK or
+			// plugin that does publish it (docs/node-discovery.md).
+			NodeDiscovery: NodeDiscoverySlurm,
+			ExtraOptions:  []string{},
 			Reverse: Reverse{
 				NodeExec:   NodeExecSSH,
 				Sshd:       SshdNode,

@@ -1,0 +1,351 @@
+package inject
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/interlink-hq/shadowgate/inject/internal/sshtest"
+	"github.com/interlink-hq/shadowgate/validate"
+)
+
+// NodeDiscovery slurm, tested for real: a one-node Slurm (startSlurm), a login node whose
+// users' commands reach it, the job's account, and HTTP servers standing for the compute node
+// at the addresses Slurm is told to reach it at. The shadow's rendered scripts learn the node
+// only from squeue and scontrol on the login node: the node file holds a decoy address, with a
+// server of its own, so a script that read it would be caught.
+
+// slurmPollEnv makes the scripts ask Slurm every 0.3 s rather than every 30.
+const slurmPollEnv = "SHADOW_SLURM_POLL_INTERVAL=0.3"
+
+type slurmSite struct {
+	slurm  *slurm
+	job    account
+	login  *sshtest.Server
+	key    string            // the job account's private key, which the login node accepts
+	addrs  map[string]string // the node's addresses by the name its HTTP server answers with
+	web    *site             // the shadow's listener, for requests
+	mounts map[string]string
+}
+
+func newSlurmSite(t *testing.T) *slurmSite {
+	t.Helper()
+	sshtest.Require(t, "ssh", "ssh-keygen", "scontrol", "timeout", "useradd")
+	s := &slurmSite{job: newAccount(t, jobUser), slurm: startSlurm(t)}
+	keys := sharedDir(t)
+	s.key = filepath.Join(keys, "id")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", s.key).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v\n%s", err, out)
+	}
+	authorized := filepath.Join(keys, "authorized_keys")
+	copyFile(t, s.key+".pub", authorized, 0o644)
+	s.login = sshtest.StartSSHD(t, "AuthorizedKeysFile "+authorized, "SetEnv PATH=/usr/bin:/bin SLURM_CONF="+s.slurm.conf)
+
+	s.addrs = map[string]string{"sgnode-a": sshtest.Loopback(t), "sgnode-b": sshtest.Loopback(t), "decoy": sshtest.Loopback(t)}
+	s.web = &site{listen: sshtest.Loopback(t)}
+	s.web.port = sshtest.FreePort(t, s.addrs["sgnode-a"], s.addrs["sgnode-b"], s.addrs["decoy"], s.web.listen)
+	for name, addr := range s.addrs {
+		sshtest.StartHTTP(t, addr, s.web.port, name)
+	}
+	s.setNodeAddr(t, "sgnode-a")
+
+	s.mounts = map[string]string{nodeDir: t.TempDir(), stateDir: t.TempDir(), keyDir: t.TempDir(), knownHostsDir: t.TempDir()}
+	copyFile(t, s.key, filepath.Join(s.mounts[keyDir], keyFile), 0o400)
+	copyFile(t, s.login.KnownHosts, filepath.Join(s.mounts[knownHostsDir], knownHostsKey), 0o644)
+	writeAtomically(t, filepath.Join(s.mounts[nodeDir], validate.ComputeNodeKey), s.addrs["decoy"])
+	return s
+}
+
+// shadow renders the shadow of a notebook pod with uid under NodeDiscovery slurm.
+func (s *slurmSite) shadow(t *testing.T, uid, nodeWaitTimeout string) *Shadow {
+	t.Helper()
+	doc := fmt.Sprintf(`
+virtualNodes:
+  hpc-vk:
+    Network:
+      EnableTunnel: true
+      ShadowMode: ssh
+      SSH:
+        LoginHost: %s
+        Port: %d
+        User: %s
+        KeySecret: login-key
+        KnownHostsConfigMap: login-known-hosts
+        NodeDiscovery: slurm
+        NodeWaitTimeout: %s
+`, s.login.Host, s.login.Port, jobUser, nodeWaitTimeout)
+	pod := offloadedPod("notebook", "user", corev1.ContainerPort{ContainerPort: int32(s.web.port)})
+	pod.UID = types.UID(uid)
+	shadow, _ := render(t, doc, pod)
+	return shadow
+}
+
+// setNodeAddr tells Slurm to reach its node at the address of the named server, as an admin's
+// `scontrol update nodename=... nodeaddr=...` does.
+func (s *slurmSite) setNodeAddr(t *testing.T, name string) {
+	t.Helper()
+	s.scontrol(t, "update", "nodename="+slurmNode, "nodeaddr="+s.addrs[name])
+}
+
+func (s *slurmSite) scontrol(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := s.slurm.command("scontrol", args...).CombinedOutput(); err != nil {
+		t.Fatalf("scontrol %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+func (s *slurmSite) run(t *testing.T, shadow *Shadow, name string, env ...string) *process {
+	t.Helper()
+	return runContainer(t, container(t, shadow.Deployment, name), s.mounts, append([]string{pollEnv, slurmPollEnv}, env...)...)
+}
+
+// logins counts the logins the login node has accepted so far.
+func (s *slurmSite) logins() int {
+	return strings.Count(s.login.Log(), "Accepted publickey for "+jobUser)
+}
+
+// expectLog waits until p has logged want.
+func expectLog(t *testing.T, p *process, want string) {
+	t.Helper()
+	eventually(t, 30*time.Second, func() error {
+		if !strings.Contains(p.out.String(), want) {
+			return fmt.Errorf("the log lacks %q", want)
+		}
+		return nil
+	})
+}
+
+func TestSlurmDiscoveryFindsTheJobsNodeAndFollowsIt(t *testing.T) {
+	t.Parallel()
+	s := newSlurmSite(t)
+	const uid = "5d2e7a31-8c4b-4f0e-9b6a-2c1d3e4f5a6b"
+	shadow := s.shadow(t, uid, "2m")
+	// As the plugin submits it, named after the pod UID; held, so it stays queued.
+	job := s.slurm.submit(t, s.job, uid, "sleep 600\n", nil, "--hold")
+
+	wait := s.run(t, shadow, containerWaitForNode)
+	expectLog(t, wait, "waiting for the compute node from Slurm (job "+uid)
+	expectLog(t, wait, "job "+uid+" is PENDING in Slurm: waiting for it to run")
+	time.Sleep(time.Second)
+	if !wait.running() {
+		t.Fatalf("wait-for-node exited while the job is queued:\n%s", wait.out)
+	}
+	s.scontrol(t, "release", job.id)
+	if code := wait.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("wait-for-node exited %d once the job ran:\n%s", code, wait.out)
+	}
+	for _, want := range []string{"runs on " + slurmNode + ", which Slurm reaches at " + s.addrs["sgnode-a"], "compute node is " + s.addrs["sgnode-a"]} {
+		if !strings.Contains(wait.out.String(), want) {
+			t.Errorf("wait-for-node's log lacks %q:\n%s", want, wait.out)
+		}
+	}
+
+	forward := s.run(t, shadow, containerForward, "SHADOW_LISTEN_ADDRESS="+s.web.listen)
+	s.web.expectReply(t, "sgnode-a")
+
+	// One lookup, one login, per poll interval: over 3 s at 0.3 s, ten at most, and some.
+	before := s.logins()
+	time.Sleep(3 * time.Second)
+	if n := s.logins() - before; n < 1 || n > 3/0.3+2 {
+		t.Errorf("the login node accepted %d logins in 3 s of polling every 0.3 s, want one a poll at most", n)
+	}
+
+	// An admin moves the node to another address: the tunnel follows, in place.
+	tunnel := forward.children(t, "ssh")
+	s.setNodeAddr(t, "sgnode-b")
+	s.web.expectReply(t, "sgnode-b")
+	expectLog(t, forward, fmt.Sprintf("compute node changed from %s to %s, rebuilding the tunnel", s.addrs["sgnode-a"], s.addrs["sgnode-b"]))
+	if now := forward.children(t, "ssh"); !forward.running() || len(tunnel) != 1 || len(now) != 1 || now[0] == tunnel[0] {
+		t.Errorf("ssh under ssh-forward: %v before the move, %v after (running %v); want one, replaced in place", tunnel, now, forward.running())
+	}
+
+	// A requeue: while the job waits the tunnel stays where it was; once it runs again, at
+	// another address, the tunnel follows it there.
+	s.scontrol(t, "requeue", job.id)
+	expectLog(t, forward, "no compute node from Slurm (job "+uid)
+	s.web.expectReply(t, "sgnode-b")
+	s.setNodeAddr(t, "sgnode-a")
+	s.scontrol(t, "update", "jobid="+job.id, "starttime=now")
+	s.web.expectReply(t, "sgnode-a")
+	expectLog(t, forward, fmt.Sprintf("compute node changed from %s to %s, rebuilding the tunnel", s.addrs["sgnode-b"], s.addrs["sgnode-a"]))
+
+	// The job ends: said plainly, and the tunnel is left as it is for Kubernetes to judge.
+	if out, err := s.slurm.command("scancel", job.id).CombinedOutput(); err != nil {
+		t.Fatalf("scancel: %v\n%s", err, out)
+	}
+	expectLog(t, forward, "no running job named "+uid+" in Slurm: it ended (CANCELLED")
+	if !forward.running() {
+		t.Errorf("ssh-forward exited when the job ended:\n%s", forward.out)
+	}
+	if strings.Contains(forward.out.String()+wait.out.String(), s.addrs["decoy"]) {
+		t.Errorf("a script took the node file's address, with NodeDiscovery slurm")
+	}
+
+	t.Run("wait-for-node gives up after NodeWaitTimeout, naming Slurm's causes", func(t *testing.T) {
+		for name, submit := range map[string]bool{
+			"a job that was never submitted": false,
+			"a job that ended before it ran": true,
+		} {
+			t.Run(name, func(t *testing.T) {
+				uid := "6e3f8b42-9d5c-4a1f-8c7b-3d2e4f5a6b7c"
+				want := "lists no job of that name for this user"
+				if submit {
+					uid = "7f4a9c53-ae6d-4b2a-9d8c-4e3f5a6b7c8d"
+					job := s.slurm.submit(t, s.job, uid, "sleep 600\n", nil, "--hold")
+					if out, err := s.slurm.command("scancel", job.id).CombinedOutput(); err != nil {
+						t.Fatalf("scancel: %v\n%s", err, out)
+					}
+					want = "it ended (CANCELLED"
+				}
+				p := s.run(t, s.shadow(t, uid, "2s"), containerWaitForNode)
+				p.expectFailure(t, 60*time.Second, "wait-for-node succeeded without a running job",
+					"no running job named "+uid+" in Slurm: ", want,
+					"no compute node after 2s (NodeWaitTimeout): Slurm on "+s.login.Host+" has not reported job "+uid+" running on a usable node",
+					"squeue --me --name="+uid, "#SBATCH --job-name=<pod UID>", "NodeDiscovery: configmap")
+			})
+		}
+	})
+}
+
+// hostileStub is a squeue and a scontrol for the login node that print what a case gives them:
+// the files <dir>/<job name>.squeue and <dir>/<host>.scontrol. Real Slurm cannot be made to
+// print hostile answers, so this table alone runs these stubs instead of it; everything else
+// about the lookup is real (OpenSSH, the login shell, the rendered scripts).
+const hostileStub = `#!/bin/sh
+key=
+for a; do
+  case $a in --name=*) key=${a#--name=} ;; -*) ;; *) key=$a ;; esac
+done
+cat -- "%s/$key.%s"
+`
+
+func TestSlurmDiscoveryRefusesHostileAnswers(t *testing.T) {
+	sshtest.Require(t, "ssh", "timeout")
+	stubs := t.TempDir()
+	for _, cmd := range []string{"squeue", "scontrol"} {
+		writeExecutable(t, filepath.Join(stubs, cmd), fmt.Sprintf(hostileStub, stubs, cmd))
+	}
+	login := sshtest.StartSSHD(t, "SetEnv PATH="+stubs+":/usr/bin:/bin")
+	pwned := filepath.Join(t.TempDir(), "pwned")
+	long := strings.Repeat("a", 254)
+	node := func(host, addr string) string {
+		return "NodeName=" + host + " Arch=x86_64 CoresPerSocket=1 NodeAddr=" + addr + " NodeHostName=" + host + " State=MIXED\n"
+	}
+	type answer struct{ squeue, scontrol, want string }
+	cases := map[string]answer{
+		"a well-formed answer is taken, so the refusals below are the checks' doing": {"RUNNING h0\n", node("h0", "10.1.2.3"), "compute node is 10.1.2.3"},
+		"a NodeAddr that is an ssh option is refused": {"RUNNING h1\n", node("h1", "-oProxyCommand=touch"),
+			"NodeAddr '-oProxyCommand=touch' of h1 is not a hostname or IP address"},
+		"a NodeAddr with shell characters is refused": {"RUNNING h2\n", node("h2", "$(touch${IFS}"+pwned+");x"),
+			"NodeAddr '$(touch${IFS}" + pwned + ");x' of h2 is not a hostname"},
+		"a NodeAddr longer than a hostname can be is refused": {"RUNNING h3\n", node("h3", long), "NodeAddr '" + long[:100]},
+		"a batch host with shell characters is refused":       {"RUNNING h4;touch " + pwned + "\n", "", "batch host 'h4;touch " + pwned + "' is not a hostname"},
+		"a batch host that starts with '-' is refused":        {"RUNNING -oProxyCommand=x\n", "", "batch host '-oProxyCommand=x' is not a hostname"},
+		"two running jobs of the pod's name are refused":      {"RUNNING h5\nRUNNING h6\n", "", "2 running jobs have that name"},
+		"two node lines for the batch host are refused": {"RUNNING h7\n", node("h7", "10.0.0.7") + node("h7", "10.0.0.8"),
+			"scontrol show node h7 printed 2 lines, want 1"},
+		"a node line of another node is refused":        {"RUNNING h8\n", node("other", "10.0.0.9"), "printed no NodeAddr for that node"},
+		"a job line whose state is no state is refused": {"running; touch " + pwned + " h9\n", "", "a job line that is not <state> <batch host>: job running; touch"},
+		"escape sequences are not echoed raw": {"RUNNING h10\x1b]0;owned\x07\r\x1b[2Jx\n", "",
+			"batch host 'h10]0;owned [2Jx' is not a hostname"},
+		"an answer over 16 KiB is refused": {strings.Repeat("PENDING n/a\n", 2000), "", "longer than 16384 bytes"},
+	}
+	i := 0
+	for name, c := range cases {
+		uid := fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i)
+		i++
+		if err := os.WriteFile(filepath.Join(stubs, uid+".squeue"), []byte(c.squeue), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		host, _, _ := strings.Cut(strings.TrimPrefix(c.squeue, "RUNNING "), "\n")
+		if c.scontrol != "" {
+			if err := os.WriteFile(filepath.Join(stubs, host+".scontrol"), []byte(c.scontrol), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			doc := fmt.Sprintf(`
+virtualNodes:
+  hpc-vk:
+    Network:
+      EnableTunnel: true
+      ShadowMode: ssh
+      SSH: {LoginHost: %s, Port: %d, User: %s, KeySecret: k, KnownHostsConfigMap: h, NodeWaitTimeout: 2s}
+`, login.Host, login.Port, login.User)
+			pod := offloadedPod("notebook", "user", corev1.ContainerPort{ContainerPort: 8888})
+			pod.UID = types.UID(uid)
+			shadow, _ := render(t, doc, pod)
+			mounts := map[string]string{nodeDir: t.TempDir(), stateDir: t.TempDir(), keyDir: t.TempDir(), knownHostsDir: t.TempDir()}
+			copyFile(t, login.ClientKey, filepath.Join(mounts[keyDir], keyFile), 0o400)
+			copyFile(t, login.KnownHosts, filepath.Join(mounts[knownHostsDir], knownHostsKey), 0o644)
+			p := runContainer(t, container(t, shadow.Deployment, containerWaitForNode), mounts, pollEnv, slurmPollEnv)
+			code := p.wait(t, 60*time.Second)
+			out := p.out.String()
+			if !strings.Contains(out, c.want) {
+				t.Errorf("the log lacks %q:\n%q", c.want, out)
+			}
+			if taken := strings.Contains(out, "compute node is "); taken != (code == 0) || taken != strings.HasPrefix(c.want, "compute node is ") {
+				t.Errorf("exit code %d, node taken %v:\n%s", code, taken, out)
+			}
+			if strings.ContainsAny(out, "\x1b\x07\r\x00") {
+				t.Errorf("the log carries control characters from the answer: %q", out)
+			}
+			if _, err := os.Stat(pwned); err == nil {
+				t.Errorf("the answer ran a command")
+			}
+		})
+	}
+}
+
+// The job name comes from the pod UID; anything else is refused before any lookup, so squeue
+// never gets an empty --name (every job) or an option.
+func TestSlurmDiscoveryRefusesAJobNameThatIsNoUID(t *testing.T) {
+	sshtest.Require(t, "sh", "bash")
+	pod := offloadedPod("notebook", "user", corev1.ContainerPort{ContainerPort: 8888})
+	shadow, _ := render(t, `
+virtualNodes:
+  hpc-vk:
+    Network:
+      EnableTunnel: true
+      ShadowMode: ssh
+      SSH: {LoginHost: login.example.org, User: alice, KeySecret: k}
+`, pod)
+	for name, value := range map[string]string{
+		"an empty job name, which squeue would take for every job": "",
+		"an option":                          "--all",
+		"a name with a shell character":      "0b5e3c2a-5d1f-4c1e-9a47-6f0d3f1b2c3;",
+		"upper-case hex, which no UID holds": "0B5E3C2A-5D1F-4C1E-9A47-6F0D3F1B2C3D",
+	} {
+		for _, c := range []string{containerWaitForNode, containerForward} {
+			t.Run(c+": "+name, func(t *testing.T) {
+				mounts := map[string]string{nodeDir: t.TempDir(), stateDir: t.TempDir(), keyDir: t.TempDir()}
+				p := runContainer(t, container(t, shadow.Deployment, c), mounts, envReverseJobName+"="+value)
+				p.expectFailure(t, 15*time.Second, "the script ran with a job name that is no pod UID",
+					"SHADOW_REVERSE_JOB_NAME holds '"+value+"', not the pod UID the batch job is named after")
+			})
+		}
+	}
+}
+
+// TestSlurmQueryPassesShellcheck checks the text run on the login node, which reaches no
+// shell on this side and so no other syntax check.
+func TestSlurmQueryPassesShellcheck(t *testing.T) {
+	sshtest.Require(t, "sh", "shellcheck")
+	query, err := exec.Command("sh", "-c", commonFunctions+`printf '%s\n' "$slurm_query"`).Output()
+	if err != nil || !strings.Contains(string(query), "squeue --me") {
+		t.Fatalf("slurm_query: %v\n%s", err, query)
+	}
+	cmd := exec.Command("shellcheck", "--shell=sh", "-")
+	cmd.Stdin = strings.NewReader(string(query))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("shellcheck: %v\n%s", err, out)
+	}
+}
