@@ -66,21 +66,7 @@ func newSlurmSite(t *testing.T) *slurmSite {
 // shadow renders the shadow of a notebook pod with uid under NodeDiscovery slurm.
 func (s *slurmSite) shadow(t *testing.T, uid, nodeWaitTimeout string) *Shadow {
 	t.Helper()
-	doc := fmt.Sprintf(`
-virtualNodes:
-  hpc-vk:
-    Network:
-      EnableTunnel: true
-      ShadowMode: ssh
-      SSH:
-        LoginHost: %s
-        Port: %d
-        User: %s
-        KeySecret: login-key
-        KnownHostsConfigMap: login-known-hosts
-        NodeDiscovery: slurm
-        NodeWaitTimeout: %s
-`, s.login.Host, s.login.Port, jobUser, nodeWaitTimeout)
+	doc := loginPolicy(s.login, jobUser, "KnownHostsConfigMap: login-known-hosts\nNodeDiscovery: slurm\nNodeWaitTimeout: "+nodeWaitTimeout)
 	pod := offloadedPod("notebook", "user", corev1.ContainerPort{ContainerPort: int32(s.web.port)})
 	pod.UID = types.UID(uid)
 	shadow, _ := render(t, doc, pod)

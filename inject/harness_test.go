@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -195,4 +196,17 @@ func writeAtomically(t *testing.T, name, content string) {
 	if err := os.Rename(tmp, name); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// loginPolicy is a one-node policy whose SSH shadow logs in to login as user with the key
+// Secret login-key, plus the SSH options sshLines gives (one "Key: value" a line).
+func loginPolicy(login *sshtest.Server, user, sshLines string) string {
+	doc := fmt.Sprintf("virtualNodes:\n  hpc-vk:\n    Network:\n      EnableTunnel: true\n      ShadowMode: ssh\n      SSH:\n"+
+		"        LoginHost: %s\n        Port: %d\n        User: %s\n        KeySecret: login-key\n", login.Host, login.Port, user)
+	for _, line := range strings.Split(strings.TrimSpace(sshLines), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			doc += "        " + line + "\n"
+		}
+	}
+	return doc
 }

@@ -189,22 +189,8 @@ func newReverseSite(t *testing.T, opt reverseOptions) *reverseSite {
 		s.socks = sshtest.FreePort(t, "0.0.0.0") // free on the wildcard address, so on 127.0.0.1 too
 		socks = fmt.Sprintf("interlink.eu/reverse-socks-port: %q", strconv.Itoa(s.socks))
 	}
-	doc := fmt.Sprintf(`
-virtualNodes:
-  hpc-vk:
-    Network:
-      EnableTunnel: true
-      ShadowMode: ssh
-      SSH:
-        LoginHost: %s
-        Port: %d
-        User: %s
-        KeySecret: login-key
-        KnownHostsConfigMap: site-known-hosts
-        ForwardMode: %s
-        NodeDiscovery: %s
-        Reverse: {Enabled: true, AllowSocks: %t, Sshd: %s, NodeExec: %s}
-`, s.login.Host, s.login.Port, jobUser, forwardMode, discovery, opt.socks, opt.sshd, opt.nodeExec)
+	doc := loginPolicy(s.login, jobUser, fmt.Sprintf("KnownHostsConfigMap: site-known-hosts\nForwardMode: %s\nNodeDiscovery: %s\n"+
+		"Reverse: {Enabled: true, AllowSocks: %t, Sshd: %s, NodeExec: %s}", forwardMode, discovery, opt.socks, opt.sshd, opt.nodeExec))
 	s.pod = offloadedPod("trainer", "user")
 	s.pod.UID = jobUID
 	s.pod.Annotations = map[string]string{validate.AnnotationReverseForwards: forwards}

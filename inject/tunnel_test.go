@@ -63,23 +63,8 @@ func newSite(t *testing.T, opt siteOptions) *site {
 	if timeout == "" {
 		timeout = "1m"
 	}
-	doc := fmt.Sprintf(`
-virtualNodes:
-  hpc-vk:
-    Network:
-      EnableTunnel: true
-      ShadowMode: ssh
-      SSH:
-        LoginHost: %s
-        Port: %d
-        User: %s
-        KeySecret: login-key
-        ForwardMode: %s
-        ExecConnectCommand: nc
-        NodeWaitTimeout: %s
-        NodeDiscovery: configmap
-        %s
-`, s.login.Host, s.login.Port, s.login.User, opt.mode, timeout, knownHosts)
+	doc := loginPolicy(s.login, s.login.User, fmt.Sprintf("ForwardMode: %s\nExecConnectCommand: nc\nNodeWaitTimeout: %s\nNodeDiscovery: configmap\n%s",
+		opt.mode, timeout, knownHosts))
 	s.shadow, _ = render(t, doc, offloadedPod("notebook", "user", corev1.ContainerPort{ContainerPort: int32(s.port)}))
 
 	s.mounts = map[string]string{nodeDir: t.TempDir(), stateDir: t.TempDir(), keyDir: t.TempDir(), knownHostsDir: t.TempDir()}
