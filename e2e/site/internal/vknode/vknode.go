@@ -1,0 +1,98 @@
+// Package vknode registers a Node and runs its pod controller with the virtual-kubelet
+// library, for a provider that runs the pods: the part the site's two nodes share. The kubelet
+// API (logs) is served over TLS and answers only clients whose certificate the API server's
+// kubelet-client CA signed: on the site, the API server alone.
+package vknode
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/virtual-kubelet/virtual-kubelet/node"
+	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Config is what registers the Node and serves its kubelet API.
+type Config struct {
+	NodeName   string
+	Kubeconfig string
+	// Address is the node's InternalIP: where the API server reaches the kubelet API, and
+	// the pod IP of every pod on the node (they share its network).
+	Address     string
+	KubeletPort int
+	// TLSCert and TLSKey serve the kubelet API; ClientCA verifies its clients.
+	TLSCert, TLSKey, ClientCA string
+	Labels                    map[string]string
+	Taints                    []corev1.Taint
+}
+
+// NewProvider builds the provider once the listers exist; client is the node's own, for what
+// the listers do not hold (EndpointSlices, ConfigMaps the provider writes).
+type NewProvider func(pc nodeutil.ProviderConfig, client kubernetes.Interface) (nodeutil.Provider, error)
+
+// Run registers the node, serves the kubelet API and syncs pods to the provider until ctx is
+// done.
+func Run(ctx context.Context, cfg Config, newProvider NewProvider) error {
+	restCfg, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
+	}
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	n, err := nodeutil.NewNode(cfg.NodeName,
+		func(pc nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
+			describe(pc.Node, cfg)
+			p, err := newProvider(pc, client)
+			return p, nil, err
+		},
+		nodeutil.WithClient(client),
+		func(nc *nodeutil.NodeConfig) error {
+			nc.HTTPListenAddr = net.JoinHostPort(cfg.Address, strconv.Itoa(cfg.KubeletPort))
+			nc.InformerResyncPeriod = 30 * time.Second
+			nc.NumWorkers = 4
+			nc.Handler = mux
+			return nil
+		},
+		nodeutil.WithTLSConfig(nodeutil.WithKeyPairFromPath(cfg.TLSCert, cfg.TLSKey), nodeutil.WithCAFromPath(cfg.ClientCA),
+			func(c *tls.Config) error { c.MinVersion = tls.VersionTLS12; return nil }),
+		nodeutil.AttachProviderRoutes(mux),
+	)
+	if err != nil {
+		return err
+	}
+	return n.Run(ctx)
+}
+
+// describe fills in the Node the library registers: where its kubelet API is, what it holds,
+// and the labels and taints that say which pods belong on it.
+func describe(n *corev1.Node, cfg Config) {
+	for k, v := range cfg.Labels {
+		n.Labels[k] = v
+	}
+	n.Spec.Taints = append(n.Spec.Taints, cfg.Taints...)
+	n.Status.Addresses = []corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: cfg.Address},
+		{Type: corev1.NodeHostName, Address: cfg.NodeName},
+	}
+	n.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(cfg.KubeletPort)
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("64"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods:   resource.MustParse("500"),
+	}
+	n.Status.Capacity, n.Status.Allocatable = capacity, capacity
+	n.Status.NodeInfo.OperatingSystem, n.Status.NodeInfo.Architecture = "linux", "amd64"
+	n.Status.NodeInfo.KubeletVersion = "v1.37.2-site"
+}
