@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the control plane the e2e tests and `make dev` run (kube-apiserver, kubectl, etcd) from the
+# Builds the control plane the e2e tests and `make dev` run (kube-apiserver, kubectl, etcd, and
+# for the local site kube-controller-manager and kube-scheduler) from the
 # Go module proxy into bin/, keyed by version so a version bump rebuilds and later runs reuse them.
 # The versions come from e2e/tools/go.mod and e2e/tools/etcd/go.mod. Prints NAME=PATH per tool.
 set -euo pipefail
@@ -30,4 +31,6 @@ kube=$(modversion "$root/e2e/tools" k8s.io/kubernetes)
 etcd=$(modversion "$root/e2e/tools/etcd" go.etcd.io/etcd/server/v3)
 build kube-apiserver "$kube" "$root/e2e/tools" k8s.io/kubernetes/cmd/kube-apiserver
 build kubectl "$kube" "$root/e2e/tools" k8s.io/kubernetes/cmd/kubectl
+build kube-controller-manager "$kube" "$root/e2e/tools" k8s.io/kubernetes/cmd/kube-controller-manager
+build kube-scheduler "$kube" "$root/e2e/tools" k8s.io/kubernetes/cmd/kube-scheduler
 build etcd "$etcd" "$root/e2e/tools/etcd" .

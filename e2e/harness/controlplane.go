@@ -31,8 +31,10 @@ const (
 	shadowgateGrps = "system:serviceaccounts,system:serviceaccounts:shadowgate-system"
 )
 
-// ControlPlane is etcd and kube-apiserver on loopback. There is no kubelet, scheduler or
-// controller manager: pods are stored and never run, which is all admission needs.
+// ControlPlane is etcd and kube-apiserver on loopback. Started by StartControlPlane there is
+// no kubelet, scheduler or controller manager: pods are stored and never run, which is all
+// admission needs. StartCluster adds kube-controller-manager and kube-scheduler, for the local
+// site, whose nodes (e2e/site) run the pods.
 type ControlPlane struct {
 	Dir    string
 	Server string // https://127.0.0.1:<port>
@@ -41,8 +43,16 @@ type ControlPlane struct {
 	// Admin is a client configuration with the admin's rights, for checks kubectl cannot make.
 	Admin *rest.Config
 
-	etcdURL         string
-	etcd, apiserver *process
+	// KubeletClient is the CA, certificate and key kube-apiserver presents to a node's
+	// kubelet API (logs): a node trusts KubeletClient.CA. KubeletServing is a certificate
+	// for 127.0.0.1 the site's nodes serve that API with.
+	KubeletClient, KubeletServing TLSFiles
+
+	etcdURL                      string
+	etcd, apiserver              *process
+	controllerManager, scheduler *process
+	saKey                        string
+	controllers                  bool
 	// How kube-apiserver was started, so a test can restart it as it was.
 	apiserverBin  string
 	apiserverArgs []string
@@ -50,8 +60,20 @@ type ControlPlane struct {
 
 // StartControlPlane starts etcd and kube-apiserver with their state, certificates and logs
 // under dir, and returns once the API server is ready.
-func StartControlPlane(tools Tools, dir string) (cp *ControlPlane, err error) {
-	cp = &ControlPlane{Dir: dir}
+func StartControlPlane(tools Tools, dir string) (*ControlPlane, error) {
+	return startControlPlane(tools, dir, false)
+}
+
+// StartCluster is StartControlPlane with kube-controller-manager and kube-scheduler too:
+// Deployments become ReplicaSets and pods, pods are bound to nodes, EndpointSlices follow
+// pods, every namespace gets its default ServiceAccount (so the ServiceAccount admission
+// plugin is on, as in a real cluster). It returns once both report healthy.
+func StartCluster(tools Tools, dir string) (*ControlPlane, error) {
+	return startControlPlane(tools, dir, true)
+}
+
+func startControlPlane(tools Tools, dir string, controllers bool) (cp *ControlPlane, err error) {
+	cp = &ControlPlane{Dir: dir, controllers: controllers}
 	defer func() {
 		if err != nil {
 			_ = cp.Stop()
@@ -63,7 +85,13 @@ func StartControlPlane(tools Tools, dir string) (cp *ControlPlane, err error) {
 	if err := cp.startEtcd(tools.Etcd); err != nil {
 		return nil, err
 	}
-	return cp, cp.startAPIServer(tools.KubeAPIServer)
+	if err := cp.startAPIServer(tools.KubeAPIServer); err != nil {
+		return nil, err
+	}
+	if !controllers {
+		return cp, nil
+	}
+	return cp, cp.startControllers(tools)
 }
 
 func (cp *ControlPlane) startEtcd(bin string) error {
@@ -119,6 +147,10 @@ func (cp *ControlPlane) startAPIServer(bin string) error {
 	if err != nil {
 		return err
 	}
+	cp.saKey = saKey
+	if cp.KubeletClient, cp.KubeletServing, err = writeKubeletCertificates(cp.Dir); err != nil {
+		return err
+	}
 	adminToken, sgToken := token(), token()
 	tokens := filepath.Join(cp.Dir, "tokens.csv")
 	if err := os.WriteFile(tokens, []byte(fmt.Sprintf("%s,%s,admin,system:masters\n%s,%s,shadowgate,%q\n",
@@ -141,9 +173,14 @@ func (cp *ControlPlane) startAPIServer(bin string) error {
 		"--service-account-key-file=" + saPub,
 		"--service-account-signing-key-file=" + saKey,
 		"--allow-privileged=true",
-		// No controller manager creates the default ServiceAccount a pod would be given.
-		"--disable-admission-plugins=ServiceAccount",
+		"--kubelet-client-certificate=" + cp.KubeletClient.Cert,
+		"--kubelet-client-key=" + cp.KubeletClient.Key,
+		"--kubelet-preferred-address-types=InternalIP",
 		"--profiling=false",
+	}
+	if !cp.controllers {
+		// No controller manager creates the default ServiceAccount a pod would be given.
+		cp.apiserverArgs = append(cp.apiserverArgs, "--disable-admission-plugins=ServiceAccount")
 	}
 	cp.Admin = &rest.Config{Host: cp.Server, BearerToken: adminToken, TLSClientConfig: rest.TLSClientConfig{CAData: serving.CA}}
 	cp.AdminKubeconfig = filepath.Join(cp.Dir, "admin.kubeconfig")
@@ -201,10 +238,10 @@ func (cp *ControlPlane) RestartAPIServer() error {
 	return nil
 }
 
-// Stop stops kube-apiserver, then etcd.
+// Stop stops the scheduler and controller manager if they run, then kube-apiserver, then etcd.
 func (cp *ControlPlane) Stop() error {
 	var errs []error
-	for _, p := range []*process{cp.apiserver, cp.etcd} {
+	for _, p := range []*process{cp.scheduler, cp.controllerManager, cp.apiserver, cp.etcd} {
 		if p != nil {
 			errs = append(errs, p.stop(20*time.Second))
 		}

@@ -17,16 +17,20 @@ import (
 // Tools are the paths of the built control-plane binaries.
 type Tools struct {
 	Etcd, KubeAPIServer, Kubectl string
+	// KubeControllerManager and KubeScheduler run only on the local site (StartCluster).
+	KubeControllerManager, KubeScheduler string
 }
 
 // BuildTools runs hack/e2e-tools.sh in the repository at root: it builds what bin/ lacks
 // (minutes on a fresh machine) and names each binary. Its progress goes to progress.
 func BuildTools(root string, progress *os.File) (Tools, error) {
-	paths, err := runBuildScript(root, "e2e-tools.sh", progress, "etcd", "kube-apiserver", "kubectl")
+	paths, err := runBuildScript(root, "e2e-tools.sh", progress,
+		"etcd", "kube-apiserver", "kubectl", "kube-controller-manager", "kube-scheduler")
 	if err != nil {
 		return Tools{}, err
 	}
-	return Tools{Etcd: paths["etcd"], KubeAPIServer: paths["kube-apiserver"], Kubectl: paths["kubectl"]}, nil
+	return Tools{Etcd: paths["etcd"], KubeAPIServer: paths["kube-apiserver"], Kubectl: paths["kubectl"],
+		KubeControllerManager: paths["kube-controller-manager"], KubeScheduler: paths["kube-scheduler"]}, nil
 }
 
 // BuildHelm runs hack/build-helm.sh in the repository at root, which builds helm into bin/
