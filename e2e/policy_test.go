@@ -16,8 +16,7 @@ import (
 // policyConfigMap wraps a policy document in the policy ConfigMap.
 func policyConfigMap(t *testing.T, doc string) string {
 	t.Helper()
-	indented := "    " + strings.ReplaceAll(strings.TrimRight(doc, "\n"), "\n", "\n    ")
-	return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shadowgate-policy\n  namespace: shadowgate-system\ndata:\n  policy.yaml: |\n" + indented + "\n"
+	return harness.PolicyConfigMap(doc)
 }
 
 // restoreExamplePolicy puts the suite's policy back when the test ends.

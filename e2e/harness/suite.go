@@ -18,6 +18,8 @@ type Suite struct {
 	CP      *ControlPlane
 	SG      *Shadowgate
 	Kubectl Kubectl
+	// Site is the local site, for a suite from RunSiteSuite.
+	Site *LocalSite
 }
 
 // RunSuite builds the tools and shadowgate of the repository at root (relative to the test
@@ -26,12 +28,23 @@ type Suite struct {
 // (a clean exit on SIGTERM is part of what is tested) and the control plane, whatever failed
 // on the way, and returns the exit code for os.Exit. The state directory is removed when all
 // passed and named when it is kept. name prefixes its messages.
-func RunSuite(m *testing.M, name, root string, grace time.Duration, use func(*Suite) error) (code int) {
+func RunSuite(m *testing.M, name, root string, grace time.Duration, use func(*Suite) error) int {
+	return runSuite(m, name, root, grace, false, use)
+}
+
+// RunSiteSuite is RunSuite on the whole local site: the control plane runs its controllers
+// (StartCluster) and StartLocalSite adds the HPC side, the nodes, the credentials and the
+// site's policy. It needs root.
+func RunSiteSuite(m *testing.M, name, root string, grace time.Duration, use func(*Suite) error) int {
+	return runSuite(m, name, root, grace, true, use)
+}
+
+func runSuite(m *testing.M, name, root string, grace time.Duration, site bool, use func(*Suite) error) (code int) {
 	fail := func(err error) int {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		return 1
 	}
-	start := time.Now()
+	began := time.Now()
 	s := &Suite{}
 	defer func() { code = s.tearDown(name, code) }()
 	if _, err := reliabilityScale(); err != nil {
@@ -51,16 +64,28 @@ func RunSuite(m *testing.M, name, root string, grace time.Duration, use func(*Su
 	if s.Bin, err = BuildShadowgate(s.Root, s.Dir); err != nil {
 		return fail(err)
 	}
-	if s.CP, err = StartControlPlane(tools, s.Dir); err != nil {
+	start := StartControlPlane
+	if site {
+		start = StartCluster
+	}
+	if s.CP, err = start(tools, s.Dir); err != nil {
 		return fail(err)
 	}
 	s.Kubectl = Kubectl{Path: tools.Kubectl, Kubeconfig: s.CP.AdminKubeconfig}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if s.SG, err = Install(ctx, s.Root, s.Kubectl, s.CP, ServeOptions{Bin: s.Bin, Dir: s.Dir, GracePeriod: grace}); err != nil {
 		return fail(err)
 	}
-	fmt.Fprintf(os.Stderr, "%s: control plane and shadowgate ready in %s (state and logs in %s)\n", name, time.Since(start).Round(time.Millisecond), s.Dir)
+	if site {
+		if err := os.Chmod(s.Dir, 0o755); err != nil { // the site's accounts read their keys and jobs under it
+			return fail(err)
+		}
+		if s.Site, err = StartLocalSite(ctx, s.Root, s.Dir, s.Kubectl, s.CP); err != nil {
+			return fail(err)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "%s: control plane and shadowgate ready in %s (state and logs in %s)\n", name, time.Since(began).Round(time.Millisecond), s.Dir)
 	if err := use(s); err != nil {
 		return fail(err)
 	}
@@ -71,6 +96,11 @@ func RunSuite(m *testing.M, name, root string, grace time.Duration, use func(*Su
 // directory if code is 0 or names it otherwise; it returns code, made 1 if serve did not stop
 // cleanly.
 func (s *Suite) tearDown(name string, code int) int {
+	if s.Site != nil {
+		if err := s.Site.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: stopping the site: %v\n", name, err)
+		}
+	}
 	if s.SG != nil {
 		if err := s.SG.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "%s: shadowgate serve did not stop cleanly: %v\n", name, err)

@@ -1,0 +1,223 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// The local site's nodes: the cluster's own node, which runs the shadows (and any in-cluster
+// workload), and two virtual nodes playing interLink's virtual kubelet with its Slurm plugin,
+// one per login node. NoForwardNode's login node refuses TCP forwarding, so its policy relays
+// in exec mode.
+const (
+	ClusterNode   = "cluster-node"
+	HPCNode       = "hpc-vk"
+	NoForwardNode = "surf-vk"
+)
+
+// The credentials the site's policy names, in shadowgate-system.
+const (
+	SiteKeySecret     = "site-ssh-key"
+	SiteKnownHostsMap = "site-known-hosts"
+)
+
+// LocalSite is a whole interLink site on this machine, around a control plane from
+// StartCluster with shadowgate installed: the HPC side (Site), the cluster node and the
+// virtual nodes (e2e/site, built on the virtual-kubelet library), the site's credentials and
+// a policy for both virtual nodes.
+type LocalSite struct {
+	HPC *Site
+	// Policy is the policy document applied to shadowgate-policy.
+	Policy string
+	// NodeLogs are the nodes' logs, by node name.
+	NodeLogs map[string]string
+}
+
+// StartLocalSite builds the site's nodes from root/e2e/site, starts the HPC side and the nodes
+// under dir, applies the credentials and the policy, and returns once every node is Ready.
+func StartLocalSite(ctx context.Context, root, dir string, k Kubectl, cp *ControlPlane) (_ *LocalSite, err error) {
+	hpc, err := StartSite(filepath.Join(dir, "site"), SiteLogin{Name: "hpc"}, SiteLogin{Name: "surf", NoForwarding: true})
+	if err != nil {
+		return nil, err
+	}
+	ls := &LocalSite{HPC: hpc, NodeLogs: map[string]string{}}
+	defer func() {
+		if err != nil {
+			_ = hpc.Stop()
+		}
+	}()
+	bins, err := buildSiteNodes(root, filepath.Join(dir, "site-bin"))
+	if err != nil {
+		return nil, err
+	}
+	launchers := filepath.Join(hpc.Dir, "launcher")
+	if err := installLauncher(filepath.Join(root, "e2e/site/launcher/singularity"), launchers); err != nil {
+		return nil, err
+	}
+	sockets := filepath.Join(hpc.Dir, "sockets")
+	if err := os.MkdirAll(sockets, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(sockets, 0o1777); err != nil { // like /tmp: each job makes its own private directory
+		return nil, err
+	}
+	vk := func(name string) ([]string, error) {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		return []string{"-kubeconfig", cp.AdminKubeconfig, "-node-name", name, "-address", "127.0.0.1",
+			"-kubelet-port", strconv.Itoa(port), "-tls-cert", cp.KubeletServing.Cert, "-tls-key", cp.KubeletServing.Key,
+			"-client-ca", cp.KubeletClient.CA}, nil
+	}
+	args, err := vk(ClusterNode)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := hpc.Start(ClusterNode, bins["processnode"], append(args, "-state-dir", filepath.Join(dir, ClusterNode))...); err != nil {
+		return nil, err
+	}
+	ls.NodeLogs[ClusterNode] = filepath.Join(hpc.Dir, ClusterNode+".log")
+	for _, node := range []string{HPCNode, NoForwardNode} {
+		if args, err = vk(node); err != nil {
+			return nil, err
+		}
+		args = append(args, "-slurm-conf", hpc.SlurmConf, "-account", SiteAccount,
+			"-work-dir", filepath.Join(hpc.Dir, "jobs", node), "-socket-dir-root", sockets, "-launcher-dir", launchers)
+		if _, err := hpc.Start(node, bins["slurmnode"], args...); err != nil {
+			return nil, err
+		}
+		ls.NodeLogs[node] = filepath.Join(hpc.Dir, node+".log")
+	}
+	if err := ls.applyCredentials(ctx, k); err != nil {
+		return nil, err
+	}
+	ls.Policy = ls.policy()
+	if _, err := k.Must(ctx, PolicyConfigMap(ls.Policy), "apply", "--server-side", "--force-conflicts", "--field-manager=e2e-install", "-f", "-"); err != nil {
+		return nil, err
+	}
+	if _, err := k.Must(ctx, "", "wait", "--for=condition=Ready", "--timeout=120s",
+		"node/"+ClusterNode, "node/"+HPCNode, "node/"+NoForwardNode); err != nil {
+		return nil, fmt.Errorf("the site's nodes are not Ready (logs: %s): %w", strings.Join(ls.logList(), ", "), err)
+	}
+	return ls, nil
+}
+
+func (ls *LocalSite) logList() []string {
+	var logs []string
+	for _, l := range ls.NodeLogs {
+		logs = append(logs, l)
+	}
+	return logs
+}
+
+// Stop stops the nodes and the HPC side.
+func (ls *LocalSite) Stop() error { return ls.HPC.Stop() }
+
+// buildSiteNodes builds the site's nodes (module e2e/site) into dir; Go's build cache makes
+// a rebuild of unchanged code take a second.
+func buildSiteNodes(root, dir string) (map[string]string, error) {
+	bins := map[string]string{}
+	for _, name := range []string{"processnode", "slurmnode"} {
+		out := filepath.Join(dir, name)
+		cmd := exec.Command("go", "build", "-o", out, "./cmd/"+name)
+		cmd.Dir = filepath.Join(root, "e2e/site")
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("building the site's %s: %w\n%s", name, err, msg)
+		}
+		bins[name] = out
+	}
+	return bins, nil
+}
+
+// installLauncher puts the site's singularity-compatible launcher into dir as singularity and
+// apptainer, where the jobs find it first on their PATH.
+func installLauncher(script, dir string) error {
+	data, err := os.ReadFile(script)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, name := range []string{"singularity", "apptainer"} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyCredentials applies the site key and the login nodes' host keys to shadowgate-system,
+// where the policy names them and shadowgate replicates them from.
+func (ls *LocalSite) applyCredentials(ctx context.Context, k Kubectl) error {
+	var known []string
+	for _, name := range []string{"hpc", "surf"} {
+		known = append(known, ls.HPC.Logins[name].KnownHosts)
+	}
+	hosts := filepath.Join(ls.HPC.Dir, "known_hosts")
+	if err := os.WriteFile(hosts, []byte(strings.Join(known, "\n")+"\n"), 0o644); err != nil {
+		return err
+	}
+	for _, args := range [][]string{
+		{"create", "secret", "generic", SiteKeySecret, "-n", "shadowgate-system", "--from-file=id_ed25519=" + ls.HPC.Key},
+		{"create", "configmap", SiteKnownHostsMap, "-n", "shadowgate-system", "--from-file=known_hosts=" + hosts},
+	} {
+		manifest, err := k.Must(ctx, "", append(args, "--dry-run=client", "-o", "yaml")...)
+		if err != nil {
+			return err
+		}
+		if _, err := k.Must(ctx, manifest, "apply", "--server-side", "--field-manager=e2e-install", "-f", "-"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// policy is the site's policy: the hpc login node forwards ports, the surf one relays in exec
+// mode; both log in as the site's account with the site key and pin the login nodes' host
+// keys; the hpc node allows the reverse tunnel, with SOCKS, reaching the job through srun.
+func (ls *LocalSite) policy() string {
+	hpc, surf := ls.HPC.Logins["hpc"], ls.HPC.Logins["surf"]
+	node := func(name string, l *LoginNode, extra string) string {
+		return fmt.Sprintf(`  %s:
+    Network:
+      EnableTunnel: true
+      ShadowMode: ssh
+      SSH:
+        LoginHost: %q
+        Port: %d
+        User: %s
+        KeySecret: %s
+        KnownHostsConfigMap: %s
+        NodeWaitTimeout: 10m
+%s`, name, l.Host, l.Port, SiteAccount, SiteKeySecret, SiteKnownHostsMap, extra)
+	}
+	return "virtualNodes:\n" +
+		node(HPCNode, hpc, `        Reverse:
+          Enabled: true
+          AllowSocks: true
+          NodeExec: srun
+`) +
+		node(NoForwardNode, surf, `        ForwardMode: exec
+`)
+}
+
+// PolicyConfigMap is the shadowgate-policy ConfigMap holding doc.
+func PolicyConfigMap(doc string) string {
+	indented := "    " + strings.ReplaceAll(strings.TrimRight(doc, "\n"), "\n", "\n    ")
+	return fmt.Sprintf(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: shadowgate-policy
+  namespace: shadowgate-system
+data:
+  policy.yaml: |
+%s
+`, indented)
+}
