@@ -29,6 +29,7 @@ unit:
 test: SHELL := /bin/bash
 test: deps lint e2e-tools cert-manager helm
 	$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v '^$(MODULE)/e2e\(/\|$$\)')
+	cd e2e/site && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
 	$(call run-e2e,bounded,30m)
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime=1x ./webhook ./inject
 
@@ -106,7 +107,7 @@ vet: fmt
 
 # The shell files make lint checks: the scripts the shadow and the job run (embedded by
 # inject/scripts.go and inject/preexec.go), the build and test helpers, and CI's entry point.
-SH_FILES   := inject/scripts/*.sh hack/*.sh .ci/run
+SH_FILES   := inject/scripts/*.sh hack/*.sh .ci/run e2e/site/launcher/singularity
 # shfmt's flags for every shell file: two spaces (the pre-exec snippet lands in a pod
 # annotation, which YAML shows as a readable block only without tabs), case items indented,
 # && and || starting the continued line: the Google Shell Style Guide as shfmt spells it.

@@ -27,6 +27,9 @@ declare -A need=(
   [srun]=slurm-client
   [scancel]=slurm-client
   [sinfo]=slurm-client
+  [ip]=iproute2 # the local site's compute node is a network namespace of its own
+  [nsenter]=util-linux
+  [unshare]=util-linux # the site's singularity stand-in binds in a mount namespace
 )
 
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }

@@ -44,8 +44,9 @@ type Site struct {
 	// the login nodes, by name.
 	Key    string
 	Logins map[string]*LoginNode
-	// ComputeAddress is the compute node's address (Slurm's NodeAddr).
-	ComputeAddress string
+	// ComputeAddress is the compute node's address (Slurm's NodeAddr); SecondComputeAddress is
+	// another address of the same node, for MoveComputeNode.
+	ComputeAddress, SecondComputeAddress string
 	// SlurmConf is SLURM_CONF for every Slurm client.
 	SlurmConf string
 
@@ -154,23 +155,26 @@ func ensureUser(name string) (*user.User, error) {
 }
 
 // startComputeNetwork makes the compute node's network namespace and the veth pair joining it
-// to this machine, on a /30 of 10.213.0.0/16 chosen at random so two sites do not collide.
+// to this machine, on a /29 of 10.213.0.0/16 chosen at random so two sites do not collide:
+// this machine's end is .1, the compute node has .2 and .3.
 func (s *Site) startComputeNetwork() error {
 	n, err := rand.Int(rand.Reader, big.NewInt(1<<14))
 	if err != nil {
 		return err
 	}
-	k := int(n.Int64()) * 4
+	k := int(n.Int64()) * 8 % (1 << 16)
 	s.netns = fmt.Sprintf("sg-compute-%d", k)
 	s.hostEnd = fmt.Sprintf("10.213.%d.%d", k/256, k%256+1)
 	s.ComputeAddress = fmt.Sprintf("10.213.%d.%d", k/256, k%256+2)
+	s.SecondComputeAddress = fmt.Sprintf("10.213.%d.%d", k/256, k%256+3)
 	hostIf, nodeIf := fmt.Sprintf("sgh%d", k), fmt.Sprintf("sgn%d", k)
 	for _, args := range [][]string{
 		{"netns", "add", s.netns},
 		{"link", "add", hostIf, "type", "veth", "peer", "name", nodeIf, "netns", s.netns},
-		{"addr", "add", s.hostEnd + "/30", "dev", hostIf},
+		{"addr", "add", s.hostEnd + "/29", "dev", hostIf},
 		{"link", "set", hostIf, "up"},
-		{"-n", s.netns, "addr", "add", s.ComputeAddress + "/30", "dev", nodeIf},
+		{"-n", s.netns, "addr", "add", s.ComputeAddress + "/29", "dev", nodeIf},
+		{"-n", s.netns, "addr", "add", s.SecondComputeAddress + "/29", "dev", nodeIf},
 		{"-n", s.netns, "link", "set", nodeIf, "up"},
 		{"-n", s.netns, "link", "set", "lo", "up"},
 	} {
@@ -265,6 +269,15 @@ PartitionName=debug Nodes=%[6]s Default=YES MaxTime=INFINITE State=UP
 		}
 		return nil
 	})
+}
+
+// MoveComputeNode makes Slurm reach the compute node at addr (NodeAddr), as when a site
+// renumbers a node under running jobs.
+func (s *Site) MoveComputeNode(addr string) error {
+	if out, err := s.Slurm("scontrol", "update", "NodeName="+ComputeNodeName, "NodeAddr="+addr).CombinedOutput(); err != nil {
+		return fmt.Errorf("scontrol update NodeAddr=%s: %v %s", addr, err, out)
+	}
+	return nil
 }
 
 // Slurm is a Slurm client command of the site.

@@ -1,6 +1,10 @@
-// Command dev is `make dev`: a local control plane (etcd, kube-apiserver) with `shadowgate
-// serve` installed from manifests/overlays/dev, the example policy and stand-in credentials,
-// running until interrupted. Ctrl-C stops everything it started and removes its state.
+// Command dev is `make dev`. As root it runs the whole local site (harness.StartLocalSite):
+// etcd, kube-apiserver, kube-controller-manager and kube-scheduler, `shadowgate serve`
+// installed from manifests/overlays/dev, the cluster node that runs the shadows, two virtual
+// nodes that turn pods into jobs of a real Slurm, login nodes' sshd, and the site's policy and
+// credentials. Without root it runs the admission-only control plane (etcd, kube-apiserver,
+// shadowgate with the example policy) and says so. It runs until interrupted; Ctrl-C stops
+// everything it started and removes its state.
 package main
 
 import (
@@ -44,8 +48,19 @@ func run(root, bin string, port int, grace time.Duration) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	fmt.Fprintln(os.Stderr, "dev: starting etcd and kube-apiserver in", dir)
-	cp, err := harness.StartControlPlane(tools, dir)
+	site := os.Geteuid() == 0
+	start := harness.StartCluster
+	if site {
+		fmt.Fprintln(os.Stderr, "dev: starting the local site (control plane with controllers, Slurm, login nodes, nodes) in", dir)
+		if err := os.Chmod(dir, 0o755); err != nil { // the site's accounts read their keys and jobs under it
+			return err
+		}
+	} else {
+		fmt.Fprintln(os.Stderr, "dev: not root, so no local site (it creates accounts, a network namespace and runs sshd and Slurm):",
+			"starting etcd and kube-apiserver alone in", dir, "- pods are admitted and stored, never run")
+		start = harness.StartControlPlane
+	}
+	cp, err := start(tools, dir)
 	if err != nil {
 		return err
 	}
@@ -64,6 +79,29 @@ func run(root, bin string, port int, grace time.Duration) error {
 		return err
 	}
 	k := tools.Kubectl
+	if site {
+		ls, err := harness.StartLocalSite(ctx, root, dir, kubectl, cp)
+		if err != nil {
+			return err
+		}
+		defer stopLogged("the site", ls.Stop)
+		fmt.Printf(`ready: KUBECONFIG=%[1]s
+
+  export KUBECONFIG=%[1]s
+  %[2]s get nodes                                           # the cluster node and two virtual nodes
+  %[2]s apply -f manifests/examples/notebook.yaml           # the guide's notebook, offloaded to %[3]s
+  SLURM_CONF=%[4]s squeue           # its batch job, named after the pod's UID
+  %[2]s get pod -n user -l interlink.eu/shadow=shadow-notebook-user -o wide   # the shadow, Ready
+  curl http://127.0.0.1:8888/                               # the notebook's page, through the shadow
+  %[2]s logs -n user notebook                               # the job's output
+  sed 's/%[3]s/%[5]s/' manifests/examples/notebook.yaml | %[2]s apply -f -   # after deleting the first:
+                                                            # %[5]s's login node refuses forwarding; exec mode relays
+
+shadowgate log: %[6]s   node logs: %[7]s
+Ctrl-C stops the site, shadowgate and the control plane.
+`, cp.AdminKubeconfig, k, harness.HPCNode, ls.HPC.SlurmConf, harness.NoForwardNode, sg.Log, ls.HPC.Dir)
+		return wait(ctx, sg)
+	}
 	fmt.Printf(`ready: KUBECONFIG=%s
 
   export KUBECONFIG=%s
@@ -75,6 +113,11 @@ func run(root, bin string, port int, grace time.Duration) error {
 shadowgate log: %s   metrics: http://127.0.0.1:%d/metrics   readyz: http://127.0.0.1:%d/readyz
 Ctrl-C stops shadowgate, kube-apiserver and etcd.
 `, cp.AdminKubeconfig, cp.AdminKubeconfig, k, k, k, k, sg.Log, sg.MetricsPort, sg.ProbePort)
+	return wait(ctx, sg)
+}
+
+// wait returns when ctx is done (Ctrl-C) or serve exits.
+func wait(ctx context.Context, sg *harness.Shadowgate) error {
 	select {
 	case <-ctx.Done():
 		fmt.Fprintln(os.Stderr, "\ndev: stopping")
