@@ -1,0 +1,58 @@
+package offload
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/interlink-hq/shadowgate/e2e/harness"
+)
+
+// When Slurm reaches the job's node at another address, the shadow rebuilds its tunnel in
+// place: the same shadow pod (same UID, same IP, no container restart) serves the notebook's
+// page from the new address.
+func TestTheShadowFollowsTheJobToANewAddressInPlace(t *testing.T) {
+	const ns = "nb-move"
+	hpc := site.local.HPC
+	kubectl(t, "", "create", "namespace", ns)
+	kubectl(t, notebook(t, ns, harness.HPCNode), "apply", "-f", "-")
+	uid := kubectl(t, "", "get", "pod", "-n", ns, "notebook", "-o", "jsonpath={.metadata.uid}")
+	s := shadowOf("notebook", ns, true)
+	t.Cleanup(func() { deleteAndWaitGone(t, ns, "notebook", uid, s) })
+
+	waitForJob(t, uid, "RUNNING", 2*time.Minute)
+	name, shadowUID, ip := s.readyPod(t, 3*time.Minute)
+	url := fmt.Sprintf("http://%s:8888/", ip)
+	pageServed := func() error {
+		body, err := get(url)
+		if err == nil && !strings.Contains(body, "notebook") {
+			err = fmt.Errorf("the page is not the notebook's: %q", body)
+		}
+		return err
+	}
+	waitFor(t, time.Minute, "the notebook's page at "+url, pageServed)
+
+	if err := hpc.MoveComputeNode(hpc.SecondComputeAddress); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := hpc.MoveComputeNode(hpc.ComputeAddress); err != nil {
+			t.Error(err)
+		}
+	})
+	waitFor(t, time.Minute, "the shadow to forward to "+hpc.SecondComputeAddress, func() error {
+		logs := kubectl(t, "", "logs", "-n", s.namespace, name, "-c", "ssh-forward")
+		if !strings.Contains(logs, "to "+hpc.SecondComputeAddress+" ") {
+			return fmt.Errorf("its log does not name the new address yet:\n%s", logs)
+		}
+		return nil
+	})
+	waitFor(t, time.Minute, "the notebook's page at "+url+" from the new address", pageServed)
+	after, afterUID, afterIP := s.readyPod(t, time.Minute)
+	restarts := kubectl(t, "", "get", "pod", "-n", s.namespace, name, "-o", "jsonpath={.status.containerStatuses[*].restartCount}")
+	if after != name || afterUID != shadowUID || afterIP != ip || strings.Trim(restarts, "0 ") != "" {
+		t.Errorf("the shadow pod was replaced or restarted: before %s %s %s, after %s %s %s, restarts %q",
+			name, shadowUID, ip, after, afterUID, afterIP, restarts)
+	}
+}
