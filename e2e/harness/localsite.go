@@ -11,13 +11,15 @@ import (
 )
 
 // The local site's nodes: the cluster's own node, which runs the shadows (and any in-cluster
-// workload), and two virtual nodes playing interLink's virtual kubelet with its Slurm plugin,
-// one per login node. NoForwardNode's login node refuses TCP forwarding, so its policy relays
-// in exec mode.
+// workload), and three virtual nodes playing interLink's virtual kubelet with its Slurm
+// plugin. NoForwardNode's login node refuses TCP forwarding, so its policy relays in exec
+// mode; PublishingNode publishes each job's compute node into the node ConfigMap, as the VK
+// does, and its policy reads it there (NodeDiscovery: configmap) rather than asking Slurm.
 const (
-	ClusterNode   = "cluster-node"
-	HPCNode       = "hpc-vk"
-	NoForwardNode = "surf-vk"
+	ClusterNode    = "cluster-node"
+	HPCNode        = "hpc-vk"
+	NoForwardNode  = "surf-vk"
+	PublishingNode = "vk-publishing"
 )
 
 // The credentials the site's policy names, in shadowgate-system.
@@ -83,12 +85,15 @@ func StartLocalSite(ctx context.Context, root, dir string, k Kubectl, cp *Contro
 		return nil, err
 	}
 	ls.NodeLogs[ClusterNode] = filepath.Join(hpc.Dir, ClusterNode+".log")
-	for _, node := range []string{HPCNode, NoForwardNode} {
+	for _, node := range []string{HPCNode, NoForwardNode, PublishingNode} {
 		if args, err = vk(node); err != nil {
 			return nil, err
 		}
 		args = append(args, "-slurm-conf", hpc.SlurmConf, "-account", SiteAccount,
 			"-work-dir", filepath.Join(hpc.Dir, "jobs", node), "-socket-dir-root", sockets, "-launcher-dir", launchers)
+		if node == PublishingNode {
+			args = append(args, "-publish-node-configmap")
+		}
 		if _, err := hpc.Start(node, bins["slurmnode"], args...); err != nil {
 			return nil, err
 		}
@@ -102,7 +107,7 @@ func StartLocalSite(ctx context.Context, root, dir string, k Kubectl, cp *Contro
 		return nil, err
 	}
 	if _, err := k.Must(ctx, "", "wait", "--for=condition=Ready", "--timeout=120s",
-		"node/"+ClusterNode, "node/"+HPCNode, "node/"+NoForwardNode); err != nil {
+		"node/"+ClusterNode, "node/"+HPCNode, "node/"+NoForwardNode, "node/"+PublishingNode); err != nil {
 		return nil, fmt.Errorf("the site's nodes are not Ready (logs: %s): %w", strings.Join(ls.logList(), ", "), err)
 	}
 	return ls, nil
@@ -180,8 +185,10 @@ func (ls *LocalSite) applyCredentials(ctx context.Context, k Kubectl) error {
 }
 
 // policy is the site's policy: the hpc login node forwards ports, the surf one relays in exec
-// mode; both log in as the site's account with the site key and pin the login nodes' host
-// keys; the hpc node allows the reverse tunnel, with SOCKS, reaching the job through srun.
+// mode; all log in as the site's account with the site key and pin the login nodes' host
+// keys; the hpc node allows the reverse tunnel, with SOCKS, reaching the job through srun; the
+// publishing node goes through the hpc login node and reads the compute node from its
+// ConfigMap.
 func (ls *LocalSite) policy() string {
 	hpc, surf := ls.HPC.Logins["hpc"], ls.HPC.Logins["surf"]
 	node := func(name string, l *LoginNode, extra string) string {
@@ -205,6 +212,8 @@ func (ls *LocalSite) policy() string {
           NodeExec: srun
 `) +
 		node(NoForwardNode, surf, `        ForwardMode: exec
+`) +
+		node(PublishingNode, hpc, `        NodeDiscovery: configmap
 `)
 }
 

@@ -9,22 +9,28 @@ import (
 	"github.com/interlink-hq/shadowgate/e2e/harness"
 )
 
-// The guide's notebook, admitted on either virtual node, runs as a Slurm job, its shadow
-// becomes Ready on the cluster node, and the notebook's page comes back through the shadow's
-// pod IP and port: with ssh -L through the login node that forwards, and with exec relays
-// through the one that refuses forwarding. Deleting the pod cancels the job and removes the
-// shadow.
+// The guide's notebook, admitted on any virtual node, runs as a Slurm job, its shadow becomes
+// Ready on the cluster node, and the notebook's page comes back through the shadow's pod IP
+// and port: with ssh -L through the login node that forwards, with exec relays through the
+// one that refuses forwarding, and with the compute node read from the ConfigMap the virtual
+// node publishes it in. Deleting the pod cancels the job and the shadow is removed.
 func TestTheGuidesNotebookServesItsPageThroughTheShadow(t *testing.T) {
 	for _, c := range []struct{ mode, node, namespace string }{
 		{"portforward", harness.HPCNode, "nb-forward"},
 		{"exec", harness.NoForwardNode, "nb-exec"},
+		{"node from the ConfigMap", harness.PublishingNode, "nb-configmap"},
 	} {
 		t.Run(c.mode, func(t *testing.T) {
 			kubectl(t, "", "create", "namespace", c.namespace)
 			kubectl(t, notebook(t, c.namespace, c.node), "apply", "-f", "-")
 			uid := kubectl(t, "", "get", "pod", "-n", c.namespace, "notebook", "-o", "jsonpath={.metadata.uid}")
 			s := shadowOf("notebook", c.namespace, true)
-			t.Cleanup(func() { deleteAndWaitGone(t, c.namespace, "notebook", uid, s) })
+			deleted := false
+			t.Cleanup(func() {
+				if !deleted {
+					deleteAndWaitGone(t, c.namespace, "notebook", uid, s)
+				}
+			})
 
 			waitForJob(t, uid, "RUNNING", 2*time.Minute)
 			_, _, ip := s.readyPod(t, 3*time.Minute)
@@ -39,6 +45,8 @@ func TestTheGuidesNotebookServesItsPageThroughTheShadow(t *testing.T) {
 				}
 				return nil
 			})
+			deleted = true
+			deleteAndWaitGone(t, c.namespace, "notebook", uid, s)
 		})
 	}
 }
