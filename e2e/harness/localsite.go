@@ -14,18 +14,22 @@ import (
 // workload), and three virtual nodes playing interLink's virtual kubelet with its Slurm
 // plugin. NoForwardNode's login node refuses TCP forwarding, so its policy relays in exec
 // mode; PublishingNode publishes each job's compute node into the node ConfigMap, as the VK
-// does, and its policy reads it there (NodeDiscovery: configmap) rather than asking Slurm.
+// does, and its policy reads it there (NodeDiscovery: configmap) rather than asking Slurm;
+// KerberosNode's login node takes Kerberos tickets of the site's realm and no keys.
 const (
 	ClusterNode    = "cluster-node"
 	HPCNode        = "hpc-vk"
 	NoForwardNode  = "surf-vk"
 	PublishingNode = "vk-publishing"
+	KerberosNode   = "vk-kerberos"
 )
 
 // The credentials the site's policy names, in shadowgate-system.
 const (
 	SiteKeySecret     = "site-ssh-key"
 	SiteKnownHostsMap = "site-known-hosts"
+	SiteKeytabSecret  = "site-keytab"
+	SiteKrb5ConfigMap = "site-krb5"
 )
 
 // LocalSite is a whole interLink site on this machine, around a control plane from
@@ -43,7 +47,8 @@ type LocalSite struct {
 // StartLocalSite builds the site's nodes from root/e2e/site, starts the HPC side and the nodes
 // under dir, applies the credentials and the policy, and returns once every node is Ready.
 func StartLocalSite(ctx context.Context, root, dir string, k Kubectl, cp *ControlPlane) (_ *LocalSite, err error) {
-	hpc, err := StartSite(filepath.Join(dir, "site"), SiteLogin{Name: "hpc"}, SiteLogin{Name: "surf", NoForwarding: true})
+	hpc, err := StartSite(filepath.Join(dir, "site"), SiteLogin{Name: "hpc"}, SiteLogin{Name: "surf", NoForwarding: true},
+		SiteLogin{Name: "cern", Kerberos: true})
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +90,7 @@ func StartLocalSite(ctx context.Context, root, dir string, k Kubectl, cp *Contro
 		return nil, err
 	}
 	ls.NodeLogs[ClusterNode] = filepath.Join(hpc.Dir, ClusterNode+".log")
-	for _, node := range []string{HPCNode, NoForwardNode, PublishingNode} {
+	for _, node := range []string{HPCNode, NoForwardNode, PublishingNode, KerberosNode} {
 		if args, err = vk(node); err != nil {
 			return nil, err
 		}
@@ -107,7 +112,7 @@ func StartLocalSite(ctx context.Context, root, dir string, k Kubectl, cp *Contro
 		return nil, err
 	}
 	if _, err := k.Must(ctx, "", "wait", "--for=condition=Ready", "--timeout=120s",
-		"node/"+ClusterNode, "node/"+HPCNode, "node/"+NoForwardNode, "node/"+PublishingNode); err != nil {
+		"node/"+ClusterNode, "node/"+HPCNode, "node/"+NoForwardNode, "node/"+PublishingNode, "node/"+KerberosNode); err != nil {
 		return nil, fmt.Errorf("the site's nodes are not Ready (logs: %s): %w", strings.Join(ls.logList(), ", "), err)
 	}
 	return ls, nil
@@ -162,7 +167,7 @@ func installLauncher(script, dir string) error {
 // where the policy names them and shadowgate replicates them from.
 func (ls *LocalSite) applyCredentials(ctx context.Context, k Kubectl) error {
 	var known []string
-	for _, name := range []string{"hpc", "surf"} {
+	for _, name := range []string{"hpc", "surf", "cern"} {
 		known = append(known, ls.HPC.Logins[name].KnownHosts)
 	}
 	hosts := filepath.Join(ls.HPC.Dir, "known_hosts")
@@ -172,6 +177,8 @@ func (ls *LocalSite) applyCredentials(ctx context.Context, k Kubectl) error {
 	for _, args := range [][]string{
 		{"create", "secret", "generic", SiteKeySecret, "-n", "shadowgate-system", "--from-file=id_ed25519=" + ls.HPC.Key},
 		{"create", "configmap", SiteKnownHostsMap, "-n", "shadowgate-system", "--from-file=known_hosts=" + hosts},
+		{"create", "secret", "generic", SiteKeytabSecret, "-n", "shadowgate-system", "--from-file=user.keytab=" + ls.HPC.KDC.UserKeytab},
+		{"create", "configmap", SiteKrb5ConfigMap, "-n", "shadowgate-system", "--from-file=krb5.conf=" + ls.HPC.KDC.Krb5Conf},
 	} {
 		manifest, err := k.Must(ctx, "", append(args, "--dry-run=client", "-o", "yaml")...)
 		if err != nil {
@@ -188,9 +195,10 @@ func (ls *LocalSite) applyCredentials(ctx context.Context, k Kubectl) error {
 // mode; all log in as the site's account with the site key and pin the login nodes' host
 // keys; the hpc node allows the reverse tunnel, with SOCKS, reaching the job through srun; the
 // publishing node goes through the hpc login node and reads the compute node from its
-// ConfigMap.
+// ConfigMap; the Kerberos node logs in with the account's keytab.
 func (ls *LocalSite) policy() string {
-	hpc, surf := ls.HPC.Logins["hpc"], ls.HPC.Logins["surf"]
+	hpc, surf, cern := ls.HPC.Logins["hpc"], ls.HPC.Logins["surf"], ls.HPC.Logins["cern"]
+	key := fmt.Sprintf("        KeySecret: %s\n", SiteKeySecret)
 	node := func(name string, l *LoginNode, extra string) string {
 		return fmt.Sprintf(`  %s:
     Network:
@@ -200,21 +208,25 @@ func (ls *LocalSite) policy() string {
         LoginHost: %q
         Port: %d
         User: %s
-        KeySecret: %s
         KnownHostsConfigMap: %s
         NodeWaitTimeout: 10m
-%s`, name, l.Host, l.Port, SiteAccount, SiteKeySecret, SiteKnownHostsMap, extra)
+%s`, name, l.Host, l.Port, SiteAccount, SiteKnownHostsMap, extra)
 	}
 	return "virtualNodes:\n" +
-		node(HPCNode, hpc, `        Reverse:
+		node(HPCNode, hpc, key+`        Reverse:
           Enabled: true
           AllowSocks: true
           NodeExec: srun
 `) +
-		node(NoForwardNode, surf, `        ForwardMode: exec
+		node(NoForwardNode, surf, key+`        ForwardMode: exec
 `) +
-		node(PublishingNode, hpc, `        NodeDiscovery: configmap
-`)
+		node(PublishingNode, hpc, key+`        NodeDiscovery: configmap
+`) +
+		node(KerberosNode, cern, fmt.Sprintf(`        Auth: kerberos
+        KeytabSecret: %s
+        Principal: %s
+        Krb5ConfigMap: %s
+`, SiteKeytabSecret, ls.HPC.KDC.Principal, SiteKrb5ConfigMap))
 }
 
 // PolicyConfigMap is the shadowgate-policy ConfigMap holding doc.

@@ -49,6 +49,8 @@ type Site struct {
 	ComputeAddress, SecondComputeAddress string
 	// SlurmConf is SLURM_CONF for every Slurm client.
 	SlurmConf string
+	// KDC is the site's Kerberos realm, which Kerberos login nodes accept tickets of.
+	KDC *KDC
 
 	netns   string
 	procs   []*process
@@ -72,6 +74,8 @@ type SiteLogin struct {
 	// NoForwarding sets AllowTcpForwarding no, as at sites (SURF) that allow sessions but no
 	// port forwarding: portforward shadows fail there and exec shadows work.
 	NoForwarding bool
+	// Kerberos lets the account in with a ticket of the site's realm (GSSAPI) and with no key.
+	Kerberos bool
 }
 
 // StartSite starts the HPC side of the site under dir: the accounts (created with useradd
@@ -81,7 +85,8 @@ func StartSite(dir string, logins ...SiteLogin) (_ *Site, err error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the local site creates Unix accounts, a network namespace and runs sshd and Slurm as root: run it as root")
 	}
-	for _, tool := range []string{"ip", "munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "/usr/sbin/sshd", "ssh-keygen", "useradd", "nc"} {
+	for _, tool := range []string{"ip", "nsenter", "munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "/usr/sbin/sshd",
+		"ssh-keygen", "useradd", "nc", "krb5kdc", "kdb5_util", "kadmin.local", "kinit"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return nil, fmt.Errorf("the local site needs %s (hack/test-deps.sh installs it): %w", tool, err)
 		}
@@ -114,6 +119,9 @@ func StartSite(dir string, logins ...SiteLogin) (_ *Site, err error) {
 		return nil, err
 	}
 	if err := s.writeAccountKey(); err != nil {
+		return nil, err
+	}
+	if err := s.startKDC(); err != nil {
 		return nil, err
 	}
 	for _, l := range logins {
@@ -334,6 +342,17 @@ func (s *Site) startLogin(l SiteLogin) error {
 	if l.NoForwarding {
 		forwarding = "no"
 	}
+	// sshd reads its host principal's key from KRB5_KTNAME; GSSAPIStrictAcceptorCheck would
+	// want the machine's hostname in the principal, not the login node's address.
+	auth, env := "PubkeyAuthentication yes\n", []string{}
+	if l.Kerberos {
+		keytab := filepath.Join(dir, "host.keytab")
+		if err := s.KDC.addKeytab("host/"+n.Host+"@"+SiteRealm, keytab); err != nil {
+			return err
+		}
+		auth = "PubkeyAuthentication no\nGSSAPIAuthentication yes\nGSSAPIStrictAcceptorCheck no\n"
+		env = []string{"KRB5_KTNAME=" + keytab, "KRB5_CONFIG=" + s.KDC.Krb5Conf}
+	}
 	config := filepath.Join(dir, "sshd_config")
 	if err := os.WriteFile(config, []byte(fmt.Sprintf(`ListenAddress %s:%d
 HostKey %s
@@ -341,7 +360,7 @@ PidFile %s
 AuthorizedKeysFile %s/%%u
 AllowUsers %s %s
 AllowTcpForwarding %s
-PasswordAuthentication no
+%sPasswordAuthentication no
 KbdInteractiveAuthentication no
 UsePAM no
 # The keys live under a temporary directory, which is world-writable.
@@ -350,13 +369,13 @@ StrictModes no
 SetEnv SLURM_CONF=%s
 LogLevel VERBOSE
 `, n.Host, n.Port, hostKey, filepath.Join(dir, "sshd.pid"), filepath.Join(s.Dir, "keys"),
-		SiteAccount, OtherUser, forwarding, s.SlurmConf)), 0o644); err != nil {
+		SiteAccount, OtherUser, forwarding, auth, s.SlurmConf)), 0o644); err != nil {
 		return err
 	}
 	if err := os.MkdirAll("/run/sshd", 0o755); err != nil { // sshd's privilege separation directory
 		return err
 	}
-	p, err := startProcess("sshd "+l.Name, n.Log, "/usr/sbin/sshd", "-D", "-e", "-f", config)
+	p, err := startProcess("sshd "+l.Name, n.Log, "env", append(env, "/usr/sbin/sshd", "-D", "-e", "-f", config)...)
 	if err != nil {
 		return err
 	}

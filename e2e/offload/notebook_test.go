@@ -12,13 +12,14 @@ import (
 // The guide's notebook, admitted on any virtual node, runs as a Slurm job, its shadow becomes
 // Ready on the cluster node, and the notebook's page comes back through the shadow's pod IP
 // and port: with ssh -L through the login node that forwards, with exec relays through the
-// one that refuses forwarding, and with the compute node read from the ConfigMap the virtual
-// node publishes it in. Deleting the pod cancels the job and the shadow is removed.
+// one that refuses forwarding, with the compute node read from the ConfigMap the virtual node
+// publishes it in, and logged in with a Kerberos ticket of the site's realm (a real KDC). Deleting the pod cancels the job and the shadow is removed.
 func TestTheGuidesNotebookServesItsPageThroughTheShadow(t *testing.T) {
 	for _, c := range []struct{ mode, node, namespace string }{
 		{"portforward", harness.HPCNode, "nb-forward"},
 		{"exec", harness.NoForwardNode, "nb-exec"},
 		{"node from the ConfigMap", harness.PublishingNode, "nb-configmap"},
+		{"Kerberos", harness.KerberosNode, "nb-kerberos"},
 	} {
 		t.Run(c.mode, func(t *testing.T) {
 			kubectl(t, "", "create", "namespace", c.namespace)
