@@ -3,8 +3,9 @@
 // kubelet is. cmd/processnode is the cluster's ordinary node (it runs the pods bound to it,
 // shadows among them, as processes of this machine); cmd/slurmnode is the virtual node that
 // plays interLink's virtual kubelet and Slurm plugin (a pod bound to it becomes a batch job of
-// the site's real Slurm). internal/vknode is what both share: registering the Node and serving
-// the kubelet API (logs) over TLS to the API server alone.
+// the site's real Slurm, its containers run by launcher/singularity). internal/vknode is what
+// both share: registering the Node and serving the kubelet API (logs) over TLS to the API
+// server alone.
 //
 // The stand-ins, because they cannot exist on the machine the site runs on: no container images
 // are pulled (a container runs this machine's own tools; the image name is recorded), and every

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"syscall"
+	"time"
+
+	"github.com/interlink-hq/shadowgate/e2e/site/internal/slurm"
+	"github.com/interlink-hq/shadowgate/e2e/site/internal/vknode"
+	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// options are the node's flags beyond vknode.Config's.
+type options struct {
+	slurmConf, account                  string
+	workDir, socketDirRoot, launcherDir string
+	publishNodeConfigMap                bool
+	poll                                time.Duration
+}
+
+func main() {
+	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
+	var cfg vknode.Config
+	var opts options
+	flag.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig of the node's identity")
+	flag.StringVar(&cfg.NodeName, "node-name", "slurm-vk", "name of the Node")
+	flag.StringVar(&cfg.Address, "address", "127.0.0.1", "address the kubelet API listens on, the Node's InternalIP")
+	flag.IntVar(&cfg.KubeletPort, "kubelet-port", 10250, "port of the kubelet API")
+	flag.StringVar(&cfg.TLSCert, "tls-cert", "", "serving certificate of the kubelet API")
+	flag.StringVar(&cfg.TLSKey, "tls-key", "", "key of the serving certificate")
+	flag.StringVar(&cfg.ClientCA, "client-ca", "", "CA that signs the kubelet API's clients (the API server's kubelet client certificate)")
+	flag.StringVar(&opts.slurmConf, "slurm-conf", "", "slurm.conf of the site's Slurm (SLURM_CONF of every Slurm command)")
+	flag.StringVar(&opts.account, "account", "", "the site's HPC Unix account, which submits and runs every job")
+	flag.StringVar(&opts.workDir, "work-dir", "", "parent of the per-pod job directories; created owned by the account, mode 0700")
+	flag.StringVar(&opts.socketDirRoot, "socket-dir-root", "", "exported to every job as INTERLINK_SOCKET_DIR_ROOT (the plugin's SocketDirRoot)")
+	flag.StringVar(&opts.launcherDir, "launcher-dir", "", "directory put first on the job's PATH, holding singularity and apptainer")
+	flag.BoolVar(&opts.publishNodeConfigMap, "publish-node-configmap", false, "write the running job's compute node (NodeAddr) into key compute-node of the pod's node ConfigMaps")
+	flag.DurationVar(&opts.poll, "poll", 2*time.Second, "how often the node asks Slurm for its jobs' state")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, opts); err != nil && !errors.Is(err, context.Canceled) {
+		log.Fatal(err)
+	}
+}
+
+// nodePath is what the node's directories may be: they reach #SBATCH lines and bind lists.
+var nodePath = regexp.MustCompile(`^/[A-Za-z0-9._/+-]*$`)
+
+func run(ctx context.Context, cfg vknode.Config, opts options) error {
+	for flagName, v := range map[string]string{"-kubeconfig": cfg.Kubeconfig, "-tls-cert": cfg.TLSCert, "-tls-key": cfg.TLSKey, "-client-ca": cfg.ClientCA, "-slurm-conf": opts.slurmConf, "-account": opts.account} {
+		if v == "" {
+			return fmt.Errorf("%s is required", flagName)
+		}
+	}
+	for flagName, dir := range map[string]*string{"-work-dir": &opts.workDir, "-socket-dir-root": &opts.socketDirRoot, "-launcher-dir": &opts.launcherDir} {
+		*dir = filepath.Clean(*dir)
+		if !nodePath.MatchString(*dir) {
+			return fmt.Errorf("%s %q must be an absolute path of letters, digits and ._/+-", flagName, *dir)
+		}
+	}
+	if opts.poll <= 0 {
+		return fmt.Errorf("-poll %s must be positive", opts.poll)
+	}
+	account, err := slurm.LookupAccount(opts.account)
+	if err != nil {
+		return fmt.Errorf("-account: %w", err)
+	}
+	for _, dir := range []string{opts.workDir, opts.socketDirRoot} {
+		if err := accountDir(dir, account); err != nil {
+			return err
+		}
+	}
+	for _, name := range []string{"singularity", "apptainer"} {
+		if _, err := os.Stat(filepath.Join(opts.launcherDir, name)); err != nil {
+			log.Printf("warning: -launcher-dir holds no %s yet (%v); jobs will fail until the harness installs it", name, err)
+		}
+	}
+	work, err := os.OpenRoot(opts.workDir)
+	if err != nil {
+		return err
+	}
+	defer work.Close()
+	cfg.Labels = map[string]string{
+		// interLink's virtual kubelet's node labels; type= is the older form its docs select by.
+		"type":                        "virtual-kubelet",
+		"virtual-node.interlink/type": "virtual-kubelet",
+		"kubernetes.io/role":          "agent",
+		"kubernetes.io/hostname":      cfg.NodeName,
+		"alpha.service-controller.kubernetes.io/exclude-balancer": "true",
+		"node.kubernetes.io/exclude-from-external-load-balancers": "true",
+	}
+	cfg.Taints = []corev1.Taint{{Key: "virtual-node.interlink/no-schedule", Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+	log.Printf("node %s: jobs as %s (uid %d) in %s, Slurm %s, polling every %s", cfg.NodeName, account.Name, account.UID, opts.workDir, opts.slurmConf, opts.poll)
+	return vknode.Run(ctx, cfg, func(pc nodeutil.ProviderConfig, client kubernetes.Interface) (nodeutil.Provider, error) {
+		return &provider{
+			cfg:    opts,
+			slurm:  slurm.Client{Conf: opts.slurmConf, Account: account},
+			lister: pc,
+			client: client,
+			work:   work,
+			pods:   map[string]*podJob{},
+		}, nil
+	})
+}
+
+// accountDir creates dir, if missing, owned by the account and private to it.
+func accountDir(dir string, a slurm.Account) error {
+	if err := os.Mkdir(dir, 0o700); errors.Is(err, os.ErrExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	return os.Chown(dir, int(a.UID), int(a.GID))
+}
