@@ -26,7 +26,7 @@ func TestTheShadowFollowsTheJobToANewAddressInPlace(t *testing.T) {
 	url := fmt.Sprintf("http://%s:8888/", ip)
 	pageServed := func() error {
 		body, err := get(url)
-		if err == nil && !strings.Contains(body, "notebook") {
+		if err == nil && !strings.Contains(body, "stand-in notebook for pod "+ns+"/notebook") {
 			err = fmt.Errorf("the page is not the notebook's: %q", body)
 		}
 		return err

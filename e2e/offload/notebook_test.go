@@ -41,7 +41,7 @@ func TestTheGuidesNotebookServesItsPageThroughTheShadow(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				if !strings.Contains(body, "notebook") {
+				if !strings.Contains(body, "stand-in notebook for pod "+c.namespace+"/notebook") {
 					return fmt.Errorf("the page is not the notebook's: %q", body)
 				}
 				return nil
