@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -170,4 +172,15 @@ func logText(p *started, container string, opts api.ContainerLogOpts) string {
 	var b bytes.Buffer
 	_ = p.Logs(context.Background(), container, opts, &b)
 	return b.String()
+}
+
+func writeFile(path string) error { return os.WriteFile(path, nil, 0o644) }
+
+func removeFile(path string) { _ = os.Remove(path) }
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func execOutput(name string, args ...string) (string, error) {
+	out, err := exec.Command(name, args...).Output()
+	return string(out), err
 }
