@@ -196,7 +196,7 @@ func (p *Pod) stop() {
 	p.stopOnce.Do(func() {
 		close(p.stopping)
 		for _, c := range p.order {
-			go c.kill(p.grace())
+			go c.kill(p.Grace())
 		}
 	})
 }
@@ -207,7 +207,8 @@ func (p *Pod) Remove() error {
 	return os.RemoveAll(p.cfg.Dir)
 }
 
-func (p *Pod) grace() time.Duration {
+// Grace is the pod's termination grace period (the kubelet's default is 30s).
+func (p *Pod) Grace() time.Duration {
 	if s := p.pod.Spec.TerminationGracePeriodSeconds; s != nil {
 		return time.Duration(*s) * time.Second
 	}
@@ -240,3 +241,4 @@ func (p *Pod) changed() {
 		p.cfg.Changed()
 	}
 }
+

@@ -82,7 +82,7 @@ func (c *container) probeLoop(ctx context.Context, kind string, pr *corev1.Probe
 					c.setReady(false)
 				} else {
 					c.pod.cfg.Logf("pod %s: container %s: %s probe failed %d times, killing it", c.pod.name, c.spec.Name, kind, failures)
-					go c.kill(c.pod.grace())
+					go c.kill(c.pod.Grace())
 					return false
 				}
 			}
