@@ -241,4 +241,3 @@ func (p *Pod) changed() {
 		p.cfg.Changed()
 	}
 }
-
