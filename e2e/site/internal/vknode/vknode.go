@@ -33,6 +33,10 @@ type Config struct {
 	TLSCert, TLSKey, ClientCA string
 	Labels                    map[string]string
 	Taints                    []corev1.Taint
+	// ProviderResolvesEnv leaves env (downward API, Secret and ConfigMap keys, envFrom,
+	// Service links) to the provider instead of the library, which resolves it once, before
+	// the provider has set status.podIP, and flattens the order the kubelet keeps.
+	ProviderResolvesEnv bool
 }
 
 // NewProvider builds the provider once the listers exist; client is the node's own, for what
@@ -63,6 +67,7 @@ func Run(ctx context.Context, cfg Config, newProvider NewProvider) error {
 			nc.InformerResyncPeriod = 30 * time.Second
 			nc.NumWorkers = 4
 			nc.Handler = mux
+			nc.SkipDownwardAPIResolution = cfg.ProviderResolvesEnv
 			return nil
 		},
 		nodeutil.WithTLSConfig(nodeutil.WithKeyPairFromPath(cfg.TLSCert, cfg.TLSKey), nodeutil.WithCAFromPath(cfg.ClientCA),

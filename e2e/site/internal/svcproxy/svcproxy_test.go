@@ -1,0 +1,137 @@
+package svcproxy
+
+import (
+	"bufio"
+	"io"
+	"log"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+func TestLoopbackMapsTheServiceRange(t *testing.T) {
+	for name, tc := range map[string]struct{ in, want string }{
+		"the first address":            {"10.0.0.1", "127.100.0.1"},
+		"the last two octets are kept": {"10.0.12.34", "127.100.12.34"},
+		"outside the range is refused": {"10.1.0.1", ""},
+		"headless is refused":          {"None", ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := Loopback(tc.in)
+			if tc.want == "" {
+				if err == nil {
+					t.Fatalf("Loopback(%s) = %s, want an error", tc.in, got)
+				}
+				return
+			}
+			if err != nil || got.String() != tc.want {
+				t.Fatalf("Loopback(%s) = %s, %v; want %s", tc.in, got, err, tc.want)
+			}
+		})
+	}
+}
+
+func indexer() cache.Indexer {
+	return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+}
+
+func service(ns, name, ip string, port int32) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.ServiceSpec{ClusterIP: ip, Ports: []corev1.ServicePort{{Name: "api", Port: port, Protocol: corev1.ProtocolTCP}}}}
+}
+
+func TestTheProxyCarriesAConnectionToAReadyEndpoint(t *testing.T) {
+	// The endpoint: an echo server on loopback, answering with a greeting.
+	backend, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backend.Close()
+	go func() {
+		for {
+			c, err := backend.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				io.WriteString(c, "backend got "+line)
+			}()
+		}
+	}()
+	port := int32(backend.Addr().(*net.TCPAddr).Port)
+	services, slices := indexer(), indexer()
+	_ = services.Add(service("ns", "web", "10.0.7.9", 8080))
+	ready, notReady := true, false
+	name := "api"
+	_ = slices.Add(&discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "web-abc", Namespace: "ns", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: &name, Port: &port}},
+		Endpoints: []discoveryv1.Endpoint{
+			{Addresses: []string{"127.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}},
+			// Not ready, and nothing listens there: a connection sent to it would fail.
+			{Addresses: []string{"127.0.0.2"}, Conditions: discoveryv1.EndpointConditions{Ready: &notReady}},
+		},
+	})
+	var logs strings.Builder
+	p := New(corev1listers.NewServiceLister(services), discoverylisters.NewEndpointSliceLister(slices), log.New(&logs, "", 0))
+	defer p.Close()
+	if err := p.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		c, err := net.DialTimeout("tcp", "127.100.7.9:8080", 2*time.Second)
+		if err != nil {
+			t.Fatalf("dial the service address: %v", err)
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(c, "hello\n")
+		got, _ := io.ReadAll(c)
+		c.Close()
+		if string(got) != "backend got hello\n" {
+			t.Fatalf("connection %d through the proxy got %q", i, got)
+		}
+	}
+	_ = services.Delete(service("ns", "web", "10.0.7.9", 8080))
+	if err := p.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.DialTimeout("tcp", "127.100.7.9:8080", time.Second); err == nil {
+		c.Close()
+		t.Fatal("still listening after the Service went")
+	}
+	if !strings.Contains(logs.String(), "stopped listening on 127.100.7.9:8080") {
+		t.Errorf("log lacks the listener's end:\n%s", logs.String())
+	}
+}
+
+func TestHostsNamesServicesAsClusterDNSWould(t *testing.T) {
+	got := Hosts("mypod", "team", "127.0.0.1", []*corev1.Service{
+		service("team", "db", "10.0.0.20", 5432),
+		service("other", "cache", "10.0.1.2", 6379),
+		service("team", "headless", "None", 80),
+	})
+	for name, want := range map[string]string{
+		"localhost":                              "127.0.0.1\tlocalhost\n",
+		"the pod's own name":                     "127.0.0.1\tmypod\n",
+		"its namespace's Service, bare name too": "127.100.0.20\tdb.team.svc.cluster.local db.team.svc db.team db\n",
+		"another namespace's Service without it": "127.100.1.2\tcache.other.svc.cluster.local cache.other.svc cache.other\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%s: hosts lacks %q:\n%s", name, want, got)
+		}
+	}
+	if strings.Contains(got, "headless") {
+		t.Errorf("a headless Service has no address to name:\n%s", got)
+	}
+}
