@@ -48,6 +48,8 @@ func (cp *ControlPlane) startControllers(tools Tools) error {
 			"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port),
 			"--cert-dir=" + filepath.Join(cp.Dir, certDir),
 			"--leader-elect=false",
+			// The API server has no --client-ca-file, so there is no client CA to look up.
+			"--authentication-skip-lookup",
 		}
 	}
 	cp.controllerManager, err = startProcess("kube-controller-manager", filepath.Join(cp.Dir, "kube-controller-manager.log"),
@@ -65,6 +67,7 @@ func (cp *ControlPlane) startControllers(tools Tools) error {
 	if err != nil {
 		return err
 	}
+	cp.scheduler.stoppedExit = 1
 	// Their serving certificates are self-signed: this checks health, not identity.
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // #nosec G402 -- loopback health check
 	for _, c := range []struct {

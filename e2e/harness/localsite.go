@@ -66,6 +66,9 @@ func StartLocalSite(ctx context.Context, root, dir string, k Kubectl, cp *Contro
 	if err := installLauncher(filepath.Join(root, "e2e/site/launcher/singularity"), launchers); err != nil {
 		return nil, err
 	}
+	if err := os.MkdirAll(filepath.Join(hpc.Dir, "jobs"), 0o755); err != nil {
+		return nil, err
+	}
 	sockets := filepath.Join(hpc.Dir, "sockets")
 	if err := os.MkdirAll(sockets, 0o755); err != nil {
 		return nil, err

@@ -19,6 +19,11 @@ type process struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error // set when done is closed
+	// stoppedExit, when not 0, is the exit code with which the process reports a clean stop
+	// on SIGTERM (kube-scheduler without leader election exits 1, "finished without leader
+	// elect").
+	stoppedExit int
+	stopping    bool
 }
 
 func startProcess(name, logPath, bin string, args ...string) (*process, error) {
@@ -64,6 +69,7 @@ func (p *process) stop(timeout time.Duration) error {
 		return p.exitErr()
 	default:
 	}
+	p.stopping = true
 	_ = p.cmd.Process.Signal(syscall.SIGTERM) // it may have exited meanwhile; Wait says how
 	select {
 	case <-p.done:
@@ -85,6 +91,9 @@ func (p *process) exitErr() error {
 	var exit *exec.ExitError
 	if errors.As(p.err, &exit) && exit.Sys().(syscall.WaitStatus).Signaled() {
 		return nil // etcd and kube-apiserver may end on the signal itself
+	}
+	if errors.As(p.err, &exit) && p.stopping && p.stoppedExit != 0 && exit.ExitCode() == p.stoppedExit {
+		return nil
 	}
 	if p.err != nil {
 		return fmt.Errorf("%s: %w; the end of %s:\n%s", p.name, p.err, p.log, p.tail(20))
