@@ -83,6 +83,8 @@ func Run(ctx context.Context, cfg Config, newProvider NewProvider) error {
 // describe fills in the Node the library registers: where its kubelet API is, what it holds,
 // and the labels and taints that say which pods belong on it.
 func describe(n *corev1.Node, cfg Config) {
+	// As a kubelet labels every node; the shadow's nodeSelector asks for a linux node.
+	n.Labels[corev1.LabelOSStable], n.Labels[corev1.LabelArchStable] = "linux", "amd64"
 	for k, v := range cfg.Labels {
 		n.Labels[k] = v
 	}
