@@ -83,7 +83,7 @@ func run() error {
 		p, err := procnode.New(procnode.Config{
 			StateDir: stateDir, Address: cfg.Address, Exe: exe,
 			InitialBackoff: initialBackoff, MaxBackoff: maxBackoff, Resync: 2 * time.Second, Logger: logger,
-		}, procnode.Sources{ConfigMaps: pc.ConfigMaps, Secrets: pc.Secrets, Services: services.Lister(), EndpointSlices: slices.Lister(),
+		}, procnode.Sources{ConfigMaps: pc.ConfigMaps, Secrets: pc.Secrets, Services: services.Lister(), EndpointSlices: slices.Lister(), Pods: pc.Pods,
 			Tokens: volumes.NewTokenRequester(client.CoreV1())})
 		if err != nil {
 			return nil, err

@@ -45,6 +45,9 @@ type Sources struct {
 	Secrets        corev1listers.SecretLister
 	Services       corev1listers.ServiceLister
 	EndpointSlices discoverylisters.EndpointSliceLister
+	// Pods are the node's pods as the API server has them (with the status this node
+	// reported): Service endpoints when EndpointSlices cannot hold their loopback IPs.
+	Pods corev1listers.PodLister
 	// Tokens gives the pods' ServiceAccount token volumes.
 	Tokens volumes.TokenSource
 }
@@ -85,7 +88,7 @@ func New(cfg Config, src Sources) (*Provider, error) {
 	}
 	return &Provider{
 		cfg: cfg, src: src,
-		proxy:       svcproxy.New(src.Services, src.EndpointSlices, cfg.Logger),
+		proxy:       svcproxy.New(src.Services, src.EndpointSlices, src.Pods, cfg.Logger),
 		mountpoints: podrun.NewMountpoints(),
 		trigger:     make(chan struct{}, 1),
 		pods:        map[string]*runningPod{},
