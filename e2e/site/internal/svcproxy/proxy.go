@@ -35,6 +35,8 @@ type Proxy struct {
 
 	mu        sync.Mutex
 	listeners map[servicePort]*portListener
+	// failing holds the ports that could not listen, with why: logged once, retried by Sync.
+	failing map[servicePort]string
 }
 
 // servicePort is one listener: a Service's port on its loopback address.
@@ -52,11 +54,12 @@ type portListener struct {
 // resort (see localEndpoints). The logger receives one line per listener change and per
 // connection that found no endpoint.
 func New(services corev1listers.ServiceLister, slices discoverylisters.EndpointSliceLister, pods corev1listers.PodLister, logger *log.Logger) *Proxy {
-	return &Proxy{services: services, slices: slices, pods: pods, logf: logger.Printf, listeners: map[servicePort]*portListener{}}
+	return &Proxy{services: services, slices: slices, pods: pods, logf: logger.Printf, listeners: map[servicePort]*portListener{}, failing: map[servicePort]string{}}
 }
 
-// Sync opens listeners for new Service ports and closes those of Services (or ports) gone. It
-// names the first port it could not listen on but still syncs the others.
+// Sync opens listeners for new Service ports and closes those of Services (or ports) gone. A
+// port it cannot listen on (another process holds the address) is logged once and retried on
+// the next Sync; the error is only for the listers failing.
 func (p *Proxy) Sync() error {
 	svcs, err := p.services.List(labels.Everything())
 	if err != nil {
@@ -84,24 +87,30 @@ func (p *Proxy) Sync() error {
 			p.logf("service %s/%s: stopped listening on %s", key.namespace, key.name, key.addr)
 		}
 	}
-	var firstErr error
+	for key := range p.failing {
+		if !want[key] {
+			delete(p.failing, key)
+		}
+	}
 	for key := range want {
 		if _, ok := p.listeners[key]; ok {
 			continue
 		}
 		ln, err := net.Listen("tcp", key.addr.String())
 		if err != nil {
-			if firstErr == nil {
-				firstErr = fmt.Errorf("service %s/%s port %q: listen %s: %w", key.namespace, key.name, key.portName, key.addr, err)
+			if msg := err.Error(); p.failing[key] != msg {
+				p.failing[key] = msg
+				p.logf("service %s/%s port %q: cannot listen (retrying): %v", key.namespace, key.name, key.portName, err)
 			}
 			continue
 		}
+		delete(p.failing, key)
 		pl := &portListener{ln: ln}
 		p.listeners[key] = pl
 		p.logf("service %s/%s: listening on %s", key.namespace, key.name, key.addr)
 		go p.serve(key, pl)
 	}
-	return firstErr
+	return nil
 }
 
 // Close stops every listener; connections in flight finish on their own.
