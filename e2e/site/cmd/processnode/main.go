@@ -21,6 +21,7 @@ import (
 	"github.com/interlink-hq/shadowgate/e2e/site/internal/podrun"
 	"github.com/interlink-hq/shadowgate/e2e/site/internal/procnode"
 	"github.com/interlink-hq/shadowgate/e2e/site/internal/vknode"
+	"github.com/interlink-hq/shadowgate/e2e/site/internal/volumes"
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -82,7 +83,8 @@ func run() error {
 		p, err := procnode.New(procnode.Config{
 			StateDir: stateDir, Address: cfg.Address, Exe: exe,
 			InitialBackoff: initialBackoff, MaxBackoff: maxBackoff, Resync: 2 * time.Second, Logger: logger,
-		}, procnode.Sources{ConfigMaps: pc.ConfigMaps, Secrets: pc.Secrets, Services: services.Lister(), EndpointSlices: slices.Lister()})
+		}, procnode.Sources{ConfigMaps: pc.ConfigMaps, Secrets: pc.Secrets, Services: services.Lister(), EndpointSlices: slices.Lister(), Pods: pc.Pods,
+			Tokens: volumes.NewTokenRequester(client.CoreV1())})
 		if err != nil {
 			return nil, err
 		}

@@ -212,7 +212,12 @@ func (c *container) prepare() (helperSpec, error) {
 	if dir == "" {
 		dir = "/"
 	}
-	return helperSpec{Mounts: mounts, UID: uid, GID: gid, Groups: groups, Dir: dir, Argv: args, Env: env}, nil
+	scratch := filepath.Join(p.cfg.Dir, "scratch", c.spec.Name)
+	// A previous instance's staging is of no use to this one.
+	if err := os.RemoveAll(scratch); err != nil {
+		return helperSpec{}, err
+	}
+	return helperSpec{Mounts: mounts, UID: uid, GID: gid, Groups: groups, Dir: dir, Argv: args, Env: env, Scratch: scratch}, nil
 }
 
 // credentials are the container's user, group and supplementary groups: the container's

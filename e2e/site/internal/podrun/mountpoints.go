@@ -30,7 +30,12 @@ func (m *Mountpoints) Acquire(holder, target string, dir bool) error {
 	defer m.mu.Unlock()
 	var missing []string
 	for p := filepath.Clean(target); p != "/"; p = filepath.Dir(p) {
-		if _, err := os.Lstat(p); err == nil {
+		if fi, err := os.Stat(p); err == nil {
+			if !fi.IsDir() && p != filepath.Clean(target) {
+				// A file of the host is in the way: the helper stages around it in the
+				// container's namespace, and nothing is created here.
+				return nil
+			}
 			if m.users[p] != nil {
 				missing = append(missing, p) // ours already: count this holder too
 				continue

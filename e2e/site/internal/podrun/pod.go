@@ -98,12 +98,15 @@ func (p *Pod) add(spec *corev1.Container, init, sidecar bool) {
 // none will run again or the pod is stopped.
 func (p *Pod) run() {
 	defer close(p.done)
-	for {
+	for lastErr := ""; ; {
 		err := p.cfg.Prepare()
 		if err == nil {
 			break
 		}
-		p.cfg.Logf("pod %s: volumes not ready: %v", p.name, err)
+		if err.Error() != lastErr {
+			lastErr = err.Error()
+			p.cfg.Logf("pod %s: volumes not ready (retrying every %s): %v", p.name, retryEvery, err)
+		}
 		if !p.sleep(retryEvery) {
 			return
 		}

@@ -92,7 +92,16 @@ func (p *Pod) Logs(ctx context.Context, container string, opts api.ContainerLogO
 		instance--
 	}
 	if instance < 1 {
-		return fmt.Errorf("container %q in pod %s has no %s instance: %w", container, p.name, map[bool]string{true: "previous", false: "started"}[opts.Previous], os.ErrNotExist)
+		if opts.Previous {
+			return fmt.Errorf("previous terminated container %q in pod %s not found: %w", container, p.name, os.ErrNotExist)
+		}
+		p.mu.Lock()
+		waiting := "not started"
+		if w := c.status.State.Waiting; w != nil {
+			waiting = w.Reason
+		}
+		p.mu.Unlock()
+		return fmt.Errorf("container %q in pod %s is waiting to start: %s: %w", container, p.name, waiting, os.ErrNotExist)
 	}
 	finished := func() bool {
 		p.mu.Lock()

@@ -45,6 +45,11 @@ type Sources struct {
 	Secrets        corev1listers.SecretLister
 	Services       corev1listers.ServiceLister
 	EndpointSlices discoverylisters.EndpointSliceLister
+	// Pods are the node's pods as the API server has them (with the status this node
+	// reported): Service endpoints when EndpointSlices cannot hold their loopback IPs.
+	Pods corev1listers.PodLister
+	// Tokens gives the pods' ServiceAccount token volumes.
+	Tokens volumes.TokenSource
 }
 
 // Provider runs the node's pods; it implements nodeutil.Provider and node.PodNotifier.
@@ -69,6 +74,8 @@ type runningPod struct {
 	// dirty coalesces status changes for the pod's one notifier goroutine.
 	dirty    chan struct{}
 	deleting bool
+	// lastRefreshErr keeps a failing refresh from logging on every resync (sync's goroutine only).
+	lastRefreshErr string
 
 	mu  sync.Mutex
 	pod *corev1.Pod // the latest from the API server (labels, annotations change)
@@ -81,7 +88,7 @@ func New(cfg Config, src Sources) (*Provider, error) {
 	}
 	return &Provider{
 		cfg: cfg, src: src,
-		proxy:       svcproxy.New(src.Services, src.EndpointSlices, cfg.Logger),
+		proxy:       svcproxy.New(src.Services, src.EndpointSlices, src.Pods, cfg.Logger),
 		mountpoints: podrun.NewMountpoints(),
 		trigger:     make(chan struct{}, 1),
 		pods:        map[string]*runningPod{},
@@ -130,8 +137,13 @@ func (p *Provider) sync() {
 		if err := p.writeHosts(rp, pod); err != nil {
 			p.cfg.Logger.Printf("pod %s/%s: hosts file: %v", pod.Namespace, pod.Name, err)
 		}
-		if err := rp.vols.Refresh(pod); err != nil {
-			p.cfg.Logger.Printf("pod %s/%s: refresh volumes: %v", pod.Namespace, pod.Name, err)
+		err := rp.vols.Refresh(pod)
+		if msg := fmt.Sprint(err); err != nil && msg != rp.lastRefreshErr {
+			p.cfg.Logger.Printf("pod %s/%s: refresh volumes (retrying): %v", pod.Namespace, pod.Name, err)
+		}
+		rp.lastRefreshErr = ""
+		if err != nil {
+			rp.lastRefreshErr = err.Error()
 		}
 	}
 }
@@ -180,7 +192,7 @@ func (p *Provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
 	}
 	rp := &runningPod{
 		dir: dir, hosts: filepath.Join(dir, "hosts"), pod: pod.DeepCopy(), dirty: make(chan struct{}, 1),
-		vols: volumes.New(filepath.Join(dir, "volumes"), volumes.Sources{ConfigMaps: p.src.ConfigMaps, Secrets: p.src.Secrets}),
+		vols: volumes.New(filepath.Join(dir, "volumes"), volumes.Sources{ConfigMaps: p.src.ConfigMaps, Secrets: p.src.Secrets, Tokens: p.src.Tokens}),
 	}
 	if err := p.writeHosts(rp, pod); err != nil {
 		return fmt.Errorf("pod %s: hosts file: %w", k, err)

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 )
@@ -29,10 +30,13 @@ const maxConnsPerPort = 256
 type Proxy struct {
 	services corev1listers.ServiceLister
 	slices   discoverylisters.EndpointSliceLister
+	pods     corev1listers.PodLister
 	logf     func(format string, args ...any)
 
 	mu        sync.Mutex
 	listeners map[servicePort]*portListener
+	// failing holds the ports that could not listen, with why: logged once, retried by Sync.
+	failing map[servicePort]string
 }
 
 // servicePort is one listener: a Service's port on its loopback address.
@@ -46,14 +50,16 @@ type portListener struct {
 	next atomic.Uint64 // round-robin over ready endpoints
 }
 
-// New builds a Proxy over the listers; logf receives one line per listener change and per
+// New builds a Proxy over the listers; pods are those of this node, the endpoints of last
+// resort (see localEndpoints). The logger receives one line per listener change and per
 // connection that found no endpoint.
-func New(services corev1listers.ServiceLister, slices discoverylisters.EndpointSliceLister, logger *log.Logger) *Proxy {
-	return &Proxy{services: services, slices: slices, logf: logger.Printf, listeners: map[servicePort]*portListener{}}
+func New(services corev1listers.ServiceLister, slices discoverylisters.EndpointSliceLister, pods corev1listers.PodLister, logger *log.Logger) *Proxy {
+	return &Proxy{services: services, slices: slices, pods: pods, logf: logger.Printf, listeners: map[servicePort]*portListener{}, failing: map[servicePort]string{}}
 }
 
-// Sync opens listeners for new Service ports and closes those of Services (or ports) gone. It
-// names the first port it could not listen on but still syncs the others.
+// Sync opens listeners for new Service ports and closes those of Services (or ports) gone. A
+// port it cannot listen on (another process holds the address) is logged once and retried on
+// the next Sync; the error is only for the listers failing.
 func (p *Proxy) Sync() error {
 	svcs, err := p.services.List(labels.Everything())
 	if err != nil {
@@ -81,24 +87,30 @@ func (p *Proxy) Sync() error {
 			p.logf("service %s/%s: stopped listening on %s", key.namespace, key.name, key.addr)
 		}
 	}
-	var firstErr error
+	for key := range p.failing {
+		if !want[key] {
+			delete(p.failing, key)
+		}
+	}
 	for key := range want {
 		if _, ok := p.listeners[key]; ok {
 			continue
 		}
 		ln, err := net.Listen("tcp", key.addr.String())
 		if err != nil {
-			if firstErr == nil {
-				firstErr = fmt.Errorf("service %s/%s port %q: listen %s: %w", key.namespace, key.name, key.portName, key.addr, err)
+			if msg := err.Error(); p.failing[key] != msg {
+				p.failing[key] = msg
+				p.logf("service %s/%s port %q: cannot listen (retrying): %v", key.namespace, key.name, key.portName, err)
 			}
 			continue
 		}
+		delete(p.failing, key)
 		pl := &portListener{ln: ln}
 		p.listeners[key] = pl
 		p.logf("service %s/%s: listening on %s", key.namespace, key.name, key.addr)
 		go p.serve(key, pl)
 	}
-	return firstErr
+	return nil
 }
 
 // Close stops every listener; connections in flight finish on their own.
@@ -157,9 +169,85 @@ func closeWrite(c net.Conn) {
 	}
 }
 
-// readyEndpoints lists host:port of the ready endpoints the Service's slices give for the
-// port; the slice's port number is the Service's targetPort already resolved.
+// readyEndpoints lists host:port of the ready endpoints of the Service's port: those of its
+// EndpointSlices, else those of this node's pods.
 func (p *Proxy) readyEndpoints(key servicePort) []string {
+	if eps := p.sliceEndpoints(key); len(eps) > 0 {
+		return eps
+	}
+	return p.localEndpoints(key)
+}
+
+// localEndpoints are the ready pods of this node that the Service selects, as the EndpointSlice
+// controller would list them. It is needed because the API server refuses loopback addresses
+// in EndpointSlices, and on the site a pod's IP is the node's address, typically 127.0.0.1:
+// the controller then writes no endpoint for the pods this node runs.
+func (p *Proxy) localEndpoints(key servicePort) []string {
+	if p.pods == nil {
+		return nil
+	}
+	svc, err := p.services.Services(key.namespace).Get(key.name)
+	if err != nil || len(svc.Spec.Selector) == 0 {
+		return nil
+	}
+	var sp *corev1.ServicePort
+	for i := range svc.Spec.Ports {
+		if svc.Spec.Ports[i].Name == key.portName {
+			sp = &svc.Spec.Ports[i]
+		}
+	}
+	if sp == nil {
+		return nil
+	}
+	pods, err := p.pods.Pods(key.namespace).List(labels.SelectorFromSet(svc.Spec.Selector))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, pod := range pods {
+		if pod.Status.PodIP == "" || pod.DeletionTimestamp != nil || !podReady(pod) {
+			continue
+		}
+		if port, ok := targetPort(sp, pod); ok {
+			out = append(out, net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(port)))
+		}
+	}
+	return out
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// targetPort resolves a Service port's targetPort for a pod: a number, a container port's
+// name, or (unset) the Service port itself.
+func targetPort(sp *corev1.ServicePort, pod *corev1.Pod) (int, bool) {
+	tp := sp.TargetPort
+	switch {
+	case tp.Type == intstr.String && tp.StrVal != "":
+		for _, c := range pod.Spec.Containers {
+			for _, cp := range c.Ports {
+				if cp.Name == tp.StrVal {
+					return int(cp.ContainerPort), true
+				}
+			}
+		}
+		return 0, false
+	case tp.IntValue() > 0:
+		return tp.IntValue(), true
+	default:
+		return int(sp.Port), true
+	}
+}
+
+// sliceEndpoints lists the ready endpoints the Service's slices give for the port; the
+// slice's port number is the Service's targetPort already resolved.
+func (p *Proxy) sliceEndpoints(key servicePort) []string {
 	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: key.name})
 	slices, err := p.slices.EndpointSlices(key.namespace).List(sel)
 	if err != nil {

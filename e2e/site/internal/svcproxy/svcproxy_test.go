@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
@@ -84,7 +85,7 @@ func TestTheProxyCarriesAConnectionToAReadyEndpoint(t *testing.T) {
 		},
 	})
 	var logs strings.Builder
-	p := New(corev1listers.NewServiceLister(services), discoverylisters.NewEndpointSliceLister(slices), log.New(&logs, "", 0))
+	p := New(corev1listers.NewServiceLister(services), discoverylisters.NewEndpointSliceLister(slices), nil, log.New(&logs, "", 0))
 	defer p.Close()
 	if err := p.Sync(); err != nil {
 		t.Fatal(err)
@@ -133,5 +134,55 @@ func TestHostsNamesServicesAsClusterDNSWould(t *testing.T) {
 	}
 	if strings.Contains(got, "headless") {
 		t.Errorf("a headless Service has no address to name:\n%s", got)
+	}
+}
+
+// The API server refuses 127.0.0.1 in an EndpointSlice, so the slice of a Service whose pods
+// run here is empty: the proxy must find the ready pods itself, the targetPort by name.
+func TestTheProxyFallsBackToThisNodesReadyPods(t *testing.T) {
+	backend, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backend.Close()
+	go func() {
+		for {
+			c, err := backend.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "from-pod\n")
+			c.Close()
+		}
+	}()
+	port := int32(backend.Addr().(*net.TCPAddr).Port)
+	services, slices, pods := indexer(), indexer(), indexer()
+	svc := service("ns", "api", "10.0.7.10", 8080)
+	svc.Spec.Selector = map[string]string{"app": "api"}
+	svc.Spec.Ports[0].TargetPort = intstr.FromString("web")
+	_ = services.Add(svc)
+	pod := func(name string, ready corev1.ConditionStatus, containerPort int32) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: map[string]string{"app": "api"}},
+			Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Ports: []corev1.ContainerPort{{Name: "web", ContainerPort: containerPort}}}}},
+			Status: corev1.PodStatus{PodIP: "127.0.0.1", Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}}}
+	}
+	_ = pods.Add(pod("ready", corev1.ConditionTrue, port))
+	_ = pods.Add(pod("unready", corev1.ConditionFalse, 1)) // port 1: a connection sent there fails
+	p := New(corev1listers.NewServiceLister(services), discoverylisters.NewEndpointSliceLister(slices), corev1listers.NewPodLister(pods), log.New(io.Discard, "", 0))
+	defer p.Close()
+	if err := p.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		c, err := net.DialTimeout("tcp", "127.100.7.10:8080", 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		got, _ := io.ReadAll(c)
+		c.Close()
+		if string(got) != "from-pod\n" {
+			t.Fatalf("connection %d got %q, want the ready pod's answer", i, got)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
@@ -17,14 +18,23 @@ import (
 type Sources struct {
 	ConfigMaps corev1listers.ConfigMapLister
 	Secrets    corev1listers.SecretLister
+	// Tokens gives serviceAccountToken projections (the kube-api-access volume every pod
+	// gets unless automountServiceAccountToken is false); nil refuses them.
+	Tokens TokenSource
 }
 
 // Pod is the materialised volumes of one pod under one directory.
 type Pod struct {
+	// mu serialises SetUp, Refresh and Remove, which the pod's start and the node's resync
+	// call from different goroutines: two writers of one volume would race on ..data.
+	mu      sync.Mutex
 	dir     string
 	sources Sources
 	// tmpfs are the emptyDirs of medium Memory mounted on the host, unmounted by Remove.
 	tmpfs []string
+	// ready is set once SetUp succeeded: Refresh waits for it, so a pod still waiting for a
+	// Secret is reported once, by SetUp.
+	ready bool
 }
 
 // New prepares the volumes of pod under dir (created if missing).
@@ -36,20 +46,27 @@ func New(dir string, sources Sources) *Pod {
 func (v *Pod) Path(name string) string { return filepath.Join(v.dir, name) }
 
 // SetUp materialises every volume of pod; it can be called again (retry after a missing
-// Secret, refresh after a change) and rewrites only what changed. It names the first volume
-// it could not set up.
+// Secret) and rewrites only what changed. It names the first volume it could not set up.
 func (v *Pod) SetUp(pod *corev1.Pod) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	for _, vol := range pod.Spec.Volumes {
 		if err := v.setUpOne(pod, vol); err != nil {
 			return fmt.Errorf("volume %q: %w", vol.Name, err)
 		}
 	}
+	v.ready = true
 	return nil
 }
 
 // Refresh rewrites the API-backed volumes whose source changed, as the kubelet's periodic
-// resync does; emptyDirs are left alone.
+// resync does; emptyDirs are left alone, and so is a pod whose SetUp has not succeeded yet.
 func (v *Pod) Refresh(pod *corev1.Pod) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.ready {
+		return nil
+	}
 	for _, vol := range pod.Spec.Volumes {
 		if vol.EmptyDir != nil {
 			continue
@@ -63,6 +80,9 @@ func (v *Pod) Refresh(pod *corev1.Pod) error {
 
 // Remove unmounts the pod's tmpfs volumes and deletes its volume directory.
 func (v *Pod) Remove() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.ready = false
 	for _, m := range v.tmpfs {
 		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && err != unix.EINVAL {
 			return fmt.Errorf("unmount tmpfs %s: %w", m, err)
@@ -146,8 +166,10 @@ func (v *Pod) payload(pod *corev1.Pod, vol corev1.Volume) (map[string]File, erro
 			err = v.addSecret(out, pod.Namespace, s.Secret.Name, s.Secret.Items, s.Secret.Optional, def)
 		case s.DownwardAPI != nil:
 			err = addDownwardAPI(out, pod, s.DownwardAPI.Items, def)
+		case s.ServiceAccountToken != nil:
+			err = v.addToken(out, pod, s.ServiceAccountToken, def)
 		default:
-			err = fmt.Errorf("unsupported projected source (configMap, secret and downwardAPI are)")
+			err = fmt.Errorf("unsupported projected source (configMap, secret, downwardAPI and serviceAccountToken are)")
 		}
 		if err != nil {
 			return nil, fmt.Errorf("projected source %d: %w", i, err)
@@ -180,6 +202,18 @@ func (v *Pod) addConfigMap(out map[string]File, ns, name string, items []corev1.
 		data[k] = b
 	}
 	return project(out, "configmap "+ns+"/"+name, data, items, optional, def)
+}
+
+func (v *Pod) addToken(out map[string]File, pod *corev1.Pod, src *corev1.ServiceAccountTokenProjection, def os.FileMode) error {
+	if v.sources.Tokens == nil {
+		return fmt.Errorf("serviceAccountToken: this node has no token source")
+	}
+	tok, err := v.sources.Tokens.Token(pod, src)
+	if err != nil {
+		return err
+	}
+	out[src.Path] = File{Data: tok, Mode: def}
+	return nil
 }
 
 func (v *Pod) addSecret(out map[string]File, ns, name string, items []corev1.KeyToPath, optional *bool, def os.FileMode) error {
