@@ -217,7 +217,8 @@ func (c *container) prepare() (helperSpec, error) {
 	if err := os.RemoveAll(scratch); err != nil {
 		return helperSpec{}, err
 	}
-	return helperSpec{Mounts: mounts, UID: uid, GID: gid, Groups: groups, Dir: dir, Argv: args, Env: env, Scratch: scratch}, nil
+	return helperSpec{Mounts: mounts, UID: uid, GID: gid, Groups: groups, Dir: dir, Argv: args, Env: env,
+		Hostname: podHostname(p.pod), Scratch: scratch}, nil
 }
 
 // credentials are the container's user, group and supplementary groups: the container's
