@@ -41,8 +41,8 @@ type helperSpec struct {
 	// Hostname is the pod's, set in the container's own UTS namespace.
 	Hostname string `json:"hostname,omitempty"`
 	// Scratch is a directory of the pod's state where the helper may stage directories.
-	Scratch string `json:"scratch,omitempty"`
-	Env    []string    `json:"env"`
+	Scratch string   `json:"scratch,omitempty"`
+	Env     []string `json:"env"`
 }
 
 // RunHelperIfRequested becomes the container helper and never returns when the process was
