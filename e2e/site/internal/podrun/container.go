@@ -136,6 +136,10 @@ func (c *container) runOnce() (code int, started bool) {
 			return 0, false
 		}
 	}
+	// Only the current and the previous instance's logs are kept, as by the kubelet.
+	if c.instance >= 2 {
+		_ = os.Remove(c.logPath(c.instance - 1))
+	}
 	log, err := createLog(c.logPath(c.instance + 1))
 	if err == nil {
 		err = c.startProcess(spec, log)
