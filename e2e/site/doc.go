@@ -3,11 +3,16 @@
 // kubelet is. cmd/processnode is the cluster's ordinary node (it runs the pods bound to it,
 // shadows among them, as processes of this machine); cmd/slurmnode is the virtual node that
 // plays interLink's virtual kubelet and Slurm plugin (a pod bound to it becomes a batch job of
-// the site's real Slurm, its containers run by launcher/singularity). internal/vknode is what
+// the site's real Slurm, its containers run by launcher/singularity; its parts: internal/batch,
+// a pod as a batch script, and internal/slurm, the Slurm commands). internal/vknode is what
 // both share: registering the Node and serving the kubelet API (logs) over TLS to the API
-// server alone.
+// server alone. processnode's own parts: internal/procnode (the provider), internal/podrun (a
+// pod's containers as processes), internal/volumes (volumes as the kubelet writes them) and
+// internal/svcproxy (Services).
 //
 // The stand-ins, because they cannot exist on the machine the site runs on: no container images
 // are pulled (a container runs this machine's own tools; the image name is recorded), and every
-// pod shares the host's network, as a hostNetwork pod would.
+// pod shares the host's network, as a hostNetwork pod would. Services follow from the second:
+// a ClusterIP 10.0.c.d stands for the loopback address 127.100.c.d, where processnode proxies
+// to the Service's endpoints and which its pods' /etc/hosts names as cluster DNS would.
 package site

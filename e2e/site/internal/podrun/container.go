@@ -136,6 +136,10 @@ func (c *container) runOnce() (code int, started bool) {
 			return 0, false
 		}
 	}
+	// Only the current and the previous instance's logs are kept, as by the kubelet.
+	if c.instance >= 2 {
+		_ = os.Remove(c.logPath(c.instance - 1))
+	}
 	log, err := createLog(c.logPath(c.instance + 1))
 	if err == nil {
 		err = c.startProcess(spec, log)
@@ -217,7 +221,8 @@ func (c *container) prepare() (helperSpec, error) {
 	if err := os.RemoveAll(scratch); err != nil {
 		return helperSpec{}, err
 	}
-	return helperSpec{Mounts: mounts, UID: uid, GID: gid, Groups: groups, Dir: dir, Argv: args, Env: env, Scratch: scratch}, nil
+	return helperSpec{Mounts: mounts, UID: uid, GID: gid, Groups: groups, Dir: dir, Argv: args, Env: env,
+		Hostname: podHostname(p.pod), Scratch: scratch}, nil
 }
 
 // credentials are the container's user, group and supplementary groups: the container's

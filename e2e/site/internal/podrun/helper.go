@@ -38,9 +38,11 @@ type helperSpec struct {
 	Groups []uint32    `json:"groups,omitempty"`
 	Dir    string      `json:"dir,omitempty"`
 	Argv   []string    `json:"argv"`
+	// Hostname is the pod's, set in the container's own UTS namespace.
+	Hostname string `json:"hostname,omitempty"`
 	// Scratch is a directory of the pod's state where the helper may stage directories.
-	Scratch string `json:"scratch,omitempty"`
-	Env    []string    `json:"env"`
+	Scratch string   `json:"scratch,omitempty"`
+	Env     []string `json:"env"`
 }
 
 // RunHelperIfRequested becomes the container helper and never returns when the process was
@@ -68,6 +70,11 @@ func fail(err error) {
 // become makes the mounts (the namespace is already private: the parent asked for a new one),
 // drops credentials and execs the command. It only returns an error.
 func (s helperSpec) become() error {
+	if s.Hostname != "" {
+		if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
+			return fmt.Errorf("sethostname %s: %w", s.Hostname, err)
+		}
+	}
 	for _, m := range s.Mounts {
 		if err := clearFileInTheWay(m.Target, s.Scratch); err != nil {
 			return fmt.Errorf("mount target %s: %w", m.Target, err)
@@ -263,7 +270,9 @@ func (s helperSpec) start(exe string, prefix []string, newNamespace bool, config
 	cmd.Env = []string{}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if newNamespace {
-		cmd.SysProcAttr.Unshareflags = syscall.CLONE_NEWNS
+		// A mount namespace for the binds, a UTS one for the pod's hostname; the network is
+		// the host's (the site's stand-in for a pod network).
+		cmd.SysProcAttr.Unshareflags = syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS
 	}
 	r, w, err := os.Pipe()
 	if err != nil {

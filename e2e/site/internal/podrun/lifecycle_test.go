@@ -19,7 +19,7 @@ func TestEnvIsResolvedAsTheKubeletDoes(t *testing.T) {
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "ns"}, Spec: corev1.ServiceSpec{ClusterIP: "10.0.3.4", Ports: []corev1.ServicePort{{Port: 5432, Protocol: corev1.ProtocolTCP}}}},
 	)
 	optional := true
-	c := sh("env", `echo "$TOKEN|$MODE|$GREETING|$POD|$LABEL|$NODE|$IP|$MISSING|$HOSTNAME|$DB_SERVICE_HOST|$1"`)
+	c := sh("env", `echo "$TOKEN|$MODE|$GREETING|$POD|$LABEL|$NODE|$IP|$MISSING|$HOSTNAME|$DB_SERVICE_HOST|$1|$(hostname)"`)
 	c.Args = []string{"$(GREETING)"}
 	c.Command = append(c.Command, "argv0")
 	c.EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}}}}
@@ -37,7 +37,7 @@ func TestEnvIsResolvedAsTheKubeletDoes(t *testing.T) {
 	p := run(t, w, pod)
 	eventually(t, "pod succeeded", func() bool { return p.Status().Phase == corev1.PodSucceeded })
 	got := strings.TrimSpace(logsOf(t, p, "env", api.ContainerLogOpts{}))
-	want := "s3cret|fast|hello-fast-$(MODE)-$(UNDEFINED)|envpod|demo|cluster-node|127.0.0.1||envpod|127.100.3.4|hello-fast-$(MODE)-$(UNDEFINED)"
+	want := "s3cret|fast|hello-fast-$(MODE)-$(UNDEFINED)|envpod|demo|cluster-node|127.0.0.1||envpod|127.100.3.4|hello-fast-$(MODE)-$(UNDEFINED)|envpod"
 	if got != want {
 		t.Errorf("container env:\n got %s\nwant %s", got, want)
 	}

@@ -20,11 +20,16 @@ const criTime = time.RFC3339Nano
 // maxLogLine is where a line is cut into partial (P) records, as container runtimes do.
 const maxLogLine = 16 * 1024
 
+// maxLogBytes bounds one instance's log file; the kubelet rotates instead, the site's short
+// lived pods do not need that, only a bound.
+const maxLogBytes = 64 << 20
+
 // logFile is one container instance's log in the CRI format
 // ("<time> <stdout|stderr> <F|P> <text>"), written by both streams.
 type logFile struct {
 	mu      sync.Mutex
 	f       *os.File
+	written int
 	drained sync.WaitGroup
 }
 
@@ -69,7 +74,17 @@ func (l *logFile) pipe(stream string) (*os.File, error) {
 func (l *logFile) record(stream, tag string, text []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	fmt.Fprintf(l.f, "%s %s %s %s\n", time.Now().UTC().Format(criTime), stream, tag, text)
+	now := time.Now().UTC().Format(criTime)
+	switch {
+	case l.written > maxLogBytes:
+		return
+	case l.written+len(text) > maxLogBytes:
+		text = []byte(fmt.Sprintf("site processnode: log reached %d bytes, further output dropped", maxLogBytes))
+		stream, tag = "stderr", "F"
+		l.written = maxLogBytes
+	}
+	n, _ := fmt.Fprintf(l.f, "%s %s %s %s\n", now, stream, tag, text)
+	l.written += n
 }
 
 // close waits (a bounded while: a forked child may hold a stream open) for the streams to

@@ -239,7 +239,8 @@ func (c *container) execInContainer(ctx context.Context, argv []string, stdin io
 		return -1, fmt.Errorf("empty command")
 	}
 	spec.Argv = argv
-	nsenter := []string{"nsenter", "--mount=/proc/" + strconv.Itoa(proc.Process.Pid) + "/ns/mnt", "--"}
+	ns := "/proc/" + strconv.Itoa(proc.Process.Pid) + "/ns/"
+	nsenter := []string{"nsenter", "--mount=" + ns + "mnt", "--uts=" + ns + "uts", "--"}
 	cmd, err := spec.start(c.pod.cfg.Exe, nsenter, false, func(cmd *exec.Cmd) {
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	})

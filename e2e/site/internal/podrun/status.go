@@ -76,9 +76,6 @@ func (p *Pod) Status() *corev1.PodStatus {
 	return st
 }
 
-// Done is closed once the pod runs no more (stopped, or finished and its sidecars ended).
-func (p *Pod) Done() <-chan struct{} { return p.done }
-
 // Logs streams a container's log (the previous instance's with opts.Previous).
 func (p *Pod) Logs(ctx context.Context, container string, opts api.ContainerLogOpts, w io.Writer) error {
 	c, ok := p.containers[container]
@@ -119,6 +116,3 @@ func (p *Pod) Exec(ctx context.Context, container string, argv []string, stdin i
 	}
 	return c.execInContainer(ctx, argv, stdin, stdout, stderr)
 }
-
-// Spec is the pod the node was given (a copy).
-func (p *Pod) Spec() *corev1.Pod { return p.pod.DeepCopy() }

@@ -34,6 +34,7 @@ func TestSecretVolumeIsReadableAsTheFSGroupAndRefreshedInPlace(t *testing.T) {
 		ls /etc/shadow-test/ssh
 		id -u; id -G
 		ssh-keygen -y -f /etc/shadow-test/ssh/id_ed25519 >/dev/null && echo key-accepted
+		stat -c 'volume root %a %u %g' /etc/shadow-test/ssh
 		while :; do sleep 0.1; grep -q rotated /etc/shadow-test/ssh/id_ed25519 && { echo saw-rotation; break; }; done
 		sleep 60`)
 	c.VolumeMounts = []corev1.VolumeMount{{Name: "ssh", MountPath: "/etc/shadow-test/ssh", ReadOnly: true}}
@@ -53,6 +54,9 @@ func TestSecretVolumeIsReadableAsTheFSGroupAndRefreshedInPlace(t *testing.T) {
 	// The per-key path is a symlink (777); what it resolves to carries the kubelet's mode.
 	if want := "440 0 65534"; lines[1] != want {
 		t.Errorf("key file is %q, want mode, owner, group %q (0400 plus the fsGroup read bit, root-owned)\nlog:\n%s", lines[1], want, out)
+	}
+	if !strings.Contains(out, "volume root 2755 0 65534\n") {
+		t.Errorf("the volume's root is not setgid, group-searchable and of the fsGroup as the kubelet leaves it:\n%s", out)
 	}
 	if lines[2] != "id_ed25519" {
 		t.Errorf("volume lists %q, want only the item's path", lines[2])

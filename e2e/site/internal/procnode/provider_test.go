@@ -84,10 +84,14 @@ func TestAPodReachesAServiceByNameAndIsDeletedCleanly(t *testing.T) {
 import socket, time
 for _ in range(100):
     try:
-        print(socket.create_connection(("echo", 8081), timeout=2).recv(100).decode().strip(), flush=True)
-        break
-    except OSError as e:
-        time.sleep(0.1)
+        # Empty until the server listens: the proxy accepts, finds the endpoint refusing, closes.
+        answer = socket.create_connection(("echo", 8081), timeout=2).recv(100).decode().strip()
+        if answer:
+            print(answer, flush=True)
+            break
+    except OSError:
+        pass
+    time.sleep(0.1)
 while "late.ns.svc.cluster.local" not in open("/etc/hosts").read():
     time.sleep(0.1)
 print("hosts-refreshed", flush=True)

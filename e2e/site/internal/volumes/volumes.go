@@ -103,13 +103,17 @@ func (v *Pod) setUpOne(pod *corev1.Pod, vol corev1.Volume) error {
 		if err != nil {
 			return err
 		}
-		_, err = writeAtomic(dir, payload, func(tsDir string) error {
+		changed, err := writeAtomic(dir, payload, func(tsDir string) error {
 			if fsGroup == nil {
 				return nil
 			}
 			return setOwnership(tsDir, *fsGroup, true)
 		})
-		return err
+		if err != nil || !changed || fsGroup == nil {
+			return err
+		}
+		// The kubelet walks the whole volume: its root and links too, not only the data.
+		return setOwnership(dir, *fsGroup, true)
 	default:
 		return fmt.Errorf("unsupported volume type (the site node supports configMap, secret, projected, downwardAPI, emptyDir)")
 	}
