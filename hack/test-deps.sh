@@ -30,6 +30,7 @@ declare -A need=(
   [ip]=iproute2 # the local site's compute node is a network namespace of its own
   [nsenter]=util-linux
   [unshare]=util-linux # the site's singularity stand-in binds in a mount namespace
+  [nft]=nftables       # the site's cluster node sends Service connections on as kube-proxy does
   [krb5kdc]=krb5-kdc   # the site's Kerberos realm, for the shadow's Auth: kerberos
   [kdb5_util]=krb5-kdc
   ["kadmin.local"]=krb5-admin-server

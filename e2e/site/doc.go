@@ -12,7 +12,8 @@
 //
 // The stand-ins, because they cannot exist on the machine the site runs on: no container images
 // are pulled (a container runs this machine's own tools; the image name is recorded), and every
-// pod shares the host's network, as a hostNetwork pod would. Services follow from the second:
-// a ClusterIP 10.0.c.d stands for the loopback address 127.100.c.d, where processnode proxies
-// to the Service's endpoints and which its pods' /etc/hosts names as cluster DNS would.
+// pod shares the host's network, as a hostNetwork pod would. Services work as cluster DNS and
+// kube-proxy make them work: processnode's pods find each Service's ClusterIP in their
+// /etc/hosts, and an nftables table of the node's sends connections to it on to the Service's
+// ready endpoints.
 package site

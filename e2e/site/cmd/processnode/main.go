@@ -15,6 +15,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -83,6 +84,7 @@ func run() error {
 		p, err := procnode.New(procnode.Config{
 			StateDir: stateDir, Address: cfg.Address, Exe: exe,
 			InitialBackoff: initialBackoff, MaxBackoff: maxBackoff, Resync: 2 * time.Second, Logger: logger,
+			ServiceTable: serviceTable(cfg.NodeName),
 		}, procnode.Sources{ConfigMaps: pc.ConfigMaps, Secrets: pc.Secrets, Services: services.Lister(), EndpointSlices: slices.Lister(), Pods: pc.Pods,
 			Tokens: volumes.NewTokenRequester(client.CoreV1())})
 		if err != nil {
@@ -111,4 +113,15 @@ func run() error {
 		<-providerDone
 	}
 	return err
+}
+
+// serviceTable is the node's nftables table for Services: one per node name, so a second site
+// node on this machine keeps its own.
+func serviceTable(node string) string {
+	return "sg_site_" + strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, node)
 }

@@ -2,12 +2,12 @@ package podrun
 
 import (
 	"fmt"
+	"net/netip"
 	"os/user"
 	"sort"
 	"strconv"
 	"strings"
 
-	"github.com/interlink-hq/shadowgate/e2e/site/internal/svcproxy"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
@@ -19,8 +19,7 @@ import (
 type EnvSources struct {
 	ConfigMaps corev1listers.ConfigMapLister
 	Secrets    corev1listers.SecretLister
-	// Services give the Service-link variables, with the loopback address that stands for
-	// each ClusterIP on the site (svcproxy.Loopback).
+	// Services give the Service-link variables.
 	Services corev1listers.ServiceLister
 }
 
@@ -238,9 +237,9 @@ func serviceLinks(pod *corev1.Pod, services corev1listers.ServiceLister) (*envLi
 		if !master && !(links && s.Namespace == pod.Namespace) {
 			continue
 		}
-		addr, err := svcproxy.Loopback(s.Spec.ClusterIP)
+		addr, err := netip.ParseAddr(s.Spec.ClusterIP)
 		if err != nil || len(s.Spec.Ports) == 0 {
-			continue
+			continue // headless: no Service-link variables, as the kubelet gives none
 		}
 		name := envName(s.Name)
 		ip := addr.String()

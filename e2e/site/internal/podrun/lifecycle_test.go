@@ -37,7 +37,7 @@ func TestEnvIsResolvedAsTheKubeletDoes(t *testing.T) {
 	p := run(t, w, pod)
 	eventually(t, "pod succeeded", func() bool { return p.Status().Phase == corev1.PodSucceeded })
 	got := strings.TrimSpace(logsOf(t, p, "env", api.ContainerLogOpts{}))
-	want := "s3cret|fast|hello-fast-$(MODE)-$(UNDEFINED)|envpod|demo|cluster-node|127.0.0.1||envpod|127.100.3.4|hello-fast-$(MODE)-$(UNDEFINED)|envpod"
+	want := "s3cret|fast|hello-fast-$(MODE)-$(UNDEFINED)|envpod|demo|cluster-node|127.0.0.1||envpod|10.0.3.4|hello-fast-$(MODE)-$(UNDEFINED)|envpod"
 	if got != want {
 		t.Errorf("container env:\n got %s\nwant %s", got, want)
 	}

@@ -36,7 +36,9 @@ type Config struct {
 	// Resync is how often volumes, hosts files and the Service proxy are brought up to date
 	// even without a Trigger.
 	Resync time.Duration
-	Logger *log.Logger
+	// ServiceTable names the nftables table the Service proxy keeps (svcproxy.New).
+	ServiceTable string
+	Logger       *log.Logger
 }
 
 // Sources are the listers the node reads.
@@ -86,9 +88,13 @@ func New(cfg Config, src Sources) (*Provider, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "pods"), 0o755); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
+	proxy, err := svcproxy.New(cfg.ServiceTable, src.Services, src.EndpointSlices, src.Pods, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
 	return &Provider{
 		cfg: cfg, src: src,
-		proxy:       svcproxy.New(src.Services, src.EndpointSlices, src.Pods, cfg.Logger),
+		proxy:       proxy,
 		mountpoints: podrun.NewMountpoints(),
 		trigger:     make(chan struct{}, 1),
 		pods:        map[string]*runningPod{},

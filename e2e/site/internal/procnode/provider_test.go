@@ -64,7 +64,7 @@ func TestAPodReachesAServiceByNameAndIsDeletedCleanly(t *testing.T) {
 	var nodeLog strings.Builder
 	var logMu sync.Mutex
 	p, err := New(Config{StateDir: stateDir, Address: "127.0.0.1", Exe: exe, InitialBackoff: time.Second, MaxBackoff: time.Second,
-		Resync: 200 * time.Millisecond, Logger: log.New(writerFunc(func(b []byte) { logMu.Lock(); nodeLog.Write(b); logMu.Unlock(); t.Log(strings.TrimSpace(string(b))) }), "", 0)},
+		Resync: 200 * time.Millisecond, ServiceTable: "sg_test_provider", Logger: log.New(writerFunc(func(b []byte) { logMu.Lock(); nodeLog.Write(b); logMu.Unlock(); t.Log(strings.TrimSpace(string(b))) }), "", 0)},
 		Sources{ConfigMaps: corev1listers.NewConfigMapLister(configMaps), Secrets: corev1listers.NewSecretLister(secrets),
 			Services: corev1listers.NewServiceLister(services), EndpointSlices: discoverylisters.NewEndpointSliceLister(slices)})
 	if err != nil {
@@ -84,7 +84,7 @@ func TestAPodReachesAServiceByNameAndIsDeletedCleanly(t *testing.T) {
 import socket, time
 for _ in range(100):
     try:
-        # Empty until the server listens: the proxy accepts, finds the endpoint refusing, closes.
+        # Refused until the server listens: the connection is sent on to the endpoint.
         answer = socket.create_connection(("echo", 8081), timeout=2).recv(100).decode().strip()
         if answer:
             print(answer, flush=True)

@@ -2,6 +2,7 @@ package svcproxy
 
 import (
 	"fmt"
+	"net/netip"
 	"sort"
 	"strings"
 
@@ -25,9 +26,9 @@ func Hosts(podName, podNamespace, podIP string, services []*corev1.Service) stri
 		return sorted[i].Name < sorted[j].Name
 	})
 	for _, s := range sorted {
-		addr, err := Loopback(s.Spec.ClusterIP)
+		addr, err := netip.ParseAddr(s.Spec.ClusterIP)
 		if err != nil {
-			continue // headless or outside the range: cluster DNS would not give it a ClusterIP either
+			continue // headless: cluster DNS would answer with its pods, which this file cannot follow
 		}
 		n, ns := s.Name, s.Namespace
 		fmt.Fprintf(&b, "%s\t%s.%s.svc.cluster.local %s.%s.svc %s.%s", addr, n, ns, n, ns, n, ns)

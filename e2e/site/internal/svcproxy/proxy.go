@@ -1,16 +1,16 @@
 package svcproxy
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"log"
 	"net"
 	"net/netip"
+	"os/exec"
+	"regexp"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -20,153 +20,131 @@ import (
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 )
 
-// maxConnsPerPort bounds the connections one service port carries at a time; more wait in
-// the listen backlog.
-const maxConnsPerPort = 256
-
-// Proxy listens on the loopback address of every Service and carries TCP connections to its
-// endpoints. Sync brings the listeners in line with the listers; call it whenever Services or
-// EndpointSlices change (and periodically: it is cheap when nothing did).
+// Proxy makes the Services reachable from this machine as kube-proxy's nftables mode makes
+// them reachable from a node: one nftables table of the node's, rewritten whole by each Sync,
+// whose output-hook rules send a connection to a Service's ClusterIP and port to one of its
+// ready endpoints, chosen at random per connection, and reset one to a Service with none. No
+// socket is opened for a Service, so a pod listening on the Service's port (every pod shares the
+// host's network) does not collide with it.
 type Proxy struct {
+	table    string
 	services corev1listers.ServiceLister
 	slices   discoverylisters.EndpointSliceLister
 	pods     corev1listers.PodLister
 	logf     func(format string, args ...any)
 
-	mu        sync.Mutex
-	listeners map[servicePort]*portListener
-	// failing holds the ports that could not listen, with why: logged once, retried by Sync.
-	failing map[servicePort]string
+	mu      sync.Mutex
+	applied string // the ruleset nft last took, so an unchanged one is not applied again
 }
 
-// servicePort is one listener: a Service's port on its loopback address.
+// servicePort is one Service port: where a connection is sent (its ClusterIP and port), and
+// the names that find its endpoints.
 type servicePort struct {
 	namespace, name, portName string
 	addr                      netip.AddrPort
 }
 
-type portListener struct {
-	ln   net.Listener
-	next atomic.Uint64 // round-robin over ready endpoints
+// New builds a Proxy keeping the nftables table named table (letters, digits and _) over the
+// listers; pods are those of this node, the endpoints of last resort (see localEndpoints). The
+// logger receives one line per ruleset applied.
+func New(table string, services corev1listers.ServiceLister, slices discoverylisters.EndpointSliceLister, pods corev1listers.PodLister, logger *log.Logger) (*Proxy, error) {
+	if !tableName.MatchString(table) {
+		return nil, fmt.Errorf("nftables table name %q: want letters, digits and _", table)
+	}
+	return &Proxy{table: table, services: services, slices: slices, pods: pods, logf: logger.Printf}, nil
 }
 
-// New builds a Proxy over the listers; pods are those of this node, the endpoints of last
-// resort (see localEndpoints). The logger receives one line per listener change and per
-// connection that found no endpoint.
-func New(services corev1listers.ServiceLister, slices discoverylisters.EndpointSliceLister, pods corev1listers.PodLister, logger *log.Logger) *Proxy {
-	return &Proxy{services: services, slices: slices, pods: pods, logf: logger.Printf, listeners: map[servicePort]*portListener{}, failing: map[servicePort]string{}}
-}
+var tableName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,62}$`)
 
-// Sync opens listeners for new Service ports and closes those of Services (or ports) gone. A
-// port it cannot listen on (another process holds the address) is logged once and retried on
-// the next Sync; the error is only for the listers failing.
+// Sync rewrites the table for the Services and endpoints the listers hold now, in one nft
+// transaction (a connection never sees half of a change). The error is for the listers or nft
+// failing.
 func (p *Proxy) Sync() error {
+	rules, err := p.ruleset()
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if rules == p.applied {
+		return nil
+	}
+	if err := nft(rules); err != nil {
+		return err
+	}
+	p.applied = rules
+	p.logf("services: applied nftables table %s (%d rules)", p.table, strings.Count(rules, "\n\t\tip daddr"))
+	return nil
+}
+
+// Close removes the table.
+func (p *Proxy) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := nft(fmt.Sprintf("table ip %[1]s {}\ndelete table ip %[1]s\n", p.table)); err != nil {
+		p.logf("services: removing nftables table %s: %v", p.table, err)
+	}
+	p.applied = ""
+}
+
+// nft runs nft -f on rules.
+func nft(rules string) error {
+	cmd := exec.Command("nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(rules)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("nft -f: %w: %s\n%s", err, out, rules)
+	}
+	return nil
+}
+
+// ruleset renders the table: it is created empty and deleted first, so applying it replaces
+// whatever the table held. IPv4 TCP ports only, the site's service range.
+func (p *Proxy) ruleset() (string, error) {
 	svcs, err := p.services.List(labels.Everything())
 	if err != nil {
-		return fmt.Errorf("list services: %w", err)
+		return "", fmt.Errorf("list services: %w", err)
 	}
-	want := map[servicePort]bool{}
+	var ports []servicePort
 	for _, s := range svcs {
-		addr, err := Loopback(s.Spec.ClusterIP)
-		if err != nil {
-			continue
+		ip, err := netip.ParseAddr(s.Spec.ClusterIP)
+		if err != nil || !ip.Is4() {
+			continue // headless, or not IPv4
 		}
 		for _, sp := range s.Spec.Ports {
 			if sp.Protocol != "" && sp.Protocol != corev1.ProtocolTCP {
 				continue
 			}
-			want[servicePort{s.Namespace, s.Name, sp.Name, netip.AddrPortFrom(addr, uint16(sp.Port))}] = true
+			ports = append(ports, servicePort{s.Namespace, s.Name, sp.Name, netip.AddrPortFrom(ip, uint16(sp.Port))})
 		}
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for key, pl := range p.listeners {
-		if !want[key] {
-			pl.ln.Close()
-			delete(p.listeners, key)
-			p.logf("service %s/%s: stopped listening on %s", key.namespace, key.name, key.addr)
-		}
-	}
-	for key := range p.failing {
-		if !want[key] {
-			delete(p.failing, key)
-		}
-	}
-	for key := range want {
-		if _, ok := p.listeners[key]; ok {
+	sort.Slice(ports, func(i, j int) bool { return ports[i].addr.Compare(ports[j].addr) < 0 })
+	var dnat, reject strings.Builder
+	for _, key := range ports {
+		eps := p.readyEndpoints(key)
+		match := fmt.Sprintf("\t\tip daddr %s tcp dport %d", key.addr.Addr(), key.addr.Port())
+		if len(eps) == 0 {
+			fmt.Fprintf(&reject, "%s reject with tcp reset comment %q\n", match, key.namespace+"/"+key.name+" has no ready endpoint")
 			continue
 		}
-		ln, err := net.Listen("tcp", key.addr.String())
-		if err != nil {
-			if msg := err.Error(); p.failing[key] != msg {
-				p.failing[key] = msg
-				p.logf("service %s/%s port %q: cannot listen (retrying): %v", key.namespace, key.name, key.portName, err)
-			}
-			continue
+		sort.Strings(eps)
+		targets := make([]string, len(eps))
+		for i, ep := range eps {
+			host, port, _ := net.SplitHostPort(ep)
+			targets[i] = fmt.Sprintf("%d : %s . %s", i, host, port)
 		}
-		delete(p.failing, key)
-		pl := &portListener{ln: ln}
-		p.listeners[key] = pl
-		p.logf("service %s/%s: listening on %s", key.namespace, key.name, key.addr)
-		go p.serve(key, pl)
+		fmt.Fprintf(&dnat, "%s dnat to numgen random mod %d map { %s } comment %q\n", match, len(eps), strings.Join(targets, ", "), key.namespace+"/"+key.name)
 	}
-	return nil
+	return fmt.Sprintf(`table ip %[1]s {}
+delete table ip %[1]s
+table ip %[1]s {
+	chain services {
+		type nat hook output priority -100; policy accept;
+%[2]s	}
+	chain no_endpoints {
+		type filter hook output priority 0; policy accept;
+%[3]s	}
 }
-
-// Close stops every listener; connections in flight finish on their own.
-func (p *Proxy) Close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for key, pl := range p.listeners {
-		pl.ln.Close()
-		delete(p.listeners, key)
-	}
-}
-
-func (p *Proxy) serve(key servicePort, pl *portListener) {
-	slots := make(chan struct{}, maxConnsPerPort)
-	for {
-		conn, err := pl.ln.Accept()
-		if err != nil {
-			return // closed by Sync or Close
-		}
-		slots <- struct{}{}
-		go func() {
-			defer func() { <-slots }()
-			p.carry(key, pl, conn)
-		}()
-	}
-}
-
-func (p *Proxy) carry(key servicePort, pl *portListener, conn net.Conn) {
-	defer conn.Close()
-	backends := p.readyEndpoints(key)
-	if len(backends) == 0 {
-		p.logf("service %s/%s port %q: connection from %s refused: no ready endpoint", key.namespace, key.name, key.portName, conn.RemoteAddr())
-		return
-	}
-	target := backends[pl.next.Add(1)%uint64(len(backends))]
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var d net.Dialer
-	up, err := d.DialContext(ctx, "tcp", target)
-	if err != nil {
-		p.logf("service %s/%s: dial endpoint %s: %v", key.namespace, key.name, target, err)
-		return
-	}
-	defer up.Close()
-	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(up, conn); closeWrite(up); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(conn, up); closeWrite(conn); done <- struct{}{} }()
-	<-done
-	<-done
-}
-
-// closeWrite passes a half-close on, so protocols that end with EOF in one direction work.
-func closeWrite(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.CloseWrite()
-	}
+`, p.table, dnat.String(), reject.String()), nil
 }
 
 // readyEndpoints lists host:port of the ready endpoints of the Service's port: those of its
@@ -255,7 +233,7 @@ func (p *Proxy) sliceEndpoints(key servicePort) []string {
 	}
 	var out []string
 	for _, sl := range slices {
-		if sl.AddressType != discoveryv1.AddressTypeIPv4 && sl.AddressType != discoveryv1.AddressTypeIPv6 {
+		if sl.AddressType != discoveryv1.AddressTypeIPv4 {
 			continue
 		}
 		var port int32 = -1

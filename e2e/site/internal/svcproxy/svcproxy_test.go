@@ -2,10 +2,14 @@ package svcproxy
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"log"
 	"net"
+	"os/exec"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,28 +22,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-func TestLoopbackMapsTheServiceRange(t *testing.T) {
-	for name, tc := range map[string]struct{ in, want string }{
-		"the first address":            {"10.0.0.1", "127.100.0.1"},
-		"the last two octets are kept": {"10.0.12.34", "127.100.12.34"},
-		"outside the range is refused": {"10.1.0.1", ""},
-		"headless is refused":          {"None", ""},
-	} {
-		t.Run(name, func(t *testing.T) {
-			got, err := Loopback(tc.in)
-			if tc.want == "" {
-				if err == nil {
-					t.Fatalf("Loopback(%s) = %s, want an error", tc.in, got)
-				}
-				return
-			}
-			if err != nil || got.String() != tc.want {
-				t.Fatalf("Loopback(%s) = %s, %v; want %s", tc.in, got, err, tc.want)
-			}
-		})
-	}
-}
-
 func indexer() cache.Indexer {
 	return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 }
@@ -49,6 +31,9 @@ func service(ns, name, ip string, port int32) *corev1.Service {
 		Spec: corev1.ServiceSpec{ClusterIP: ip, Ports: []corev1.ServicePort{{Name: "api", Port: port, Protocol: corev1.ProtocolTCP}}}}
 }
 
+// A connection to a Service's ClusterIP and port reaches a ready endpoint (never the one not
+// ready), while a pod listens on that very port; one to a Service without endpoints is
+// refused; a Service gone takes its rule along, and Close the table.
 func TestTheProxyCarriesAConnectionToAReadyEndpoint(t *testing.T) {
 	// The endpoint: an echo server on loopback, answering with a greeting.
 	backend, err := net.Listen("tcp", "127.0.0.1:0")
@@ -70,8 +55,16 @@ func TestTheProxyCarriesAConnectionToAReadyEndpoint(t *testing.T) {
 		}
 	}()
 	port := int32(backend.Addr().(*net.TCPAddr).Port)
+	// A pod of this node listens on every address at the Service's own port, as a shadow does
+	// on the port its Service names: the proxy opens no socket, so both work.
+	pod, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pod.Close()
+	svcPort := int32(pod.Addr().(*net.TCPAddr).Port)
 	services, slices := indexer(), indexer()
-	_ = services.Add(service("ns", "web", "10.0.7.9", 8080))
+	_ = services.Add(service("ns", "web", "10.0.7.9", svcPort))
 	ready, notReady := true, false
 	name := "api"
 	_ = slices.Add(&discoveryv1.EndpointSlice{
@@ -84,14 +77,15 @@ func TestTheProxyCarriesAConnectionToAReadyEndpoint(t *testing.T) {
 			{Addresses: []string{"127.0.0.2"}, Conditions: discoveryv1.EndpointConditions{Ready: &notReady}},
 		},
 	})
-	var logs strings.Builder
-	p := New(corev1listers.NewServiceLister(services), discoverylisters.NewEndpointSliceLister(slices), nil, log.New(&logs, "", 0))
-	defer p.Close()
+	// A Service with no ready endpoint: a connection to it is reset at once, as kube-proxy
+	// rejects one.
+	_ = services.Add(service("ns", "empty", "10.0.7.8", 8080))
+	p := newProxy(t, "sg_test_carry", services, slices, nil)
 	if err := p.Sync(); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
-		c, err := net.DialTimeout("tcp", "127.100.7.9:8080", 2*time.Second)
+		c, err := net.DialTimeout("tcp", net.JoinHostPort("10.0.7.9", strconv.Itoa(int(svcPort))), 2*time.Second)
 		if err != nil {
 			t.Fatalf("dial the service address: %v", err)
 		}
@@ -103,16 +97,62 @@ func TestTheProxyCarriesAConnectionToAReadyEndpoint(t *testing.T) {
 			t.Fatalf("connection %d through the proxy got %q", i, got)
 		}
 	}
-	_ = services.Delete(service("ns", "web", "10.0.7.9", 8080))
+	if c, err := net.DialTimeout("tcp", "10.0.7.8:8080", 2*time.Second); err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("a connection to a Service without endpoints was not refused: %v", err)
+	}
+	_ = services.Delete(service("ns", "web", "10.0.7.9", svcPort))
 	if err := p.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := net.DialTimeout("tcp", "127.100.7.9:8080", time.Second); err == nil {
-		c.Close()
-		t.Fatal("still listening after the Service went")
+	if table := listTable(t, "sg_test_carry"); strings.Contains(table, "10.0.7.9") {
+		t.Fatalf("the Service is gone, its rule is not:\n%s", table)
 	}
-	if !strings.Contains(logs.String(), "stopped listening on 127.100.7.9:8080") {
-		t.Errorf("log lacks the listener's end:\n%s", logs.String())
+	p.Close()
+	if out, err := exec.Command("nft", "list", "table", "ip", "sg_test_carry").CombinedOutput(); err == nil {
+		t.Fatalf("Close left the table behind:\n%s", out)
+	}
+}
+
+// newProxy is a Proxy over the indexers keeping table, removed when the test ends.
+func newProxy(t *testing.T, table string, services, slices, pods cache.Indexer) *Proxy {
+	t.Helper()
+	var podLister corev1listers.PodLister
+	if pods != nil {
+		podLister = corev1listers.NewPodLister(pods)
+	}
+	p, err := New(table, corev1listers.NewServiceLister(services), discoverylisters.NewEndpointSliceLister(slices), podLister, log.New(io.Discard, "", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+func listTable(t *testing.T, table string) string {
+	t.Helper()
+	out, err := exec.Command("nft", "list", "table", "ip", table).CombinedOutput()
+	if err != nil {
+		t.Fatalf("nft list table %s: %v\n%s", table, err, out)
+	}
+	return string(out)
+}
+
+func TestATableNameNftCannotTakeIsRefused(t *testing.T) {
+	for name, table := range map[string]string{
+		"a space":         "sg site",
+		"a leading digit": "1site",
+		"a quote":         "sg'site",
+		"longer than 63":  "s" + strings.Repeat("x", 63),
+		"nothing at all":  "",
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := New(table, nil, nil, nil, log.New(io.Discard, "", 0)); err == nil {
+				t.Fatalf("New(%q) took it", table)
+			}
+		})
 	}
 }
 
@@ -125,8 +165,8 @@ func TestHostsNamesServicesAsClusterDNSWould(t *testing.T) {
 	for name, want := range map[string]string{
 		"localhost":                              "127.0.0.1\tlocalhost\n",
 		"the pod's own name":                     "127.0.0.1\tmypod\n",
-		"its namespace's Service, bare name too": "127.100.0.20\tdb.team.svc.cluster.local db.team.svc db.team db\n",
-		"another namespace's Service without it": "127.100.1.2\tcache.other.svc.cluster.local cache.other.svc cache.other\n",
+		"its namespace's Service, bare name too": "10.0.0.20\tdb.team.svc.cluster.local db.team.svc db.team db\n",
+		"another namespace's Service without it": "10.0.1.2\tcache.other.svc.cluster.local cache.other.svc cache.other\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("%s: hosts lacks %q:\n%s", name, want, got)
@@ -168,13 +208,12 @@ func TestTheProxyFallsBackToThisNodesReadyPods(t *testing.T) {
 	}
 	_ = pods.Add(pod("ready", corev1.ConditionTrue, port))
 	_ = pods.Add(pod("unready", corev1.ConditionFalse, 1)) // port 1: a connection sent there fails
-	p := New(corev1listers.NewServiceLister(services), discoverylisters.NewEndpointSliceLister(slices), corev1listers.NewPodLister(pods), log.New(io.Discard, "", 0))
-	defer p.Close()
+	p := newProxy(t, "sg_test_local", services, slices, pods)
 	if err := p.Sync(); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
-		c, err := net.DialTimeout("tcp", "127.100.7.10:8080", 2*time.Second)
+		c, err := net.DialTimeout("tcp", "10.0.7.10:8080", 2*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
