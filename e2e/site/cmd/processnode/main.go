@@ -84,7 +84,7 @@ func run() error {
 			StateDir: stateDir, Address: cfg.Address, Exe: exe,
 			InitialBackoff: initialBackoff, MaxBackoff: maxBackoff, Resync: 2 * time.Second, Logger: logger,
 		}, procnode.Sources{ConfigMaps: pc.ConfigMaps, Secrets: pc.Secrets, Services: services.Lister(), EndpointSlices: slices.Lister(), Pods: pc.Pods,
-			Tokens: volumes.NewTokenRequester(client.CoreV1())})
+			Tokens: volumes.NewTokenRequester(client.CoreV1()), PodsAPI: client.CoreV1()})
 		if err != nil {
 			return nil, err
 		}
