@@ -15,6 +15,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/interlink-hq/shadowgate/e2e/site/internal/vknode"
 	"github.com/interlink-hq/shadowgate/e2e/site/internal/volumes"
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -67,7 +69,13 @@ func run() error {
 		return fmt.Errorf("own binary (re-exec'd for containers): %w", err)
 	}
 	logger := log.New(os.Stderr, "processnode: ", log.LstdFlags|log.Lmicroseconds)
-	cfg.Labels = map[string]string{"node-role.kubernetes.io/worker": ""}
+	// The kubelet's well-known os/arch labels as well: pods (shadows among them) select
+	// kubernetes.io/os=linux, and the library does not set them.
+	cfg.Labels = map[string]string{
+		"node-role.kubernetes.io/worker": "",
+		corev1.LabelOSStable:             runtime.GOOS,
+		corev1.LabelArchStable:           runtime.GOARCH,
+	}
 	cfg.ProviderResolvesEnv = true
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
