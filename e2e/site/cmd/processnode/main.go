@@ -15,6 +15,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/interlink-hq/shadowgate/e2e/site/internal/vknode"
 	"github.com/interlink-hq/shadowgate/e2e/site/internal/volumes"
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -68,7 +70,13 @@ func run() error {
 		return fmt.Errorf("own binary (re-exec'd for containers): %w", err)
 	}
 	logger := log.New(os.Stderr, "processnode: ", log.LstdFlags|log.Lmicroseconds)
-	cfg.Labels = map[string]string{"node-role.kubernetes.io/worker": ""}
+	// The kubelet's well-known os/arch labels as well: pods (shadows among them) select
+	// kubernetes.io/os=linux, and the library does not set them.
+	cfg.Labels = map[string]string{
+		"node-role.kubernetes.io/worker": "",
+		corev1.LabelOSStable:             runtime.GOOS,
+		corev1.LabelArchStable:           runtime.GOARCH,
+	}
 	cfg.ProviderResolvesEnv = true
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -86,7 +94,7 @@ func run() error {
 			InitialBackoff: initialBackoff, MaxBackoff: maxBackoff, Resync: 2 * time.Second, Logger: logger,
 			ServiceTable: serviceTable(cfg.NodeName),
 		}, procnode.Sources{ConfigMaps: pc.ConfigMaps, Secrets: pc.Secrets, Services: services.Lister(), EndpointSlices: slices.Lister(), Pods: pc.Pods,
-			Tokens: volumes.NewTokenRequester(client.CoreV1())})
+			Tokens: volumes.NewTokenRequester(client.CoreV1()), PodsAPI: client.CoreV1()})
 		if err != nil {
 			return nil, err
 		}

@@ -83,12 +83,15 @@ func Start(cfg Config, pod *corev1.Pod) (*Pod, error) {
 
 func (p *Pod) add(spec *corev1.Container, init, sidecar bool) {
 	c := &container{pod: p, spec: spec.DeepCopy(), init: init, sidecar: sidecar}
+	// The kubelet's reasons before a first start: PodInitializing while init containers
+	// have yet to run (for them and the containers after), ContainerCreating otherwise.
+	reason := "ContainerCreating"
+	if init || len(p.pod.Spec.InitContainers) > 0 {
+		reason = "PodInitializing"
+	}
 	c.status = corev1.ContainerStatus{
 		Name: spec.Name, Image: spec.Image, ImageID: "site://" + spec.Image,
-		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}},
-	}
-	if !init || sidecar {
-		c.status.State.Waiting.Reason = "ContainerCreating"
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}},
 	}
 	p.containers[spec.Name] = c
 	p.order = append(p.order, c)

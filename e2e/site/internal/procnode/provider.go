@@ -17,7 +17,10 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -52,6 +55,10 @@ type Sources struct {
 	Pods corev1listers.PodLister
 	// Tokens gives the pods' ServiceAccount token volumes.
 	Tokens volumes.TokenSource
+	// PodsAPI, when set, deletes a pod whose deletion was asked for from the API server
+	// once its processes are gone (grace 0, its UID), as the kubelet does: the library
+	// alone would wait out the whole grace period first.
+	PodsAPI corev1client.PodsGetter
 }
 
 // Provider runs the node's pods; it implements nodeutil.Provider and node.PodNotifier.
@@ -288,8 +295,26 @@ func (p *Provider) DeletePod(_ context.Context, pod *corev1.Pod) error {
 	case pod.Spec.TerminationGracePeriodSeconds != nil:
 		grace = time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
 	}
-	go p.remove(k, rp, grace)
+	go func() {
+		p.remove(k, rp, grace)
+		if pod.DeletionTimestamp != nil {
+			p.deleteFromAPI(pod)
+		}
+	}()
 	return nil
+}
+
+func (p *Provider) deleteFromAPI(pod *corev1.Pod) {
+	if p.src.PodsAPI == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	opts := metav1.DeleteOptions{GracePeriodSeconds: new(int64), Preconditions: metav1.NewUIDPreconditions(string(pod.UID))}
+	err := p.src.PodsAPI.Pods(pod.Namespace).Delete(ctx, pod.Name, opts)
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		p.cfg.Logger.Printf("pod %s/%s: delete from the API server: %v", pod.Namespace, pod.Name, err)
+	}
 }
 
 func (p *Provider) remove(k string, rp *runningPod, grace time.Duration) {

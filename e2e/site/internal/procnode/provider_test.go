@@ -14,10 +14,12 @@ import (
 	"time"
 
 	"github.com/interlink-hq/shadowgate/e2e/site/internal/podrun"
-	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+	vkapi "github.com/virtual-kubelet/virtual-kubelet/node/api"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
@@ -60,13 +62,15 @@ func TestAPodReachesAServiceByNameAndIsDeletedCleanly(t *testing.T) {
 		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: &backendPort}},
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"127.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
 	})
+	api := fake.NewClientset()
 	stateDir := t.TempDir()
 	var nodeLog strings.Builder
 	var logMu sync.Mutex
 	p, err := New(Config{StateDir: stateDir, Address: "127.0.0.1", Exe: exe, InitialBackoff: time.Second, MaxBackoff: time.Second,
 		Resync: 200 * time.Millisecond, ServiceTable: "sg_test_provider", Logger: log.New(writerFunc(func(b []byte) { logMu.Lock(); nodeLog.Write(b); logMu.Unlock(); t.Log(strings.TrimSpace(string(b))) }), "", 0)},
 		Sources{ConfigMaps: corev1listers.NewConfigMapLister(configMaps), Secrets: corev1listers.NewSecretLister(secrets),
-			Services: corev1listers.NewServiceLister(services), EndpointSlices: discoverylisters.NewEndpointSliceLister(slices)})
+			Services: corev1listers.NewServiceLister(services), EndpointSlices: discoverylisters.NewEndpointSliceLister(slices),
+			PodsAPI: api.CoreV1()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,11 +103,14 @@ time.sleep(60)
 `}}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "svc-user", Namespace: "ns", UID: "uid-svc-user"},
 		Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &grace, Containers: []corev1.Container{server, client}}}
+	if _, err := api.CoreV1().Pods("ns").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if err := p.CreatePod(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
 	logs := func() string {
-		r, err := p.GetContainerLogs(ctx, "ns", "svc-user", "client", api.ContainerLogOpts{})
+		r, err := p.GetContainerLogs(ctx, "ns", "svc-user", "client", vkapi.ContainerLogOpts{})
 		if err != nil {
 			return ""
 		}
@@ -137,6 +144,10 @@ time.sleep(60)
 			t.Errorf("final status of %s is %+v, want terminated", cs.Name, cs.State)
 		}
 	}
+	eventually(t, "the pod deleted from the API server once stopped", func() bool {
+		_, err := api.CoreV1().Pods("ns").Get(ctx, "svc-user", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
 	if entries, _ := os.ReadDir(filepath.Join(stateDir, "pods")); len(entries) != 0 {
 		t.Errorf("pod state left behind: %v", entries)
 	}
