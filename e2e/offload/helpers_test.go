@@ -22,6 +22,14 @@ func kubectl(t *testing.T, stdin string, args ...string) string {
 	return site.kubectl.MustRun(ctx, t, stdin, args...)
 }
 
+// kubectlOutput runs kubectl as the cluster admin and returns what it printed, or an error
+// with its output: for checks polled until they hold.
+func kubectlOutput(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return site.kubectl.Must(ctx, "", args...)
+}
+
 // waitFor calls check every half second until it returns nil, and fails the test after
 // timeout naming what it waited for, the last answer, and the logs that tell why.
 func waitFor(t *testing.T, timeout time.Duration, what string, check func() error) {

@@ -82,7 +82,10 @@ func TestTheJobReachesAClusterServiceThroughTheReverseTunnel(t *testing.T) {
 	waitForJob(t, uid, "RUNNING", 2*time.Minute)
 	page := "minio of " + ns
 	waitFor(t, 4*time.Minute, "the job to fetch minio's page three ways", func() error {
-		logs := kubectl(t, "", "logs", "-n", ns, "analysis")
+		logs, err := kubectlOutput("logs", "-n", ns, "analysis")
+		if err != nil {
+			return err
+		}
 		for _, via := range []string{"via http://" + full + ":9000/", "via http://minio:9001/", "via socks"} {
 			if !strings.Contains(logs, page+" "+via) {
 				return fmt.Errorf("no %q in the job's log:\n%s", page+" "+via, logs)
