@@ -73,10 +73,16 @@ func judgePodSpec(meta *metav1.ObjectMeta, spec *corev1.PodSpec, namespace strin
 func podSpec(meta *metav1.ObjectMeta, spec *corev1.PodSpec, namespace string, pol *policy.Policy, at Paths) (*Offload, Decision) {
 	var d Decision
 	annPath := at.Meta.Child("annotations")
+	if size := annotationsSize(meta.Annotations); size > maxAnnotationsBytes {
+		// Judged before anything else is read: nothing of such a pod is parsed.
+		d.Errors = append(d.Errors, tooLong(annPath, size, maxAnnotationsBytes,
+			"the API server refuses such a pod too; keep large data out of annotations, in a ConfigMap or a file the job reads"))
+		return nil, d
+	}
 	nodeName, placed := VirtualNodeFor(spec, pol)
 	if !placed {
 		for _, key := range slices.Sorted(maps.Keys(meta.Annotations)) {
-			if strings.HasPrefix(key, reversePrefix) {
+			if isReverseKey(key) {
 				d.warn("%s is ignored: the pod is not placed on a virtual node listed in shadowgate's policy (%s)",
 					annPath.Key(key), strings.Join(pol.NodeNames(), ", "))
 			}
@@ -88,7 +94,7 @@ func podSpec(meta *metav1.ObjectMeta, spec *corev1.PodSpec, namespace string, po
 	for _, key := range slices.Sorted(maps.Keys(ann)) {
 		if why, removed := removedAnnotations[key]; removed {
 			d.warn("%s is ignored: %s; remove the annotation", annPath.Key(key), why)
-		} else if strings.HasPrefix(key, reversePrefix) && !slices.Contains(reverseRequest, key) {
+		} else if isReverseKey(key) && !slices.Contains(reverseRequest, key) {
 			d.Errors = append(d.Errors, field.NotSupported(annPath.Key(key), key, knownReverseAnnotations))
 		}
 	}
@@ -99,6 +105,11 @@ func podSpec(meta *metav1.ObjectMeta, spec *corev1.PodSpec, namespace string, po
 	}
 	return o, d
 }
+
+// isReverseKey reports whether an annotation key is one of interlink.eu/reverse-*, or a case
+// variant of one: annotation keys are case-sensitive, so interlink.eu/Reverse-Forwards would
+// otherwise be ignored, and the pod run without the tunnel its author meant to ask for.
+func isReverseKey(key string) bool { return strings.HasPrefix(strings.ToLower(key), reversePrefix) }
 
 func (o *Offload) parseAnnotations(ann map[string]string, namespace string, annPath *field.Path, d *Decision) {
 	var errs field.ErrorList

@@ -1,6 +1,7 @@
 package validate_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -150,6 +151,22 @@ func TestPodAnnotations(t *testing.T) {
 			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(validate.AnnotationExtraPorts), Value: "web"}}},
 		"an extra port with an unknown protocol is refused": {node: "hpc-vk", annotations: ann(validate.AnnotationExtraPorts, "8080:web:QUIC"),
 			want: []vt.Err{{Type: field.ErrorTypeNotSupported, Field: annPath(validate.AnnotationExtraPorts), Value: "QUIC"}}},
+		"a case variant of a reverse annotation is refused, not ignored": {node: "hpc-vk", annotations: ann("interlink.eu/Reverse-Forwards", "minio:9000"),
+			want: []vt.Err{{Type: field.ErrorTypeNotSupported, Field: annPath("interlink.eu/Reverse-Forwards"), Value: "interlink.eu/Reverse-Forwards"}}},
+		"64 forwards are admitted": {node: "hpc-vk", annotations: ann(fwd, forwardsList(64, ""))},
+		"65 forwards are refused before they are parsed": {node: "hpc-vk", annotations: ann(fwd, forwardsList(65, "")),
+			want: []vt.Err{{Type: field.ErrorTypeTooMany, Field: annPath(fwd), Value: 65}}},
+		"a forwards annotation over its byte limit is refused unechoed": {node: "hpc-vk", annotations: ann(fwd, strings.Repeat("minio:9000 ", 2000)),
+			want: []vt.Err{{Type: field.ErrorTypeTooLong, Field: annPath(fwd), Value: "<value omitted>"}}},
+		"duplicate listen ports get distinct suggestions": {node: "hpc-vk", annotations: ann(fwd, "10000:a.b:1 10000:c.d:2 10000:e.f:3"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(fwd), Value: "10000:c.d:2"}, {Type: field.ErrorTypeInvalid, Field: annPath(fwd), Value: "10000:e.f:3"}}},
+		"the errors of one annotation stop after 16": {node: "hpc-vk", annotations: ann(fwd, forwardsList(40, "x")),
+			want: append(forwardErrors(16, "x"), vt.Err{Type: field.ErrorTypeForbidden, Field: annPath(fwd), Value: ""})},
+		"annotations over the API server's 256 KiB are refused before any is parsed": {node: "hpc-vk",
+			annotations: ann(fwd, "$(id):1", validate.AnnotationPreExec, strings.Repeat("x", 256<<10)),
+			want:        []vt.Err{{Type: field.ErrorTypeTooLong, Field: "metadata.annotations", Value: "<value omitted>"}}},
+		"65 extra ports are refused": {node: "hpc-vk", annotations: ann(validate.AnnotationExtraPorts, strings.TrimSuffix(strings.Repeat("8080,", 65), ",")),
+			want: []vt.Err{{Type: field.ErrorTypeTooMany, Field: annPath(validate.AnnotationExtraPorts), Value: 65}}},
 		"reverse annotations on a pod for no listed node are admitted with a warning": {node: "worker-1", annotations: ann(fwd, "garbage"),
 			wantWarnings: []string{"not placed on a virtual node"}},
 	}
@@ -160,6 +177,25 @@ func TestPodAnnotations(t *testing.T) {
 			expectWarnings(t, d.Warnings, tc.wantWarnings)
 		})
 	}
+}
+
+// forwardsList is n forwards with distinct listen ports from 20000, each port suffixed with
+// suffix (a suffix makes every entry an error).
+func forwardsList(n int, suffix string) string {
+	entries := make([]string, n)
+	for i := range entries {
+		entries[i] = fmt.Sprintf("%d:minio:9000%s", 20000+i, suffix)
+	}
+	return strings.Join(entries, " ")
+}
+
+// forwardErrors are the errors of forwardsList's first n entries.
+func forwardErrors(n int, suffix string) []vt.Err {
+	errs := make([]vt.Err, n)
+	for i := range errs {
+		errs[i] = vt.Err{Type: field.ErrorTypeInvalid, Field: annPath(fwd), Value: fmt.Sprintf("%d:minio:9000%s", 20000+i, suffix)}
+	}
+	return errs
 }
 
 func expectWarnings(t *testing.T, got, want []string) {

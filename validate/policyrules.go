@@ -176,7 +176,7 @@ func validateSSH(s *policy.SSH, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if s.LoginHost == "" {
 		errs = append(errs, field.Required(p.Child("LoginHost"), "the SSH shadow needs the login node to dial in to"))
-	} else if ok, why := syntax.Host(s.LoginHost); !ok {
+	} else if ok, why := syntax.Host(s.LoginHost, syntax.DialedByShadow); !ok {
 		errs = append(errs, field.Invalid(p.Child("LoginHost"), s.LoginHost,
 			why+"; give the login node's hostname (login.hpc.example.org) or IP address"))
 	}

@@ -70,7 +70,7 @@ ports=() remotes=()
 for f in "${forwards[@]}"; do
   [[ -n $f ]] || continue
   read -r listen host port <<<"$f"
-  if ! valid_port "$listen" || ! valid_host "$host" || ! valid_port "$port"; then
+  if ! valid_port "$listen" || ! valid_dial_host "$host" || ! valid_port "$port"; then
     die "SHADOW_REVERSE_FORWARDS holds '${f}', not '<listen port> <host> <port>'"
   fi
   [[ $host == *:* ]] && host="[${host}]"

@@ -1,33 +1,9 @@
 package syntax
 
 import (
-	"net/netip"
 	"regexp"
 	"strings"
-
-	"k8s.io/apimachinery/pkg/util/validation"
 )
-
-// Host reports whether s is an RFC 1123 hostname (any case) or an IP literal without a zone.
-// It returns a reason when it is not.
-func Host(s string) (ok bool, reason string) {
-	if s == "" {
-		return false, "empty"
-	}
-	if addr, err := netip.ParseAddr(s); err == nil {
-		if addr.Zone() != "" {
-			return false, "an IPv6 zone is not allowed"
-		}
-		return true, ""
-	}
-	if strings.HasPrefix(s, "-") {
-		return false, "starts with '-', which ssh would read as an option"
-	}
-	if errs := validation.IsDNS1123Subdomain(strings.ToLower(s)); len(errs) > 0 {
-		return false, "not an RFC 1123 hostname or an IP address"
-	}
-	return true, ""
-}
 
 var (
 	userName   = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
