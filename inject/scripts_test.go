@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/interlink-hq/shadowgate/inject/internal/sshtest"
+	vt "github.com/interlink-hq/shadowgate/validate/validatetest"
 )
 
 // TestRenderedScriptsPassSyntaxChecksAndShellcheck checks every script a rendered shadow runs,
@@ -200,4 +201,36 @@ func panicOf(f func()) (msg string) {
 	}()
 	f()
 	return ""
+}
+
+// TestScriptHostRuleAgreesWithGo runs common.sh's valid_dial_host and valid_host, under sh
+// and bash (the scripts run under both), on every case of the host rule's shared table, which
+// syntax's TestHostTable holds the webhook's rule to: the scripts judge what reaches them from
+// a node file or from Slurm exactly as the webhook judges what it admits.
+func TestScriptHostRuleAgreesWithGo(t *testing.T) {
+	sshtest.Require(t, "sh", "bash")
+	script := commonFunctions + "\nvalid_dial_host \"$1\"; echo \"$?\"\nvalid_host \"$1\"; echo \"$?\"\n"
+	for name, tc := range vt.HostCases(t) {
+		t.Run(name, func(t *testing.T) {
+			verdict := map[bool]string{true: "0", false: "1"}
+			want := verdict[tc.ByShadow] + " " + verdict[tc.ByLoginNode]
+			for _, shell := range []string{"sh", "bash"} {
+				out, err := exec.Command(shell, "-c", script, shell, tc.Host).CombinedOutput()
+				if strings.Contains(tc.Host, "\x00") {
+					// No NUL reaches a script: an argument or environment value cannot hold one,
+					// so the container would not start (the webhook refuses it first).
+					if err == nil {
+						t.Errorf("%s ran with an argument holding NUL", shell)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("%s: %v\n%s", shell, err, out)
+				}
+				if got := strings.Join(strings.Fields(string(out)), " "); got != want {
+					t.Errorf("%s: valid_dial_host and valid_host of %q exit %s, want %s (Go's verdicts)", shell, tc.Host, got, want)
+				}
+			}
+		})
+	}
 }
