@@ -116,7 +116,7 @@ func TestScriptMarkers(t *testing.T) {
 // TestSplicedScriptsHoldEachInsertOnce checks what the containers and the job run: every
 // marker line is gone, and what replaced it is there exactly once.
 func TestSplicedScriptsHoldEachInsertOnce(t *testing.T) {
-	if commonFunctions == "" || !strings.Contains(commonFunctions, "\nvalid_host() {\n") {
+	if commonFunctions == "" || !strings.Contains(commonFunctions, "\nhost_rule() {\n") {
 		t.Fatalf("the common functions are not those of scripts/common.sh:\n%s", commonFunctions)
 	}
 	if strings.Contains(commonFunctions, "begin common") {

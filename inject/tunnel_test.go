@@ -50,7 +50,7 @@ func newSite(t *testing.T, opt siteOptions) *site {
 	t.Helper()
 	sshtest.Require(t, "ssh", "socat", "nc")
 	s := &site{login: sshtest.StartSSHD(t, opt.sshdConfig...), listen: sshtest.Loopback(t),
-		nodes: map[string]string{"node07": sshtest.Loopback(t), "node11": sshtest.Loopback(t)}}
+		nodes: map[string]string{"node07": sshtest.NodeAddress(t), "node11": sshtest.NodeAddress(t)}}
 	s.port = sshtest.FreePort(t, s.nodes["node07"], s.nodes["node11"], s.listen)
 	for name, addr := range s.nodes {
 		sshtest.StartHTTP(t, addr, s.port, name)

@@ -15,13 +15,13 @@ die() {
 }
 
 # valid_host HOST accepts a compute node by the rule the webhook judges every host with
-# (validate/syntax's Host, for a host the login node dials): an RFC 1123 name whose last label
-# is not all digits and that the C library does not read as an address shorthand, not
+# (validate/syntax's Host, for a host the login node dials): an RFC 1123 name whose last
+# label is not all digits and that the C library does not read as an address shorthand, not
 # localhost; or an IP address that is not loopback (the login node's own), link-local,
-# unspecified or a cloud metadata service. Checking again here keeps a value that got past the
-# webhook, or came from Slurm, from becoming an ssh option, breaking out of a relay command or
-# sending the login node to itself. validate/syntax/testdata/hosts.txt is the table both
-# sides are tested with.
+# unspecified or a cloud metadata service. Checking again here keeps a value that got past
+# the webhook, or came from Slurm, from becoming an ssh option, breaking out of a relay
+# command or sending the login node to itself. validate/syntax/testdata/hosts.txt is the
+# table both sides are tested with.
 valid_host() { host_rule node "$1"; }
 
 # valid_dial_host HOST is valid_host for a host the shadow itself dials (LoginHost, a reverse
