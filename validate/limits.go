@@ -14,6 +14,9 @@ const (
 	// maxAnnotationsBytes is the API server's own limit on a pod's annotations, keys and
 	// values together: it refuses a larger pod anyway, after the webhooks have judged it.
 	maxAnnotationsBytes = 256 << 10
+	// maxAnnotations is the most annotations an offloaded pod may carry: its shadow pod
+	// carries them too (inject's podMeta), so each costs the decision a copy or two.
+	maxAnnotations = 1000
 	// maxForwards is the most entries interlink.eu/reverse-forwards may list: each is a
 	// listener of the job's relay and a forward of the shadow's ssh. maxForwardsBytes holds
 	// that many entries of the longest form (listen-port:<253-character host>:port).

@@ -2,7 +2,6 @@ package validate
 
 import (
 	"fmt"
-	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -81,17 +80,20 @@ func podSpec(meta *metav1.ObjectMeta, spec *corev1.PodSpec, namespace string, po
 	}
 	nodeName, placed := VirtualNodeFor(spec, pol)
 	if !placed {
-		for _, key := range slices.Sorted(maps.Keys(meta.Annotations)) {
-			if isReverseKey(key) {
-				d.warn("%s is ignored: the pod is not placed on a virtual node listed in shadowgate's policy (%s)",
-					annPath.Key(key), strings.Join(pol.NodeNames(), ", "))
-			}
+		for _, key := range reverseKeys(meta.Annotations) {
+			d.warn("%s is ignored: the pod is not placed on a virtual node listed in shadowgate's policy (%s)",
+				annPath.Key(key), strings.Join(pol.NodeNames(), ", "))
 		}
+		return nil, d
+	}
+	if n := len(meta.Annotations); n > maxAnnotations {
+		d.Errors = append(d.Errors, tooMany(annPath, n, maxAnnotations,
+			"its shadow would carry them all; keep data out of annotations, in a ConfigMap or a file the job reads"))
 		return nil, d
 	}
 	o := &Offload{NodeName: nodeName, Namespace: namespace, Node: pol.VirtualNodes[nodeName]}
 	ann := meta.Annotations
-	for _, key := range slices.Sorted(maps.Keys(ann)) {
+	for _, key := range reverseKeys(ann) {
 		if why, removed := removedAnnotations[key]; removed {
 			d.warn("%s is ignored: %s; remove the annotation", annPath.Key(key), why)
 		} else if isReverseKey(key) && !slices.Contains(reverseRequest, key) {
@@ -109,7 +111,22 @@ func podSpec(meta *metav1.ObjectMeta, spec *corev1.PodSpec, namespace string, po
 // isReverseKey reports whether an annotation key is one of interlink.eu/reverse-*, or a case
 // variant of one: annotation keys are case-sensitive, so interlink.eu/Reverse-Forwards would
 // otherwise be ignored, and the pod run without the tunnel its author meant to ask for.
-func isReverseKey(key string) bool { return strings.HasPrefix(strings.ToLower(key), reversePrefix) }
+func isReverseKey(key string) bool {
+	return len(key) >= len(reversePrefix) && strings.EqualFold(key[:len(reversePrefix)], reversePrefix)
+}
+
+// reverseKeys are the keys of ann that isReverseKey, in order. Only they are sorted: a pod can
+// carry thousands of other annotations.
+func reverseKeys(ann map[string]string) []string {
+	var keys []string
+	for key := range ann {
+		if isReverseKey(key) {
+			keys = append(keys, key)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
 
 func (o *Offload) parseAnnotations(ann map[string]string, namespace string, annPath *field.Path, d *Decision) {
 	var errs field.ErrorList

@@ -165,6 +165,9 @@ func TestPodAnnotations(t *testing.T) {
 		"annotations over the API server's 256 KiB are refused before any is parsed": {node: "hpc-vk",
 			annotations: ann(fwd, "$(id):1", validate.AnnotationPreExec, strings.Repeat("x", 256<<10)),
 			want:        []vt.Err{{Type: field.ErrorTypeTooLong, Field: "metadata.annotations", Value: "<value omitted>"}}},
+		"an offloaded pod with 1,001 annotations is refused": {node: "hpc-vk", annotations: manyAnnotations(1001),
+			want: []vt.Err{{Type: field.ErrorTypeTooMany, Field: "metadata.annotations", Value: 1001}}},
+		"a pod on no listed node may carry 1,001 annotations": {node: "worker-1", annotations: manyAnnotations(1001)},
 		"65 extra ports are refused": {node: "hpc-vk", annotations: ann(validate.AnnotationExtraPorts, strings.TrimSuffix(strings.Repeat("8080,", 65), ",")),
 			want: []vt.Err{{Type: field.ErrorTypeTooMany, Field: annPath(validate.AnnotationExtraPorts), Value: 65}}},
 		"reverse annotations on a pod for no listed node are admitted with a warning": {node: "worker-1", annotations: ann(fwd, "garbage"),
@@ -187,6 +190,15 @@ func forwardsList(n int, suffix string) string {
 		entries[i] = fmt.Sprintf("%d:minio:9000%s", 20000+i, suffix)
 	}
 	return strings.Join(entries, " ")
+}
+
+// manyAnnotations is n annotations of no meaning to shadowgate.
+func manyAnnotations(n int) map[string]string {
+	ann := map[string]string{}
+	for i := range n {
+		ann[fmt.Sprintf("example.org/key-%d", i)] = "v"
+	}
+	return ann
 }
 
 // forwardErrors are the errors of forwardsList's first n entries.
