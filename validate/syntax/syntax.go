@@ -10,7 +10,7 @@ var (
 	principal  = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_.-]+)?@[A-Za-z0-9][A-Za-z0-9.-]*$`)
 	commandArg = regexp.MustCompile(`^[A-Za-z0-9_./:=+-]+$`)
 	absPath    = regexp.MustCompile(`^/[A-Za-z0-9_./+-]*$`)
-	sshOption  = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*=[^\s'"\\$` + "`" + `;&|<>(){}*?!#~]+$`)
+	sshOption  = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*=[A-Za-z0-9+,./:=@\[\]^_-]+$`)
 	imageRef   = regexp.MustCompile(`^[a-z0-9][A-Za-z0-9._/:@-]*$`)
 )
 
@@ -40,8 +40,9 @@ func Program(s string) bool {
 	return commandArg.MatchString(s) && !strings.ContainsAny(s, "/=:") && !strings.HasPrefix(s, "-")
 }
 
-// SSHOption reports whether s is a single Key=Value ssh option with no whitespace or shell
-// metacharacter, so it can never become a second option or a command.
+// SSHOption reports whether s is a single Key=Value ssh option of printable ASCII with no
+// whitespace, quote, shell metacharacter or '%' (ssh's tokens), so it can never become a second
+// option or a command.
 func SSHOption(s string) bool { return sshOption.MatchString(s) }
 
 // SSHOptionKey returns the keyword ssh reads from the option s, as written: the first word, up
