@@ -234,3 +234,32 @@ func TestScriptHostRuleAgreesWithGo(t *testing.T) {
 		})
 	}
 }
+
+// TestScriptConnectCommandRuleAgreesWithGo runs common.sh's valid_connect_command, under sh and
+// bash, on every case of ExecConnectCommand's shared table, which syntax's
+// TestConnectCommandTable holds the webhook's rule to.
+func TestScriptConnectCommandRuleAgreesWithGo(t *testing.T) {
+	sshtest.Require(t, "sh", "bash")
+	script := commonFunctions + "\nvalid_connect_command \"$1\"; echo \"$?\"\n"
+	for name, tc := range vt.ConnectCommandCases(t) {
+		t.Run(name, func(t *testing.T) {
+			want := map[bool]string{true: "0", false: "1"}[tc.OK]
+			for _, shell := range []string{"sh", "bash"} {
+				out, err := exec.Command(shell, "-c", script, shell, tc.Command).CombinedOutput()
+				if strings.Contains(tc.Command, "\x00") {
+					// As for hosts: no NUL reaches a script, as no argument or environment value holds one.
+					if err == nil {
+						t.Errorf("%s ran with an argument holding NUL", shell)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("%s: %v\n%s", shell, err, out)
+				}
+				if got := strings.TrimSpace(string(out)); got != want {
+					t.Errorf("%s: valid_connect_command %q exits %s, want %s (Go's verdict)", shell, tc.Command, got, want)
+				}
+			}
+		})
+	}
+}

@@ -192,9 +192,9 @@ func validateSSH(s *policy.SSH, p *field.Path) field.ErrorList {
 	switch s.ForwardMode {
 	case policy.ForwardModePortForward:
 	case policy.ForwardModeExec:
-		if !syntax.CommandWords(s.ExecConnectCommand) {
-			errs = append(errs, field.Invalid(p.Child("ExecConnectCommand"), s.ExecConnectCommand,
-				"must be a command and its options as plain words separated by single spaces (nc, \"nc -q 1\", ncat), without quotes or shell characters: it runs on the login node as <command> <node> <port>"))
+		if ok, why := syntax.ConnectCommand(s.ExecConnectCommand); !ok {
+			errs = append(errs, field.Invalid(p.Child("ExecConnectCommand"), s.ExecConnectCommand, why+
+				"; it runs on the login node as <command> <node> <port>, so it must be nc, ncat or netcat (by name or absolute path) with at most -q N and -w N, such as nc, \"nc -q 1\" or /usr/bin/ncat"))
 		}
 	default:
 		errs = append(errs, field.NotSupported(p.Child("ForwardMode"), s.ForwardMode, []string{policy.ForwardModePortForward, policy.ForwardModeExec}))

@@ -324,3 +324,19 @@ func TestNodeDiscovery(t *testing.T) {
 		t.Errorf("the refusal does not list both values: %v", errs)
 	}
 }
+
+func TestExecConnectCommandRefusalSaysWhy(t *testing.T) {
+	cases := map[string]struct{ command, says string }{
+		"a shell wrapper is named as one":    {"sh -c", "would become a command on the login node"},
+		"nc -e is named as running programs": {"nc -e /bin/sh", "-e runs a program"},
+		"another program is not a netcat":    {"cat", "is not nc, ncat or netcat"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, errs := validate.ParsePolicy([]byte(sshNode("ForwardMode: exec\nExecConnectCommand: "+strconv.Quote(tc.command)+"\n")), validate.CredentialRules{})
+			if len(errs) != 1 || errs[0].Field != ssh.Child("ExecConnectCommand").String() || !strings.Contains(errs[0].Detail, tc.says) {
+				t.Errorf("errors = %v, want one at ExecConnectCommand saying %q", errs, tc.says)
+			}
+		})
+	}
+}

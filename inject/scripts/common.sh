@@ -181,12 +181,44 @@ valid_seconds() {
   esac
 }
 
-# valid_words accepts plain words between single spaces, such as "nc -q 1": ExecConnectCommand,
-# which the login node's shell splits into words and nothing else.
-valid_words() {
+# valid_connect_command COMMAND accepts ExecConnectCommand by the webhook's rule (validate/syntax's
+# ConnectCommand): nc, ncat or netcat, by name or absolute path, then at most one each of -q N
+# and -w N, between single spaces. The login node's shell runs it as COMMAND 'node' 'port', so
+# a wrapper (sh -c, env, timeout, socat) would make the compute node a command there.
+# validate/syntax/testdata/connect-commands.txt is the table both sides are tested with.
+valid_connect_command() {
   case $1 in
-    '' | ' '* | *' ' | *'  '* | *[!A-Za-z0-9_./:=+\ -]*) return 1 ;;
+    '' | ' '* | *' ' | *'  '*) return 1 ;;
   esac
+  vc_prog=${1%% *}
+  case $vc_prog in
+    nc | ncat | netcat) ;;
+    /*/nc | /*/ncat | /*/netcat)
+      case $vc_prog in
+        *[!A-Za-z0-9_./+-]* | *..*) return 1 ;;
+      esac
+      ;;
+    *) return 1 ;;
+  esac
+  vc_rest=${1#"$vc_prog"}
+  vc_seen=''
+  while [ -n "$vc_rest" ]; do
+    vc_rest=${vc_rest# }
+    vc_opt=${vc_rest%% *}
+    vc_rest=${vc_rest#"$vc_opt"}
+    vc_rest=${vc_rest# }
+    vc_n=${vc_rest%% *}
+    vc_rest=${vc_rest#"$vc_n"}
+    case $vc_opt in
+      -q | -w) ;;
+      *) return 1 ;;
+    esac
+    case $vc_seen in *"$vc_opt"*) return 1 ;; esac
+    vc_seen="$vc_seen $vc_opt"
+    case $vc_n in
+      '' | *[!0-9]* | ?????*) return 1 ;;
+    esac
+  done
 }
 
 # valid_uid accepts a Kubernetes UID, the name interLink's Slurm plugin gives the pod's batch

@@ -39,8 +39,8 @@ check_discovery
 node_poll=$(node_poll "$poll")
 [[ $listen =~ ^[0-9.]+$ ]] || die "SHADOW_LISTEN_ADDRESS holds '${listen}', not an IPv4 address"
 if [[ $mode == exec ]]; then
-  valid_words "${SHADOW_EXEC_CONNECT_COMMAND:?}" \
-    || die "SHADOW_EXEC_CONNECT_COMMAND holds '${SHADOW_EXEC_CONNECT_COMMAND}', not plain words"
+  valid_connect_command "${SHADOW_EXEC_CONNECT_COMMAND:?}" \
+    || die "SHADOW_EXEC_CONNECT_COMMAND holds '$(printf '%s' "$SHADOW_EXEC_CONNECT_COMMAND" | printable)', not nc, ncat or netcat with -q N or -w N"
 fi
 
 control="${state}/control"

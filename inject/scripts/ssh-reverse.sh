@@ -52,8 +52,8 @@ node_poll=$(node_poll "$poll")
 node_poll_whole=${node_poll%.*}
 valid_port "${SHADOW_REVERSE_NODE_PORT:-22}" || die "SHADOW_REVERSE_NODE_PORT is not a port"
 if [[ ${SHADOW_FORWARD_MODE:?} == exec ]]; then
-  valid_words "${SHADOW_EXEC_CONNECT_COMMAND:?}" \
-    || die "SHADOW_EXEC_CONNECT_COMMAND holds '${SHADOW_EXEC_CONNECT_COMMAND}', not plain words"
+  valid_connect_command "${SHADOW_EXEC_CONNECT_COMMAND:?}" \
+    || die "SHADOW_EXEC_CONNECT_COMMAND holds '$(printf '%s' "$SHADOW_EXEC_CONNECT_COMMAND" | printable)', not nc, ncat or netcat with -q N or -w N"
 fi
 if [[ $node_exec == srun ]]; then
   # squeue -n "" would list every job of the user: the first one is not necessarily this pod's.

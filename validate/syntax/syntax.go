@@ -20,18 +20,6 @@ func UserName(s string) bool { return userName.MatchString(s) }
 // Principal reports whether s is a Kerberos principal such as alice@EXAMPLE.ORG or svc/host@REALM.
 func Principal(s string) bool { return principal.MatchString(s) }
 
-// CommandWords reports whether s is a short command line of plain words separated by single
-// spaces, the first not an option ("nc", "nc -q 1", "/usr/bin/ncat").
-func CommandWords(s string) bool {
-	words := strings.Split(s, " ")
-	for _, w := range words {
-		if !commandArg.MatchString(w) {
-			return false
-		}
-	}
-	return !strings.HasPrefix(words[0], "-")
-}
-
 // Program reports whether s is a command name or an absolute path to one ("python3", "/usr/sbin/sshd").
 func Program(s string) bool {
 	if strings.HasPrefix(s, "/") {

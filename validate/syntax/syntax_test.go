@@ -19,12 +19,6 @@ func TestChecks(t *testing.T) {
 		"a principal with a realm is accepted":         {syntax.Principal, "alice@CERN.CH", true},
 		"a service principal is accepted":              {syntax.Principal, "host/login.example.org@EXAMPLE.ORG", true},
 		"a principal without a realm is refused":       {syntax.Principal, "alice", false},
-		"nc with an option is a command":               {syntax.CommandWords, "nc -q 1", true},
-		"an absolute command path is a command":        {syntax.CommandWords, "/usr/bin/ncat", true},
-		"a command starting with an option is refused": {syntax.CommandWords, "-e sh", false},
-		"two spaces make an empty word":                {syntax.CommandWords, "nc  -q", false},
-		"a command substitution is refused":            {syntax.CommandWords, "nc $(id)", false},
-		"a semicolon is refused":                       {syntax.CommandWords, "nc;id", false},
 		"python3 is a program":                         {syntax.Program, "python3", true},
 		"an absolute path is a program":                {syntax.Program, "/usr/sbin/sshd", true},
 		"a path climbing out is refused":               {syntax.Program, "/usr/../tmp/x", false},
@@ -71,6 +65,16 @@ func TestHostTable(t *testing.T) {
 				if ok, why := syntax.Host(tc.Host, use); ok != want {
 					t.Errorf("Host(%q, %v) = %v (%s), want %v", tc.Host, use, ok, why, want)
 				}
+			}
+		})
+	}
+}
+
+func TestConnectCommandTable(t *testing.T) {
+	for name, tc := range vt.ConnectCommandCases(t) {
+		t.Run(name, func(t *testing.T) {
+			if ok, why := syntax.ConnectCommand(tc.Command); ok != tc.OK {
+				t.Errorf("ConnectCommand(%q) = %v (%s), want %v", tc.Command, ok, why, tc.OK)
 			}
 		})
 	}
