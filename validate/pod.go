@@ -100,6 +100,7 @@ func podSpec(meta *metav1.ObjectMeta, spec *corev1.PodSpec, namespace string, po
 			d.Errors = append(d.Errors, field.NotSupported(annPath.Key(key), key, knownReverseAnnotations))
 		}
 	}
+	d.Errors = append(d.Errors, containerPorts(spec, at.Spec)...)
 	o.parseAnnotations(ann, namespace, annPath, &d)
 	o.judgeReverse(ann, at, &d)
 	if o.Node.Network.SSHShadow() && o.Node.Network.EnableTunnel && !o.PodVPN {
@@ -210,6 +211,21 @@ func reverseOffWhy(n *policy.Network) string {
 		return "its EnableTunnel is false"
 	}
 	return "Reverse.Enabled is false"
+}
+
+// containerPorts refuses a container port outside 1-65535 on an offloaded pod: the shadow
+// forwards each one, and `shadowgate check`, unlike the API server, would otherwise admit it.
+func containerPorts(spec *corev1.PodSpec, specPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, c := range spec.Containers {
+		for j, port := range c.Ports {
+			if port.ContainerPort < 1 || port.ContainerPort > 65535 {
+				errs = append(errs, field.Invalid(specPath.Child("containers").Index(i).Child("ports").Index(j).Child("containerPort"),
+					port.ContainerPort, "must be a port between 1 and 65535: the shadow forwards it to the compute node"))
+			}
+		}
+	}
+	return errs
 }
 
 // warnSkippedPorts names the ports the SSH shadow cannot carry.

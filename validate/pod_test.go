@@ -250,3 +250,26 @@ func TestOffloadParsesWhatInjectNeeds(t *testing.T) {
 		t.Errorf("offload = %+v", o)
 	}
 }
+
+func TestContainerPortsOfAnOffloadedPod(t *testing.T) {
+	pol := mustPolicy(t, testPolicy)
+	portPath := "spec.containers[0].ports[0].containerPort"
+	cases := map[string]struct {
+		node string
+		port int32
+		want []vt.Err
+	}{
+		"port 8888 is admitted":                 {node: "hpc-vk", port: 8888},
+		"port 0 is refused":                     {node: "hpc-vk", port: 0, want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: portPath, Value: int32(0)}}},
+		"port 70000 is refused":                 {node: "hpc-vk", port: 70000, want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: portPath, Value: int32(70000)}}},
+		"a pod on no listed node is not judged": {node: "worker-1", port: 70000},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			pod := podOn(tc.node, nil)
+			pod.Spec.Containers[0].Ports[0].ContainerPort = tc.port
+			_, d := validate.Pod(pod, validate.Config{Policy: pol})
+			vt.Expect(t, d.Errors, tc.want)
+		})
+	}
+}

@@ -115,7 +115,7 @@ while :; do
     if [[ -z $seen ]]; then
       log "no compute node from $(node_source) now; the tunnel stays on ${node} until there is one"
     elif ! valid_host "$seen"; then
-      log "ignoring compute node '$(printf '%s' "$seen" | printable)': not a hostname or IP address; the tunnel stays on ${node}"
+      log "ignoring compute node '$(printf '%s' "$seen" | printable)': not a hostname or IP address the login node may dial; the tunnel stays on ${node}"
     elif [[ $seen != "$node" ]]; then
       log "compute node changed from ${node} to ${seen}, rebuilding the tunnel"
       stop_tunnel

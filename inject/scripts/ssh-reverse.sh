@@ -223,7 +223,7 @@ while :; do
     looked=$(date +%s)
   fi
   if ! valid_host "$seen"; then
-    [[ $seen == "$said" ]] || log "ignoring compute node '$(printf '%s' "$seen" | printable)': not a hostname or IP address; the tunnel stays on ${node}"
+    [[ $seen == "$said" ]] || log "ignoring compute node '$(printf '%s' "$seen" | printable)': not a hostname or IP address the login node may dial; the tunnel stays on ${node}"
     said=$seen
   elif [[ $seen != "$node" ]]; then
     log "compute node changed from ${node} to ${seen}, rebuilding the reverse tunnel"
