@@ -101,7 +101,7 @@ func (b *builder) podMeta() metav1.ObjectMeta {
 	maps.Copy(labels, b.labels())
 	labels[labelShadow] = b.name
 	labels[labelComponent] = b.name
-	annotations := map[string]string{}
+	annotations := make(map[string]string, len(b.pod.Annotations)+1)
 	for k, v := range b.pod.Annotations {
 		if carriedToShadow(k) {
 			annotations[k] = v

@@ -48,7 +48,7 @@ func newSlurmSite(t *testing.T) *slurmSite {
 	copyFile(t, s.key+".pub", authorized, 0o644)
 	s.login = sshtest.StartSSHD(t, "AuthorizedKeysFile "+authorized, "SetEnv PATH=/usr/bin:/bin SLURM_CONF="+s.slurm.conf)
 
-	s.addrs = map[string]string{"sgnode-a": sshtest.Loopback(t), "sgnode-b": sshtest.Loopback(t), "decoy": sshtest.Loopback(t)}
+	s.addrs = map[string]string{"sgnode-a": sshtest.NodeAddress(t), "sgnode-b": sshtest.NodeAddress(t), "decoy": sshtest.NodeAddress(t)}
 	s.web = &site{listen: sshtest.Loopback(t)}
 	s.web.port = sshtest.FreePort(t, s.addrs["sgnode-a"], s.addrs["sgnode-b"], s.addrs["decoy"], s.web.listen)
 	for name, addr := range s.addrs {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -45,13 +44,15 @@ var shellWord = regexp.MustCompile(`^[A-Za-z0-9._/+:,-]*$`)
 func preExec(o *validate.Offload, bind netip.Addr) (string, error) {
 	ports := make([]string, 0, len(o.Forwards))
 	var names []string
+	seen := map[string]bool{} // lower case: /etc/hosts matches names in any case
 	for _, f := range o.Forwards {
 		ports = append(ports, strconv.Itoa(f.ListenPort))
 		if !hostsName(f.Host) {
 			continue
 		}
 		for _, name := range hostsNames(f.Host, o.Namespace) {
-			if !slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, name) }) {
+			if key := strings.ToLower(name); !seen[key] {
+				seen[key] = true
 				names = append(names, name)
 			}
 		}

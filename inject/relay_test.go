@@ -46,16 +46,19 @@ func TestRelayReadsProcNet(t *testing.T) {
 		q    query
 		want any
 	}{
-		"an IPv4 client is found in tcp by its own end of the connection":      {owner("127.0.0.1", 0xB188, "127.1.2.3", 0x4A38), 1001.0},
-		"another user's IPv4 client is that user's":                            {owner("127.0.0.1", 0xB1A0, "127.1.2.3", 0x4A38), 1003.0},
-		"an IPv6 client reaching the IPv4 listener v4-mapped is found in tcp6": {owner("127.0.0.1", 0xB198, "127.1.2.3", 0x4A38), 1001.0},
-		"an IPv6 client of an IPv6 listener is found in tcp6":                  {owner("::1", 0x9FDA, "::1", 0x4A39), 1002.0},
-		"a connection nobody has is nobody's":                                  {owner("127.0.0.1", 1, "127.1.2.3", 0x4A38), nil},
-		"a SOCKS listener of the job's user on 127.0.0.1 is ready":             {query{Kind: "socks", Port: 0x4A3B, UID: 1002}, "ok"},
-		"another user's listener on 127.0.0.1 is not":                          {query{Kind: "socks", Port: 0x4A3B, UID: 1001}, "waiting"},
-		"the job's user on 0.0.0.0 (GatewayPorts yes) is refused":              {query{Kind: "socks", Port: 0x4A3A, UID: 1001}, "wildcard"},
-		"the job's user on :: is refused too":                                  {query{Kind: "socks", Port: 0x4A3C, UID: 1004}, "wildcard"},
-		"no listener yet is waiting":                                           {query{Kind: "socks", Port: 1080, UID: 1001}, "waiting"},
+		"an IPv4 client is found in tcp by its own end of the connection":       {owner("127.0.0.1", 0xB188, "127.1.2.3", 0x4A38), 1001.0},
+		"another user's IPv4 client is that user's":                             {owner("127.0.0.1", 0xB1A0, "127.1.2.3", 0x4A38), 1003.0},
+		"an IPv6 client reaching the IPv4 listener v4-mapped is found in tcp6":  {owner("127.0.0.1", 0xB198, "127.1.2.3", 0x4A38), 1001.0},
+		"an IPv6 client of an IPv6 listener is found in tcp6":                   {owner("::1", 0x9FDA, "::1", 0x4A39), 1002.0},
+		"a connection nobody has is nobody's":                                   {owner("127.0.0.1", 1, "127.1.2.3", 0x4A38), nil},
+		"a client closed before accept, an orphan shown as root's, is nobody's": {owner("127.0.0.1", 0xB1B0, "127.1.2.3", 0x4A38), nil},
+		"a client in TIME_WAIT is nobody's":                                     {owner("127.0.0.1", 0xB1B8, "127.1.2.3", 0x4A38), nil},
+		"a live client that has shut down its writing is its user's":            {owner("127.0.0.1", 0xB1C0, "127.1.2.3", 0x4A38), 1001.0},
+		"a SOCKS listener of the job's user on 127.0.0.1 is ready":              {query{Kind: "socks", Port: 0x4A3B, UID: 1002}, "ok"},
+		"another user's listener on 127.0.0.1 is not":                           {query{Kind: "socks", Port: 0x4A3B, UID: 1001}, "waiting"},
+		"the job's user on 0.0.0.0 (GatewayPorts yes) is refused":               {query{Kind: "socks", Port: 0x4A3A, UID: 1001}, "wildcard"},
+		"the job's user on :: is refused too":                                   {query{Kind: "socks", Port: 0x4A3C, UID: 1004}, "wildcard"},
+		"no listener yet is waiting":                                            {query{Kind: "socks", Port: 1080, UID: 1001}, "waiting"},
 	}
 	queries := map[string]query{}
 	for name, c := range cases {
@@ -93,6 +96,26 @@ log.failure("down", "not up")
 		"interLink reverse tunnel: not up\n"
 	if string(out) != want {
 		t.Errorf("logged:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+func TestRelayRefusesToServeAsRoot(t *testing.T) {
+	sshtest.Require(t, "python3")
+	if os.Geteuid() != 0 {
+		t.Fatal("this test runs the relay as root, to see it refuse: run it as root, as make test does")
+	}
+	const script = `
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("relay", "relay/relay.py")
+relay = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(relay)
+print("exit", relay.serve(sys.argv[1], "127.0.0.2", 1, [20000], ""))
+`
+	dir := t.TempDir()
+	cmd := exec.Command("python3", "-I", "-B", "-c", script, dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("refusing to run as root")) || !bytes.HasSuffix(out, []byte("exit 1\n")) {
+		t.Errorf("relay serve as root: %v\n%s", err, out)
 	}
 }
 

@@ -145,7 +145,7 @@ func newReverseSite(t *testing.T, opt reverseOptions) *reverseSite {
 		s.nodePort = sshtest.FreePort(t, "127.0.0.1")
 		nodeConfig = append(nodeConfig, "ListenAddress 127.0.0.1:"+strconv.Itoa(s.nodePort))
 	}
-	s.node = sshtest.StartSSHD(t, nodeConfig...)
+	s.node = sshtest.StartNodeSSHD(t, nodeConfig...)
 	s.nodeName = s.node.Host
 	nodeKnownHosts := sshtest.ReadFile(t, s.node.KnownHosts)
 	loginEnv := "SetEnv PATH=/usr/bin:/bin"
@@ -160,7 +160,7 @@ func newReverseSite(t *testing.T, opt reverseOptions) *reverseSite {
 		if opt.slurmDiscovery {
 			// Asked of Slurm, the node is the address Slurm reaches it at, its NodeAddr; the
 			// node file holds a name no host key is listed under, which nobody must read.
-			nodeKnownHosts = strings.Replace(nodeKnownHosts, "["+slurmNode+"]", "[127.0.0.1]", 1)
+			nodeKnownHosts = strings.Replace(nodeKnownHosts, "["+slurmNode+"]", "["+s.slurm.nodeAddr+"]", 1)
 			s.nodeName = "decoy.invalid"
 			s.discovery = true
 		}

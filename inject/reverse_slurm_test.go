@@ -19,17 +19,19 @@ import (
 const slurmNode = "sgnode"
 
 // slurm is a real single-node Slurm (Debian's slurm-wlm): munged, slurmctld and slurmd on
-// loopback, with their configuration, state and logs in a directory of the test's.
+// this machine, the node at a compute node address, with their configuration, state and logs
+// in a directory of the test's.
 type slurm struct {
-	conf string // SLURM_CONF for every client
-	dir  string
+	conf     string // SLURM_CONF for every client
+	dir      string
+	nodeAddr string // the node's NodeAddr, a compute node address (slurmd listens on all)
 }
 
 func startSlurm(t *testing.T) *slurm {
 	t.Helper()
 	sshtest.Require(t, "munged", "slurmctld", "slurmd", "sbatch", "squeue", "srun", "scancel", "sinfo")
 	root := account{name: "root", home: "/root"}
-	s := &slurm{dir: sharedDir(t)}
+	s := &slurm{dir: sharedDir(t), nodeAddr: sshtest.NodeAddress(t)}
 	secret := make([]byte, 1024)
 	_, _ = rand.Read(secret)
 	key := filepath.Join(t.TempDir(), "munge.key") // munged wants it private to root
@@ -70,9 +72,9 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none
 ReturnToService=2
-NodeName=%[5]s NodeAddr=127.0.0.1 CPUs=2 RealMemory=256 State=UNKNOWN
+NodeName=%[5]s NodeAddr=%[6]s CPUs=2 RealMemory=256 State=UNKNOWN
 PartitionName=debug Nodes=%[5]s Default=YES MaxTime=INFINITE State=UP
-`, sshtest.FreePort(t, "0.0.0.0"), sshtest.FreePort(t, "0.0.0.0"), socket, s.dir, slurmNode)
+`, sshtest.FreePort(t, "0.0.0.0"), sshtest.FreePort(t, "0.0.0.0"), socket, s.dir, slurmNode, s.nodeAddr)
 	if err := os.WriteFile(s.conf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}

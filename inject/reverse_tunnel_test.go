@@ -124,7 +124,7 @@ func TestReverseTunnelFollowsTheJobToAnotherNode(t *testing.T) {
 	// stands for the node a requeued job lands on. It listens on the first one's port too,
 	// the one port the shadow was started with. It starts before the shadow, so it stops
 	// after it: sshd's sessions hold its log open while their client lives.
-	node11 := sshtest.Loopback(t)
+	node11 := sshtest.NodeAddress(t)
 	port := strconv.Itoa(s.node.Port)
 	moved := sshtest.StartSSHD(t, "AuthorizedKeysFile "+s.authorized, "ListenAddress "+node11+":"+port)
 	known := strings.Replace(sshtest.ReadFile(t, moved.KnownHosts), fmt.Sprintf("[%s]:%d", moved.Host, moved.Port), "["+node11+"]:"+port, 1)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/interlink-hq/shadowgate/inject/internal/sshtest"
+	vt "github.com/interlink-hq/shadowgate/validate/validatetest"
 )
 
 // TestRenderedScriptsPassSyntaxChecksAndShellcheck checks every script a rendered shadow runs,
@@ -115,7 +116,7 @@ func TestScriptMarkers(t *testing.T) {
 // TestSplicedScriptsHoldEachInsertOnce checks what the containers and the job run: every
 // marker line is gone, and what replaced it is there exactly once.
 func TestSplicedScriptsHoldEachInsertOnce(t *testing.T) {
-	if commonFunctions == "" || !strings.Contains(commonFunctions, "\nvalid_host() {\n") {
+	if commonFunctions == "" || !strings.Contains(commonFunctions, "\nhost_rule() {\n") {
 		t.Fatalf("the common functions are not those of scripts/common.sh:\n%s", commonFunctions)
 	}
 	if strings.Contains(commonFunctions, "begin common") {
@@ -200,4 +201,65 @@ func panicOf(f func()) (msg string) {
 	}()
 	f()
 	return ""
+}
+
+// TestScriptHostRuleAgreesWithGo runs common.sh's valid_dial_host and valid_host, under sh
+// and bash (the scripts run under both), on every case of the host rule's shared table, which
+// syntax's TestHostTable holds the webhook's rule to: the scripts judge what reaches them from
+// a node file or from Slurm exactly as the webhook judges what it admits.
+func TestScriptHostRuleAgreesWithGo(t *testing.T) {
+	sshtest.Require(t, "sh", "bash")
+	script := commonFunctions + "\nvalid_dial_host \"$1\"; echo \"$?\"\nvalid_host \"$1\"; echo \"$?\"\n"
+	for name, tc := range vt.HostCases(t) {
+		t.Run(name, func(t *testing.T) {
+			verdict := map[bool]string{true: "0", false: "1"}
+			want := verdict[tc.ByShadow] + " " + verdict[tc.ByLoginNode]
+			for _, shell := range []string{"sh", "bash"} {
+				out, err := exec.Command(shell, "-c", script, shell, tc.Host).CombinedOutput()
+				if strings.Contains(tc.Host, "\x00") {
+					// No NUL reaches a script: an argument or environment value cannot hold one,
+					// so the container would not start (the webhook refuses it first).
+					if err == nil {
+						t.Errorf("%s ran with an argument holding NUL", shell)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("%s: %v\n%s", shell, err, out)
+				}
+				if got := strings.Join(strings.Fields(string(out)), " "); got != want {
+					t.Errorf("%s: valid_dial_host and valid_host of %q exit %s, want %s (Go's verdicts)", shell, tc.Host, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestScriptConnectCommandRuleAgreesWithGo runs common.sh's valid_connect_command, under sh and
+// bash, on every case of ExecConnectCommand's shared table, which syntax's
+// TestConnectCommandTable holds the webhook's rule to.
+func TestScriptConnectCommandRuleAgreesWithGo(t *testing.T) {
+	sshtest.Require(t, "sh", "bash")
+	script := commonFunctions + "\nvalid_connect_command \"$1\"; echo \"$?\"\n"
+	for name, tc := range vt.ConnectCommandCases(t) {
+		t.Run(name, func(t *testing.T) {
+			want := map[bool]string{true: "0", false: "1"}[tc.OK]
+			for _, shell := range []string{"sh", "bash"} {
+				out, err := exec.Command(shell, "-c", script, shell, tc.Command).CombinedOutput()
+				if strings.Contains(tc.Command, "\x00") {
+					// As for hosts: no NUL reaches a script, as no argument or environment value holds one.
+					if err == nil {
+						t.Errorf("%s ran with an argument holding NUL", shell)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("%s: %v\n%s", shell, err, out)
+				}
+				if got := strings.TrimSpace(string(out)); got != want {
+					t.Errorf("%s: valid_connect_command %q exits %s, want %s (Go's verdict)", shell, tc.Command, got, want)
+				}
+			}
+		})
+	}
 }

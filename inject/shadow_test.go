@@ -181,7 +181,9 @@ func TestContainersPerAuthAndMode(t *testing.T) {
 	}
 }
 
-func TestExtraOptionsCannotOverrideWhatThePolicyStates(t *testing.T) {
+// ExtraOptions come after the options the policy's own fields state, which the policy refuses
+// among them anyway, and before the keepalive and timeout defaults, which they override.
+func TestExtraOptionsOverrideTheDefaultsAlone(t *testing.T) {
 	pol := `
 virtualNodes:
   hpc-vk:
@@ -193,7 +195,7 @@ virtualNodes:
         User: alice
         KeySecret: hpc-ssh-key
         KnownHostsConfigMap: hpc-known-hosts
-        ExtraOptions: [StrictHostKeyChecking=no, User=root, ServerAliveInterval=5]
+        ExtraOptions: [ServerAliveInterval=5, ConnectTimeout=10]
 `
 	s, _ := render(t, pol, offloadedPod("notebook", "user", corev1.ContainerPort{ContainerPort: 8888}))
 	opts := splitLines(envValue(container(t, s.Deployment, containerForward), envSSHOptions))
@@ -202,6 +204,7 @@ virtualNodes:
 		{"StrictHostKeyChecking", "StrictHostKeyChecking=yes"},
 		{"User", "User=alice"},
 		{"ServerAliveInterval", "ServerAliveInterval=5"},
+		{"ConnectTimeout", "ConnectTimeout=10"},
 	} {
 		if got := firstOption(opts, tc.key); got != tc.want {
 			t.Errorf("ssh takes %s, want %s", got, tc.want)

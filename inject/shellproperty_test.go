@@ -2,7 +2,6 @@ package inject
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -11,6 +10,7 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 
 	"github.com/interlink-hq/shadowgate/validate"
+	hostsyntax "github.com/interlink-hq/shadowgate/validate/syntax"
 )
 
 // The shell property every fuzz target of this package holds what it renders to: a value from
@@ -165,9 +165,13 @@ func checkContainers(d *appsv1.Deployment, o *validate.Offload) error {
 	return nil
 }
 
-// scriptHost is what common.sh's valid_host lets through: the scripts die on anything else,
-// so an admitted value outside it is a tunnel that never comes up.
-var scriptHost = regexp.MustCompile(`^[A-Za-z0-9.:][A-Za-z0-9.:-]*$`)
+// scriptDialHost is what common.sh's valid_dial_host lets through, the shared host rule for a
+// host the shadow dials (TestScriptHostRuleAgreesWithGo): the scripts die on anything else, so
+// an admitted value outside it is a tunnel that never comes up.
+func scriptDialHost(host string) bool {
+	ok, _ := hostsyntax.Host(host, hostsyntax.DialedByShadow)
+	return ok
+}
 
 // fixedSSHOptions are the options the shadow sets before and after the policy's ExtraOptions:
 // sshOptionsBefore of them (login, host keys, authentication, ExitOnForwardFailure), then the
@@ -213,7 +217,7 @@ func checkEnvValue(e corev1.EnvVar, o *validate.Offload) error {
 		}
 		for i, line := range lines {
 			f := strings.Split(line, " ")
-			if len(f) != 3 || !scriptHost.MatchString(f[1]) || strings.Trim(f[0]+f[2], "0123456789") != "" {
+			if len(f) != 3 || !scriptDialHost(f[1]) || strings.Trim(f[0]+f[2], "0123456789") != "" {
 				return fmt.Errorf("reverse forward %q is not <listen port> <host> <port> as ssh-reverse reads it", line)
 			}
 			want := o.Forwards[i]
@@ -222,7 +226,7 @@ func checkEnvValue(e corev1.EnvVar, o *validate.Offload) error {
 			}
 		}
 	case envLoginHost:
-		if !scriptHost.MatchString(e.Value) {
+		if !scriptDialHost(e.Value) {
 			return fmt.Errorf("login host %q is not a host the scripts accept", e.Value)
 		}
 	}

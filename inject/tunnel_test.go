@@ -50,7 +50,7 @@ func newSite(t *testing.T, opt siteOptions) *site {
 	t.Helper()
 	sshtest.Require(t, "ssh", "socat", "nc")
 	s := &site{login: sshtest.StartSSHD(t, opt.sshdConfig...), listen: sshtest.Loopback(t),
-		nodes: map[string]string{"node07": sshtest.Loopback(t), "node11": sshtest.Loopback(t)}}
+		nodes: map[string]string{"node07": sshtest.NodeAddress(t), "node11": sshtest.NodeAddress(t)}}
 	s.port = sshtest.FreePort(t, s.nodes["node07"], s.nodes["node11"], s.listen)
 	for name, addr := range s.nodes {
 		sshtest.StartHTTP(t, addr, s.port, name)
@@ -285,23 +285,34 @@ func TestWaitForNode(t *testing.T) {
 		}
 		s.expectNodeTaken(t, p, "node07")
 	})
-	t.Run("a node that is not a hostname is not taken", func(t *testing.T) {
-		t.Parallel()
-		s := newSite(t, siteOptions{mode: policy.ForwardModePortForward})
-		writeAtomically(t, s.nodeFile, "node07 -oProxyCommand=touch")
-		p := runContainer(t, container(t, s.shadow.Deployment, containerWaitForNode), s.mounts, pollEnv)
-		eventually(t, 15*time.Second, func() error {
-			if !p.running() {
-				return fmt.Errorf("wait-for-node exited on an invalid node:\n%s", p.out)
+	for name, node := range map[string]string{
+		"a node that is not a hostname is not taken":            "node07 -oProxyCommand=touch",
+		"the login node's loopback is not taken":                "127.0.0.1",
+		"the cloud metadata address is not taken":               "169.254.169.254",
+		"a numeric shorthand is not taken":                      "0x7f.1",
+		"a node whose newline would forge a log line is quoted": "node07\n2026-01-01T00:00:00Z forged: line",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := newSite(t, siteOptions{mode: policy.ForwardModePortForward})
+			writeAtomically(t, s.nodeFile, node)
+			p := runContainer(t, container(t, s.shadow.Deployment, containerWaitForNode), s.mounts, pollEnv)
+			eventually(t, 15*time.Second, func() error {
+				if !p.running() {
+					return fmt.Errorf("wait-for-node exited on an invalid node:\n%s", p.out)
+				}
+				if !strings.Contains(p.out.String(), "not a hostname or IP address") {
+					return fmt.Errorf("the log does not say why the value is ignored")
+				}
+				return nil
+			})
+			if strings.Contains(p.out.String(), "\n2026-01-01T00:00:00Z forged") {
+				t.Errorf("the refused value began a log line of its own:\n%s", p.out)
 			}
-			if !strings.Contains(p.out.String(), "not a hostname or IP address") {
-				return fmt.Errorf("the log does not say why the value is ignored")
-			}
-			return nil
+			// Still waiting: the first valid node is the one it takes.
+			s.expectNodeTaken(t, p, "node07")
 		})
-		// Still waiting: the first valid node is the one it takes.
-		s.expectNodeTaken(t, p, "node07")
-	})
+	}
 	t.Run("a short timeout fails it with the likely causes", func(t *testing.T) {
 		t.Parallel()
 		s := newSite(t, siteOptions{mode: policy.ForwardModePortForward, nodeTimeout: "1s"})

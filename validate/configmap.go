@@ -26,7 +26,7 @@ func isNodeConfigMap(cm *corev1.ConfigMap) bool {
 }
 
 // NodeConfigMap judges a node ConfigMap: compute-node must be empty (the job is not placed
-// yet), an RFC 1123 hostname or an IP literal. The shadow passes it to ssh, so anything else is
+// yet), or a host by the shared rule for a compute node (syntax.Host, DialedByLoginNode). The shadow passes it to ssh, so anything else is
 // refused rather than escaped. A compute-node in binaryData would reach the shadow's volume as
 // the same file, so it is refused whatever it holds.
 func NodeConfigMap(cm *corev1.ConfigMap) Decision {
@@ -39,10 +39,13 @@ func NodeConfigMap(cm *corev1.ConfigMap) Decision {
 	if node == "" {
 		return d
 	}
-	if ok, why := syntax.Host(node); !ok {
-		d.Errors = append(d.Errors, field.Invalid(field.NewPath("data").Key(ComputeNodeKey), node, fmt.Sprintf(
-			"refusing compute node %q: %s. The shadow passes this to ssh, so it is refused rather than escaped; the plugin should report what the node calls itself (hostname -f)",
-			node, why)))
+	nodePath := field.NewPath("data").Key(ComputeNodeKey)
+	const what = "The shadow passes this to ssh, so it is refused rather than escaped; the plugin should report what the node calls itself (hostname -f)"
+	if len(node) > maxEchoed {
+		// Not echoed: the refusal would carry all of it.
+		d.Errors = append(d.Errors, tooLong(nodePath, len(node), maxEchoed, "a hostname has at most 253 characters. "+what))
+	} else if ok, why := syntax.Host(node, syntax.DialedByLoginNode); !ok {
+		d.Errors = append(d.Errors, field.Invalid(nodePath, node, fmt.Sprintf("refusing compute node %q: %s. %s", node, why, what)))
 	}
 	return d
 }

@@ -1,6 +1,7 @@
 package validate_test
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,6 +51,20 @@ func TestNodeConfigMap(t *testing.T) {
 			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: computeNode, Value: "-oProxyCommand=x"}}},
 		"a name with a newline is refused": {node: "node07\nnode08",
 			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: computeNode, Value: "node07\nnode08"}}},
+		"the login node's loopback is refused": {node: "127.0.0.1",
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: computeNode, Value: "127.0.0.1"}}},
+		"IPv4-mapped loopback is refused": {node: "::ffff:127.0.0.1",
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: computeNode, Value: "::ffff:127.0.0.1"}}},
+		"the cloud metadata address is refused": {node: "169.254.169.254",
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: computeNode, Value: "169.254.169.254"}}},
+		"a numeric shorthand of loopback is refused": {node: "0x7f.1",
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: computeNode, Value: "0x7f.1"}}},
+		"five numbers are refused": {node: "1.2.3.4.5",
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: computeNode, Value: "1.2.3.4.5"}}},
+		"a label of 200 characters is refused": {node: strings.Repeat("a", 200),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: computeNode, Value: strings.Repeat("a", 200)}}},
+		"a megabyte is refused as too long, without being echoed": {node: strings.Repeat("a", 1<<20),
+			want: []vt.Err{{Type: field.ErrorTypeTooLong, Field: computeNode, Value: "<value omitted>"}}},
 		"a compute node in binaryData is refused, even without the label and valid": {cm: binaryNodeConfigMap("node07.hpc.example.org"),
 			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: binaryComputeNode, Value: "node07.hpc.example.org"}}},
 		"an empty compute node in binaryData is refused": {cm: binaryNodeConfigMap(""),

@@ -18,12 +18,24 @@ type ExtraPort struct {
 
 // parseExtraPorts parses interlink.eu/wstunnel-extra-ports: comma-separated port[:name[:protocol]].
 func parseExtraPorts(value string, p *field.Path) ([]ExtraPort, field.ErrorList) {
+	const instead = "list only the ports the shadow must carry besides the containers' own"
+	if len(value) > maxExtraPortsBytes {
+		return nil, field.ErrorList{tooLong(p, len(value), maxExtraPortsBytes, instead)}
+	}
+	entries := strings.Split(value, ",")
+	if len(entries) > maxExtraPorts {
+		return nil, field.ErrorList{tooMany(p, len(entries), maxExtraPorts, instead)}
+	}
 	var (
 		ports []ExtraPort
 		errs  field.ErrorList
 		seen  = map[string]bool{}
 	)
-	for _, raw := range strings.Split(value, ",") {
+	for i, raw := range entries {
+		if len(errs) >= maxErrorsPerValue {
+			errs = append(errs, stopped(p, i, len(entries)))
+			break
+		}
 		entry := strings.TrimSpace(raw)
 		parts := strings.Split(entry, ":")
 		if len(parts) > 3 {

@@ -104,3 +104,16 @@ func TestBindAddresses(t *testing.T) {
 		})
 	}
 }
+
+func TestDuplicateListenPortsGetDistinctSuggestions(t *testing.T) {
+	_, errs := validate.ParseForwards("10000:a.b:1 10001:c.d:2 10000:e.f:3 10000:g.h:4", "user", field.NewPath("f"))
+	want := []string{"as in 10002:e.f:3", "as in 10003:g.h:4"}
+	if len(errs) != len(want) {
+		t.Fatalf("errors = %v, want %d", errs, len(want))
+	}
+	for i, w := range want {
+		if !strings.Contains(errs[i].Detail, w) {
+			t.Errorf("error %d = %q, want it to suggest %q", i, errs[i].Detail, w)
+		}
+	}
+}

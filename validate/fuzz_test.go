@@ -106,12 +106,12 @@ func FuzzParseBind(f *testing.F) {
 }
 
 func FuzzComputeNode(f *testing.F) {
-	for _, seed := range []string{"node07.hpc.example.org", "10.1.2.3", "fd00::7", "node07 -oProxyCommand=x", "node07$(id)", "-x", "a'b", "fe80::1%eth0", ""} {
+	for _, seed := range []string{"node07.hpc.example.org", "10.1.2.3", "fd00::7", "127.0.0.1", "::ffff:127.0.0.1", "0x7f.1", "1.2.3.4.5", "node07 -oProxyCommand=x", "node07$(id)", "-x", "a'b", "fe80::1%eth0", ""} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, node string) {
 		d := validate.NodeConfigMap(&corev1.ConfigMap{Data: map[string]string{validate.ComputeNodeKey: node}})
-		ok, _ := syntax.Host(node)
+		ok, _ := syntax.Host(node, syntax.DialedByLoginNode)
 		if d.Allowed() != (ok || node == "") {
 			t.Fatalf("NodeConfigMap and syntax.Host disagree on %q", node)
 		}

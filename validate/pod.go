@@ -2,7 +2,6 @@ package validate
 
 import (
 	"fmt"
-	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -73,31 +72,61 @@ func judgePodSpec(meta *metav1.ObjectMeta, spec *corev1.PodSpec, namespace strin
 func podSpec(meta *metav1.ObjectMeta, spec *corev1.PodSpec, namespace string, pol *policy.Policy, at Paths) (*Offload, Decision) {
 	var d Decision
 	annPath := at.Meta.Child("annotations")
+	if size := annotationsSize(meta.Annotations); size > maxAnnotationsBytes {
+		// Judged before anything else is read: nothing of such a pod is parsed.
+		d.Errors = append(d.Errors, tooLong(annPath, size, maxAnnotationsBytes,
+			"the API server refuses such a pod too; keep large data out of annotations, in a ConfigMap or a file the job reads"))
+		return nil, d
+	}
 	nodeName, placed := VirtualNodeFor(spec, pol)
 	if !placed {
-		for _, key := range slices.Sorted(maps.Keys(meta.Annotations)) {
-			if strings.HasPrefix(key, reversePrefix) {
-				d.warn("%s is ignored: the pod is not placed on a virtual node listed in shadowgate's policy (%s)",
-					annPath.Key(key), strings.Join(pol.NodeNames(), ", "))
-			}
+		for _, key := range reverseKeys(meta.Annotations) {
+			d.warn("%s is ignored: the pod is not placed on a virtual node listed in shadowgate's policy (%s)",
+				annPath.Key(key), strings.Join(pol.NodeNames(), ", "))
 		}
+		return nil, d
+	}
+	if n := len(meta.Annotations); n > maxAnnotations {
+		d.Errors = append(d.Errors, tooMany(annPath, n, maxAnnotations,
+			"its shadow would carry them all; keep data out of annotations, in a ConfigMap or a file the job reads"))
 		return nil, d
 	}
 	o := &Offload{NodeName: nodeName, Namespace: namespace, Node: pol.VirtualNodes[nodeName]}
 	ann := meta.Annotations
-	for _, key := range slices.Sorted(maps.Keys(ann)) {
+	for _, key := range reverseKeys(ann) {
 		if why, removed := removedAnnotations[key]; removed {
 			d.warn("%s is ignored: %s; remove the annotation", annPath.Key(key), why)
-		} else if strings.HasPrefix(key, reversePrefix) && !slices.Contains(reverseRequest, key) {
+		} else if isReverseKey(key) && !slices.Contains(reverseRequest, key) {
 			d.Errors = append(d.Errors, field.NotSupported(annPath.Key(key), key, knownReverseAnnotations))
 		}
 	}
+	d.Errors = append(d.Errors, containerPorts(spec, at.Spec)...)
 	o.parseAnnotations(ann, namespace, annPath, &d)
 	o.judgeReverse(ann, at, &d)
 	if o.Node.Network.SSHShadow() && o.Node.Network.EnableTunnel && !o.PodVPN {
 		warnSkippedPorts(spec, o.ExtraPorts, at.Spec, annPath, &d)
 	}
 	return o, d
+}
+
+// isReverseKey reports whether an annotation key is one of interlink.eu/reverse-*, or a case
+// variant of one: annotation keys are case-sensitive, so interlink.eu/Reverse-Forwards would
+// otherwise be ignored, and the pod run without the tunnel its author meant to ask for.
+func isReverseKey(key string) bool {
+	return len(key) >= len(reversePrefix) && strings.EqualFold(key[:len(reversePrefix)], reversePrefix)
+}
+
+// reverseKeys are the keys of ann that isReverseKey, in order. Only they are sorted: a pod can
+// carry thousands of other annotations.
+func reverseKeys(ann map[string]string) []string {
+	var keys []string
+	for key := range ann {
+		if isReverseKey(key) {
+			keys = append(keys, key)
+		}
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 func (o *Offload) parseAnnotations(ann map[string]string, namespace string, annPath *field.Path, d *Decision) {
@@ -182,6 +211,21 @@ func reverseOffWhy(n *policy.Network) string {
 		return "its EnableTunnel is false"
 	}
 	return "Reverse.Enabled is false"
+}
+
+// containerPorts refuses a container port outside 1-65535 on an offloaded pod: the shadow
+// forwards each one, and `shadowgate check`, unlike the API server, would otherwise admit it.
+func containerPorts(spec *corev1.PodSpec, specPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, c := range spec.Containers {
+		for j, port := range c.Ports {
+			if port.ContainerPort < 1 || port.ContainerPort > 65535 {
+				errs = append(errs, field.Invalid(specPath.Child("containers").Index(i).Child("ports").Index(j).Child("containerPort"),
+					port.ContainerPort, "must be a port between 1 and 65535: the shadow forwards it to the compute node"))
+			}
+		}
+	}
+	return errs
 }
 
 // warnSkippedPorts names the ports the SSH shadow cannot carry.

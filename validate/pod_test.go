@@ -1,6 +1,7 @@
 package validate_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -150,6 +151,25 @@ func TestPodAnnotations(t *testing.T) {
 			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(validate.AnnotationExtraPorts), Value: "web"}}},
 		"an extra port with an unknown protocol is refused": {node: "hpc-vk", annotations: ann(validate.AnnotationExtraPorts, "8080:web:QUIC"),
 			want: []vt.Err{{Type: field.ErrorTypeNotSupported, Field: annPath(validate.AnnotationExtraPorts), Value: "QUIC"}}},
+		"a case variant of a reverse annotation is refused, not ignored": {node: "hpc-vk", annotations: ann("interlink.eu/Reverse-Forwards", "minio:9000"),
+			want: []vt.Err{{Type: field.ErrorTypeNotSupported, Field: annPath("interlink.eu/Reverse-Forwards"), Value: "interlink.eu/Reverse-Forwards"}}},
+		"64 forwards are admitted": {node: "hpc-vk", annotations: ann(fwd, forwardsList(64, ""))},
+		"65 forwards are refused before they are parsed": {node: "hpc-vk", annotations: ann(fwd, forwardsList(65, "")),
+			want: []vt.Err{{Type: field.ErrorTypeTooMany, Field: annPath(fwd), Value: 65}}},
+		"a forwards annotation over its byte limit is refused unechoed": {node: "hpc-vk", annotations: ann(fwd, strings.Repeat("minio:9000 ", 2000)),
+			want: []vt.Err{{Type: field.ErrorTypeTooLong, Field: annPath(fwd), Value: "<value omitted>"}}},
+		"duplicate listen ports get distinct suggestions": {node: "hpc-vk", annotations: ann(fwd, "10000:a.b:1 10000:c.d:2 10000:e.f:3"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(fwd), Value: "10000:c.d:2"}, {Type: field.ErrorTypeInvalid, Field: annPath(fwd), Value: "10000:e.f:3"}}},
+		"the errors of one annotation stop after 16": {node: "hpc-vk", annotations: ann(fwd, forwardsList(40, "x")),
+			want: append(forwardErrors(16, "x"), vt.Err{Type: field.ErrorTypeForbidden, Field: annPath(fwd), Value: ""})},
+		"annotations over the API server's 256 KiB are refused before any is parsed": {node: "hpc-vk",
+			annotations: ann(fwd, "$(id):1", validate.AnnotationPreExec, strings.Repeat("x", 256<<10)),
+			want:        []vt.Err{{Type: field.ErrorTypeTooLong, Field: "metadata.annotations", Value: "<value omitted>"}}},
+		"an offloaded pod with 1,001 annotations is refused": {node: "hpc-vk", annotations: manyAnnotations(1001),
+			want: []vt.Err{{Type: field.ErrorTypeTooMany, Field: "metadata.annotations", Value: 1001}}},
+		"a pod on no listed node may carry 1,001 annotations": {node: "worker-1", annotations: manyAnnotations(1001)},
+		"65 extra ports are refused": {node: "hpc-vk", annotations: ann(validate.AnnotationExtraPorts, strings.TrimSuffix(strings.Repeat("8080,", 65), ",")),
+			want: []vt.Err{{Type: field.ErrorTypeTooMany, Field: annPath(validate.AnnotationExtraPorts), Value: 65}}},
 		"reverse annotations on a pod for no listed node are admitted with a warning": {node: "worker-1", annotations: ann(fwd, "garbage"),
 			wantWarnings: []string{"not placed on a virtual node"}},
 	}
@@ -160,6 +180,34 @@ func TestPodAnnotations(t *testing.T) {
 			expectWarnings(t, d.Warnings, tc.wantWarnings)
 		})
 	}
+}
+
+// forwardsList is n forwards with distinct listen ports from 20000, each port suffixed with
+// suffix (a suffix makes every entry an error).
+func forwardsList(n int, suffix string) string {
+	entries := make([]string, n)
+	for i := range entries {
+		entries[i] = fmt.Sprintf("%d:minio:9000%s", 20000+i, suffix)
+	}
+	return strings.Join(entries, " ")
+}
+
+// manyAnnotations is n annotations of no meaning to shadowgate.
+func manyAnnotations(n int) map[string]string {
+	ann := map[string]string{}
+	for i := range n {
+		ann[fmt.Sprintf("example.org/key-%d", i)] = "v"
+	}
+	return ann
+}
+
+// forwardErrors are the errors of forwardsList's first n entries.
+func forwardErrors(n int, suffix string) []vt.Err {
+	errs := make([]vt.Err, n)
+	for i := range errs {
+		errs[i] = vt.Err{Type: field.ErrorTypeInvalid, Field: annPath(fwd), Value: fmt.Sprintf("%d:minio:9000%s", 20000+i, suffix)}
+	}
+	return errs
 }
 
 func expectWarnings(t *testing.T, got, want []string) {
@@ -200,5 +248,28 @@ func TestOffloadParsesWhatInjectNeeds(t *testing.T) {
 	}
 	if o.Bind.String() != "127.0.10.1" || o.NodeName != "hpc-vk" || !o.WantsReverse() {
 		t.Errorf("offload = %+v", o)
+	}
+}
+
+func TestContainerPortsOfAnOffloadedPod(t *testing.T) {
+	pol := mustPolicy(t, testPolicy)
+	portPath := "spec.containers[0].ports[0].containerPort"
+	cases := map[string]struct {
+		node string
+		port int32
+		want []vt.Err
+	}{
+		"port 8888 is admitted":                 {node: "hpc-vk", port: 8888},
+		"port 0 is refused":                     {node: "hpc-vk", port: 0, want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: portPath, Value: int32(0)}}},
+		"port 70000 is refused":                 {node: "hpc-vk", port: 70000, want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: portPath, Value: int32(70000)}}},
+		"a pod on no listed node is not judged": {node: "worker-1", port: 70000},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			pod := podOn(tc.node, nil)
+			pod.Spec.Containers[0].Ports[0].ContainerPort = tc.port
+			_, d := validate.Pod(pod, validate.Config{Policy: pol})
+			vt.Expect(t, d.Errors, tc.want)
+		})
 	}
 }

@@ -1,7 +1,6 @@
 package validate
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -16,16 +15,11 @@ import (
 // refusal is why an ssh option may not be among ExtraOptions, and what to do instead.
 type refusal struct{ why, instead string }
 
-// refusedOptions are the ssh options, by lower-case keyword (ssh matches keywords in any case),
-// that ExtraOptions may not carry: every one runs code, opens a listener or a path between the
-// cluster and the site's network, sends the hops elsewhere, or takes effect over shadowgate's
-// own host key, credential or connection handling. It is a denylist so that the tuning options
-// admins use stay open. Options shadowgate sets before ExtraOptions in every ssh (User, Port,
-// BatchMode, StrictHostKeyChecking, UserKnownHostsFile, GlobalKnownHostsFile,
-// PreferredAuthentications, ExitOnForwardFailure) are not here: ssh keeps an option's first
-// value, so an entry for them has no effect (inject's TestExtraOptionsCannotOverrideWhatThePolicyStates).
-// Options ssh adds up (IdentityFile, CertificateFile, SendEnv, the forwards) or that shadowgate
-// leaves unset are.
+// refusedOptions say, by lower-case keyword, why the ssh options an admin is most likely to
+// reach for are refused, where the allowlist (tuningOptions) would only say that they are not
+// on it: each runs code, opens a listener or a path between the cluster and the site's network,
+// sends the hops elsewhere, or takes effect over shadowgate's own host key, credential or
+// connection handling.
 var refusedOptions = func() map[string]refusal {
 	m := map[string]refusal{}
 	refuse := func(r refusal, keywords ...string) {
@@ -33,8 +27,10 @@ var refusedOptions = func() map[string]refusal {
 			m[k] = r
 		}
 	}
-	refuse(refusal{"runs a command on the shadow's side", "use ProxyJump for a bastion host"},
+	refuse(refusal{"runs a command on the shadow's side", "reach the login node directly"},
 		"proxycommand", "localcommand")
+	refuse(refusal{"opens the jump hop with none of the options shadowgate sets: no pinned host key, no BatchMode, no key, so it fails in the shadow image or trusts a host nobody checked", "reach the login node directly; shadowgate does not support a bastion yet"},
+		"proxyjump")
 	refuse(refusal{"lets LocalCommand run a command on the shadow's side", "remove it"},
 		"permitlocalcommand")
 	refuse(refusal{"runs a command on the shadow's side to list host keys", "put the host keys in the ConfigMap KnownHostsConfigMap names"},
@@ -176,7 +172,7 @@ func validateSSH(s *policy.SSH, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if s.LoginHost == "" {
 		errs = append(errs, field.Required(p.Child("LoginHost"), "the SSH shadow needs the login node to dial in to"))
-	} else if ok, why := syntax.Host(s.LoginHost); !ok {
+	} else if ok, why := syntax.Host(s.LoginHost, syntax.DialedByShadow); !ok {
 		errs = append(errs, field.Invalid(p.Child("LoginHost"), s.LoginHost,
 			why+"; give the login node's hostname (login.hpc.example.org) or IP address"))
 	}
@@ -196,9 +192,9 @@ func validateSSH(s *policy.SSH, p *field.Path) field.ErrorList {
 	switch s.ForwardMode {
 	case policy.ForwardModePortForward:
 	case policy.ForwardModeExec:
-		if !syntax.CommandWords(s.ExecConnectCommand) {
-			errs = append(errs, field.Invalid(p.Child("ExecConnectCommand"), s.ExecConnectCommand,
-				"must be a command and its options as plain words separated by single spaces (nc, \"nc -q 1\", ncat), without quotes or shell characters: it runs on the login node as <command> <node> <port>"))
+		if ok, why := syntax.ConnectCommand(s.ExecConnectCommand); !ok {
+			errs = append(errs, field.Invalid(p.Child("ExecConnectCommand"), s.ExecConnectCommand, why+
+				"; it runs on the login node as <command> <node> <port>, so it must be nc, ncat or netcat (by name or absolute path) with at most -q N and -w N, such as nc, \"nc -q 1\" or /usr/bin/ncat"))
 		}
 	default:
 		errs = append(errs, field.NotSupported(p.Child("ForwardMode"), s.ForwardMode, []string{policy.ForwardModePortForward, policy.ForwardModeExec}))
@@ -266,16 +262,21 @@ func validateReverse(r *policy.Reverse, p *field.Path) field.ErrorList {
 }
 
 func validateExtraOption(p *field.Path, opt string) field.ErrorList {
-	var errs field.ErrorList
 	if !syntax.SSHOption(opt) {
-		errs = append(errs, field.Invalid(p, opt,
-			"each entry must be one ssh option written Key=Value, without whitespace, newlines, quotes or shell characters, so it cannot carry a second option or a command"))
+		errs := field.ErrorList{field.Invalid(p, opt,
+			"each entry must be one ssh option written Key=Value, in printable ASCII without whitespace, quotes or shell characters, so it cannot carry a second option or a command")}
+		if key := syntax.SSHOptionKey(opt); key != "" {
+			if why := extraOptionProblem(key, ""); strings.Contains(why, "not allowed") {
+				errs = append(errs, field.Forbidden(p, why))
+			}
+		}
+		return errs
 	}
-	key := syntax.SSHOptionKey(opt)
-	if r, refused := refusedOptions[strings.ToLower(key)]; refused {
-		errs = append(errs, field.Forbidden(p, fmt.Sprintf("%s is not allowed: it %s; %s", key, r.why, r.instead)))
+	key, value, _ := strings.Cut(opt, "=")
+	if why := extraOptionProblem(key, value); why != "" {
+		return field.ErrorList{field.Forbidden(p, why)}
 	}
-	return errs
+	return nil
 }
 
 func objectName(p *field.Path, name, kind string) field.ErrorList {

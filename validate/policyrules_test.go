@@ -94,7 +94,7 @@ func TestParse(t *testing.T) {
 		"srun and userspace are valid": {doc: sshNode("Reverse:\n  Enabled: true\n  NodeExec: srun\n  Sshd: userspace\n")},
 		"a relative SshdPath is refused": {doc: sshNode("Reverse:\n  SshdPath: sshd\n"),
 			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: ssh.Child("Reverse", "SshdPath").String(), Value: "sshd"}}},
-		"ExtraOptions written Key=Value are valid": {doc: sshNode("ExtraOptions:\n- ServerAliveCountMax=3\n- ProxyJump=bastion.example.org\n")},
+		"ExtraOptions written Key=Value are valid": {doc: sshNode("ExtraOptions:\n- ServerAliveCountMax=3\n- Ciphers=aes256-gcm@openssh.com\n")},
 		"an ExtraOption smuggling a second option is refused": {doc: sshNode("ExtraOptions:\n- \"Compression=yes -oProxyCommand=x\"\n"),
 			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: ssh.Child("ExtraOptions").Index(0).String(), Value: "Compression=yes -oProxyCommand=x"}}},
 		"an ExtraOption with a newline is refused": {doc: sshNode("ExtraOptions:\n- \"Compression=yes\\nProxyCommand=x\"\n"),
@@ -134,16 +134,40 @@ func TestExtraOptions(t *testing.T) {
 	forbidden := func(i int) []vt.Err {
 		return []vt.Err{{Type: field.ErrorTypeForbidden, Field: opts.Index(i).String(), Value: ""}}
 	}
+	invalid := func(i int, opt string) []vt.Err {
+		return []vt.Err{{Type: field.ErrorTypeInvalid, Field: opts.Index(i).String(), Value: opt}}
+	}
 	cases := map[string]struct {
 		options []string
 		want    []vt.Err
 	}{
-		"keepalive, cipher, compression and jump options are admitted": {options: []string{
+		"keepalive, cipher, compression and timeout options are admitted": {options: []string{
 			"ServerAliveInterval=10", "ServerAliveCountMax=5", "ConnectTimeout=60", "Ciphers=aes256-gcm@openssh.com",
-			"Compression=yes", "ProxyJump=bastion.example.org", "LogLevel=ERROR", "IPQoS=throughput", "AddressFamily=inet"}},
-		"options shadowgate sets first are admitted, as ssh keeps shadowgate's value": {options: []string{
+			"Compression=yes", "LogLevel=ERROR", "IPQoS=throughput", "AddressFamily=inet", "TCPKeepAlive=no",
+			"KexAlgorithms=-diffie-hellman-group14-sha1", "MACs=+hmac-sha2-512-etm@openssh.com", "loglevel=verbose"}},
+		"options shadowgate sets first are refused, as they would do nothing": {options: []string{
 			"StrictHostKeyChecking=no", "UserKnownHostsFile=/dev/null", "GlobalKnownHostsFile=/tmp/x", "User=root", "Port=2200",
-			"BatchMode=no", "PreferredAuthentications=password"}},
+			"BatchMode=no", "PreferredAuthentications=password"},
+			want: []vt.Err{forbidden(0)[0], forbidden(1)[0], forbidden(2)[0], forbidden(3)[0], forbidden(4)[0], forbidden(5)[0], forbidden(6)[0]}},
+		"a weak key exchange added is refused":              {options: []string{"KexAlgorithms=+diffie-hellman-group1-sha1"}, want: forbidden(0)},
+		"ssh-rsa host keys added are refused":               {options: []string{"HostKeyAlgorithms=+ssh-rsa"}, want: forbidden(0)},
+		"a weak cipher added is refused":                    {options: []string{"Ciphers=+3des-cbc"}, want: forbidden(0)},
+		"a weak MAC put first is refused":                   {options: []string{"MACs=^hmac-md5"}, want: forbidden(0)},
+		"a weak cipher in a whole list is refused":          {options: []string{"Ciphers=aes256-ctr,ARCFOUR"}, want: forbidden(0)},
+		"RequiredRSASize is not a tuning option":            {options: []string{"RequiredRSASize=512"}, want: forbidden(0)},
+		"UpdateHostKeys is not a tuning option":             {options: []string{"UpdateHostKeys=yes"}, want: forbidden(0)},
+		"HostbasedAuthentication is not one":                {options: []string{"HostbasedAuthentication=yes"}, want: forbidden(0)},
+		"ProxyUseFdpass is not one":                         {options: []string{"ProxyUseFdpass=yes"}, want: forbidden(0)},
+		"IgnoreUnknown is not one":                          {options: []string{"IgnoreUnknown=Foo"}, want: forbidden(0)},
+		"RequestTTY is not one":                             {options: []string{"RequestTTY=force"}, want: forbidden(0)},
+		"a keyword OpenSSH adds later is refused":           {options: []string{"FutureOption=yes"}, want: forbidden(0)},
+		"ProxyJump drops shadowgate's options":              {options: []string{"ProxyJump=bastion.example.org"}, want: forbidden(0)},
+		"LogLevel above VERBOSE is refused":                 {options: []string{"LogLevel=DEBUG3"}, want: forbidden(0)},
+		"a keepalive that is not a number is refused":       {options: []string{"ServerAliveInterval=1e3"}, want: forbidden(0)},
+		"a NUL in a value is refused":                       {options: []string{"Compression=yes\x00"}, want: invalid(0, "Compression=yes\x00")},
+		"a vertical tab in a value is refused":              {options: []string{"Compression=yes\v"}, want: invalid(0, "Compression=yes\v")},
+		"a no-break space in a value is refused":            {options: []string{"Compression=yes\u00a0"}, want: invalid(0, "Compression=yes\u00a0")},
+		"a line separator in a value is refused":            {options: []string{"Compression=yes\u2028"}, want: invalid(0, "Compression=yes\u2028")},
 		"ProxyCommand runs a command":                       {options: []string{"ProxyCommand=nc"}, want: forbidden(0)},
 		"LocalCommand runs a command":                       {options: []string{"LocalCommand=id"}, want: forbidden(0)},
 		"PermitLocalCommand lets LocalCommand run":          {options: []string{"PermitLocalCommand=yes"}, want: forbidden(0)},
@@ -298,5 +322,21 @@ func TestNodeDiscovery(t *testing.T) {
 	_, errs := validate.ParsePolicy([]byte(sshNode("NodeDiscovery: vk\n")), validate.CredentialRules{})
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), `"configmap"`) || !strings.Contains(errs[0].Error(), `"slurm"`) {
 		t.Errorf("the refusal does not list both values: %v", errs)
+	}
+}
+
+func TestExecConnectCommandRefusalSaysWhy(t *testing.T) {
+	cases := map[string]struct{ command, says string }{
+		"a shell wrapper is named as one":    {"sh -c", "would become a command on the login node"},
+		"nc -e is named as running programs": {"nc -e /bin/sh", "-e runs a program"},
+		"another program is not a netcat":    {"cat", "is not nc, ncat or netcat"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, errs := validate.ParsePolicy([]byte(sshNode("ForwardMode: exec\nExecConnectCommand: "+strconv.Quote(tc.command)+"\n")), validate.CredentialRules{})
+			if len(errs) != 1 || errs[0].Field != ssh.Child("ExecConnectCommand").String() || !strings.Contains(errs[0].Detail, tc.says) {
+				t.Errorf("errors = %v, want one at ExecConnectCommand saying %q", errs, tc.says)
+			}
+		})
 	}
 }

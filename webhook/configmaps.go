@@ -28,13 +28,17 @@ func NewConfigMapValidator(policies Policies, fixed validate.Config) *ConfigMapV
 }
 
 // Handle implements admission.Handler.
-func (v *ConfigMapValidator) Handle(_ context.Context, req admission.Request) admission.Response {
+func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	cm, err := objectOf[corev1.ConfigMap](req, configMapVersionKind)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	// A valid policy this serve cannot carry out would be refused at its next reload, so it is
 	// refused here too.
-	d, _ := validate.Object(cm, v.configs.now())
+	cfg := v.configs.now()
+	d, inTime := decideBy(ctx, func() validate.Decision { d, _ := validate.Object(cm, cfg); return d })
+	if !inTime {
+		return tooLate(ctx)
+	}
 	return respond(configMapVersionKind.GroupKind(), objectName(cm), d)
 }

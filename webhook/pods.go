@@ -40,12 +40,16 @@ func NewPodMutator(policies Policies, fixed validate.Config) *PodMutator {
 }
 
 // Handle implements admission.Handler.
-func (m *PodMutator) Handle(_ context.Context, req admission.Request) admission.Response {
+func (m *PodMutator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	pod, err := decodePod(req)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	mutation := inject.Mutate(pod, m.configs.now())
+	cfg := m.configs.now()
+	mutation, inTime := decideBy(ctx, func() inject.Mutation { return inject.Mutate(pod, cfg) })
+	if !inTime {
+		return tooLate(ctx)
+	}
 	if mutation.Annotations == nil {
 		// Nothing to patch, which is also what a reinvocation sees: no patch means the API
 		// server does not run the mutating webhooks yet again on our account.
@@ -79,11 +83,18 @@ func (v *PodValidator) Handle(ctx context.Context, req admission.Request) admiss
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
+	cfg := v.configs.now()
 	if req.Operation != admissionv1.Create {
-		_, d := validate.Pod(pod, v.configs.now())
+		d, inTime := decideBy(ctx, func() validate.Decision { _, d := validate.Pod(pod, cfg); return d })
+		if !inTime {
+			return tooLate(ctx)
+		}
 		return respond(podKind, objectName(pod), d)
 	}
-	a := inject.Admit(pod, v.configs.now())
+	a, inTime := decideBy(ctx, func() inject.Admission { return inject.Admit(pod, cfg) })
+	if !inTime {
+		return tooLate(ctx)
+	}
 	d := a.Decision
 	if !d.Allowed() || a.Shadow == nil {
 		return respond(podKind, objectName(pod), d)

@@ -54,7 +54,7 @@ const workloadKindNames = "Deployment, StatefulSet, DaemonSet and ReplicaSet (ap
 // holds while a replica answers: the update is still sent (a matchCondition comparing whole
 // templates would cost CEL more than its budget allows), so under failurePolicy Fail an
 // outage refuses it like any write of an offloaded workload.
-func (v *WorkloadValidator) Handle(_ context.Context, req admission.Request) admission.Response {
+func (v *WorkloadValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	gvk := schema.GroupVersionKind(req.Kind)
 	newObject, ok := workloadKinds[gvk]
 	if !ok {
@@ -82,7 +82,11 @@ func (v *WorkloadValidator) Handle(_ context.Context, req admission.Request) adm
 	}
 	// Every workload kind is judged: the template's pods, and the credentials they would
 	// have copied, under the template's path.
-	d, _ := validate.Object(obj, v.configs.now())
+	cfg := v.configs.now()
+	d, inTime := decideBy(ctx, func() validate.Decision { d, _ := validate.Object(obj, cfg); return d })
+	if !inTime {
+		return tooLate(ctx)
+	}
 	if unchanged {
 		d = unchangedTemplate(d)
 	}

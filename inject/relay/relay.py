@@ -13,7 +13,7 @@ serve DIR BIND SHELL_PID PORTS HOSTS_FILE
 wait DIR PORTS SOCKS TIMEOUT
     Waits up to TIMEOUT seconds until every DIR/rev-<port>.sock answers and, when SOCKS is
     a port, until the listener on 127.0.0.1:SOCKS belongs to this user. Exit 2 when that
-    listener is on a wildcard address.
+    listener is on a wildcard address. Refuses to run as root.
 connect HOST PORT
     Relays stdin and stdout to HOST:PORT until either side ends. With Reverse.NodeExec srun
     the shadow's session to the node's sshd travels this way: srun runs it on the batch host
@@ -33,6 +33,10 @@ import time
 
 PREFIX = "interLink reverse tunnel:"
 LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's st column
+# The states, in that column, of a client end whose owner is known: ESTABLISHED, or FIN_WAIT1 and
+# FIN_WAIT2 of a client that has only shut down its writing. A client end that has been closed
+# is an orphan, shown as uid 0 with inode 0, which would pass for root's.
+CLIENT_STATES = ("01", "04", "05")
 POLL = 1.0
 
 
@@ -75,13 +79,13 @@ def decode(field):
 
 
 def entries(tables):
-    """Yields (local, remote, state, uid) for every socket of the given table texts."""
+    """Yields (local, remote, state, uid, inode) for every socket of the given table texts."""
     for text in tables:
         for line in text.splitlines()[1:]:
             f = line.split()
-            if len(f) < 8:
+            if len(f) < 10:
                 continue
-            yield decode(f[1]), decode(f[2]), f[3], int(f[7])
+            yield decode(f[1]), decode(f[2]), f[3], int(f[7]), int(f[9])
 
 
 def read_tables():
@@ -103,11 +107,12 @@ def endpoint(addr):
 
 
 def owner(tables, client, server):
-    """The uid owning the client end of a connection from client to server, or None. The
-    client may have an IPv6 socket (a JVM's default) that reached the IPv4 listener through
-    a v4-mapped address, so tcp6 is searched too."""
-    for local, remote, _, uid in entries(tables):
-        if local == client and remote == server:
+    """The uid owning the client end of a connection from client to server, or None when no
+    live socket holds it (CLIENT_STATES, a non-zero inode). The client may have an IPv6 socket
+    (a JVM's default) that reached the IPv4 listener through a v4-mapped address, so tcp6 is
+    searched too."""
+    for local, remote, state, uid, inode in entries(tables):
+        if local == client and remote == server and state in CLIENT_STATES and inode != 0:
             return uid
     return None
 
@@ -116,7 +121,7 @@ def socks_listener(tables, port, uid):
     """'ok' when this uid listens on 127.0.0.1:port, 'wildcard' when it listens there on
     0.0.0.0 or ::, else 'waiting'."""
     state = "waiting"
-    for local, _, st, owner_uid in entries(tables):
+    for local, _, st, owner_uid, _ in entries(tables):
         if st != LISTEN or local[1] != port or owner_uid != uid:
             continue
         if local[0].is_unspecified:
@@ -170,6 +175,11 @@ def relay(conn, port, directory, log):
 
 
 def serve(directory, bind, shell_pid, ports, hosts_file):
+    if os.getuid() == 0:
+        say("refusing to run as root: the relay lets only its own user's connections through, "
+            "and root's are every daemon's of the node; run the job as its user. The job stops "
+            "here rather than run without its tunnel")
+        return 1
     log = Log()
     listeners = []
     for port in ports:

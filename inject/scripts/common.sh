@@ -14,14 +14,156 @@ die() {
   exit 1
 }
 
-# valid_host accepts what the webhook lets into the node ConfigMap, a hostname or an IP literal.
-# Checking again here keeps a value that got past it from becoming an ssh option or breaking
-# out of a relay command.
-valid_host() {
-  case $1 in
-    '' | -* | *[!A-Za-z0-9.:-]*) return 1 ;;
+# valid_host HOST accepts a compute node by the rule the webhook judges every host with
+# (validate/syntax's Host, for a host the login node dials): an RFC 1123 name whose last
+# label is not all digits and that the C library does not read as an address shorthand, not
+# localhost; or an IP address that is not loopback (the login node's own), link-local,
+# unspecified or a cloud metadata service. Checking again here keeps a value that got past
+# the webhook, or came from Slurm, from becoming an ssh option, breaking out of a relay
+# command or sending the login node to itself. validate/syntax/testdata/hosts.txt is the
+# table both sides are tested with.
+valid_host() { host_rule node "$1"; }
+
+# valid_dial_host HOST is valid_host for a host the shadow itself dials (LoginHost, a reverse
+# forward's destination), where loopback is the shadow's own pod and allowed.
+valid_dial_host() { host_rule shadow "$1"; }
+
+# host_rule USE HOST is valid_host (USE node) and valid_dial_host (USE shadow).
+host_rule() {
+  case $2 in
+    '' | -*) return 1 ;;
   esac
-  [ "${#1}" -le 253 ]
+  [ "${#2}" -le 253 ] || return 1
+  case $2 in
+    *:*)
+      hr_hex=$(ipv6_hex "$2") || return 1
+      ipv6_allowed "$1" "$hr_hex"
+      return
+      ;;
+  esac
+  case $2 in
+    *[!A-Za-z0-9.-]* | .* | *. | *..* | -* | *- | *.-* | *-.*) return 1 ;;
+  esac
+  if hr_hex=$(ipv4_hex "$2"); then
+    ipv4_allowed "$1" "$hr_hex"
+    return
+  fi
+  hr_numeric=yes hr_label=''
+  hr_rest=$2.
+  while [ -n "$hr_rest" ]; do
+    hr_label=${hr_rest%%.*}
+    hr_rest=${hr_rest#*.}
+    [ "${#hr_label}" -le 63 ] || return 1
+    case $hr_label in
+      0[xX]*) case ${hr_label#??} in *[!0-9a-fA-F]*) hr_numeric=no ;; esac ;;
+      *[!0-9]*) hr_numeric=no ;;
+    esac
+  done
+  # Numbers the C library reads as an address shorthand (0x7f.1, 2130706433), or a last label
+  # of digits (1.2.3.4.5), are no names.
+  [ "$hr_numeric" = no ] || return 1
+  case $hr_label in *[!0-9]*) ;; *) return 1 ;; esac
+  if [ "$1" = node ]; then
+    case $(printf '%s' "$2" | tr '[:upper:]' '[:lower:]') in
+      localhost | *.localhost) return 1 ;;
+    esac
+  fi
+  return 0
+}
+
+# ipv4_hex ADDR prints the 8 hex digits of ADDR, an IPv4 address written a.b.c.d as Go's netip
+# reads one (decimal, no leading zero, each at most 255), or fails.
+ipv4_hex() {
+  case $1 in
+    *[!0-9.]* | *.*.*.*.* | .* | *. | *..*) return 1 ;;
+    *.*.*.*) ;;
+    *) return 1 ;;
+  esac
+  i4_rest=$1. i4_hex=''
+  while [ -n "$i4_rest" ]; do
+    i4_n=${i4_rest%%.*}
+    i4_rest=${i4_rest#*.}
+    case $i4_n in
+      0?* | ????*) return 1 ;;
+    esac
+    [ "$i4_n" -le 255 ] || return 1
+    i4_hex=$i4_hex$(printf '%02x' "$i4_n")
+  done
+  printf '%s' "$i4_hex"
+}
+
+# ipv6_hex ADDR prints the 32 lower-case hex digits of ADDR, an IPv6 address as Go's netip
+# reads one without a zone (groups of 1-4 hex digits, at most one "::", an IPv4 address as the
+# last 32 bits), or fails.
+ipv6_hex() {
+  i6=$1
+  case $i6 in
+    *[!0-9A-Fa-f:.]* | *:::* | *::*::* | :[!:]* | *[!:]:) return 1 ;;
+  esac
+  case $i6 in
+    *.*)
+      i6_v4=$(ipv4_hex "${i6##*:}") || return 1
+      i6="${i6%:*}:$(printf '%s' "$i6_v4" | cut -c 1-4):$(printf '%s' "$i6_v4" | cut -c 5-8)"
+      ;;
+  esac
+  case $i6 in
+    *::*) i6_head=${i6%%::*} i6_tail=${i6#*::} i6_gap=yes ;;
+    *) i6_head=$i6 i6_tail='' i6_gap=no ;;
+  esac
+  i6_head=$(ipv6_groups "$i6_head") || return 1
+  i6_tail=$(ipv6_groups "$i6_tail") || return 1
+  i6_len=$((${#i6_head} + ${#i6_tail}))
+  if [ "$i6_gap" = yes ]; then
+    [ "$i6_len" -le 28 ] || return 1
+    while [ "$i6_len" -lt 32 ]; do
+      i6_head=${i6_head}0000
+      i6_len=$((i6_len + 4))
+    done
+  fi
+  [ "$i6_len" -eq 32 ] || return 1
+  printf '%s%s' "$i6_head" "$i6_tail"
+}
+
+# ipv6_groups GROUPS prints the colon-separated hex groups GROUPS, each padded to 4 digits.
+ipv6_groups() {
+  [ -n "$1" ] || return 0
+  i6g_rest=$1: i6g_out=''
+  while [ -n "$i6g_rest" ]; do
+    i6g=${i6g_rest%%:*}
+    i6g_rest=${i6g_rest#*:}
+    case $i6g in
+      '' | ?????* | *.*) return 1 ;;
+    esac
+    i6g_out=$i6g_out$(printf '%04x' "0x$i6g")
+  done
+  printf '%s' "$i6g_out"
+}
+
+# ipv4_allowed USE HEX says whether the IPv4 address of 8 hex digits HEX may be dialled as USE
+# says: not unspecified, link-local, a metadata service, or loopback for a compute node.
+ipv4_allowed() {
+  case $2 in
+    00000000 | a9fe???? | e00000?? | 646464c8) return 1 ;;
+    7f??????) [ "$1" != node ] ;;
+    *) return 0 ;;
+  esac
+}
+
+# ipv6_allowed USE HEX is ipv4_allowed for an IPv6 address of 32 hex digits; an IPv4 address
+# written inside IPv6 (mapped, NAT64, IPv4-compatible) is judged as itself.
+ipv6_allowed() {
+  case $2 in
+    00000000000000000000000000000000) return 1 ;;
+    00000000000000000000000000000001) [ "$1" != node ] || return 1 ;;
+    fe[89ab]* | ff[0-9a-f]2*) return 1 ;;
+    fd000ec2000000000000000000000254 | fd000ec2000000000000000000000023) return 1 ;;
+    fd2000ce000000000000000000000254 | fd0000c10000000000000000a9fea9fe) return 1 ;;
+  esac
+  case $2 in
+    00000000000000000000ffff* | 0064ff9b0000000000000000* | 000000000000000000000000*)
+      ipv4_allowed "$1" "$(printf '%s' "$2" | cut -c 25-32)"
+      ;;
+  esac
 }
 
 valid_port() {
@@ -39,12 +181,44 @@ valid_seconds() {
   esac
 }
 
-# valid_words accepts plain words between single spaces, such as "nc -q 1": ExecConnectCommand,
-# which the login node's shell splits into words and nothing else.
-valid_words() {
+# valid_connect_command COMMAND accepts ExecConnectCommand by the webhook's rule (validate/syntax's
+# ConnectCommand): nc, ncat or netcat, by name or absolute path, then at most one each of -q N
+# and -w N, between single spaces. The login node's shell runs it as COMMAND 'node' 'port', so
+# a wrapper (sh -c, env, timeout, socat) would make the compute node a command there.
+# validate/syntax/testdata/connect-commands.txt is the table both sides are tested with.
+valid_connect_command() {
   case $1 in
-    '' | ' '* | *' ' | *'  '* | *[!A-Za-z0-9_./:=+\ -]*) return 1 ;;
+    '' | ' '* | *' ' | *'  '*) return 1 ;;
   esac
+  vc_prog=${1%% *}
+  case $vc_prog in
+    nc | ncat | netcat) ;;
+    /*/nc | /*/ncat | /*/netcat)
+      case $vc_prog in
+        *[!A-Za-z0-9_./+-]* | *..*) return 1 ;;
+      esac
+      ;;
+    *) return 1 ;;
+  esac
+  vc_rest=${1#"$vc_prog"}
+  vc_seen=''
+  while [ -n "$vc_rest" ]; do
+    vc_rest=${vc_rest# }
+    vc_opt=${vc_rest%% *}
+    vc_rest=${vc_rest#"$vc_opt"}
+    vc_rest=${vc_rest# }
+    vc_n=${vc_rest%% *}
+    vc_rest=${vc_rest#"$vc_n"}
+    case $vc_opt in
+      -q | -w) ;;
+      *) return 1 ;;
+    esac
+    case $vc_seen in *"$vc_opt"*) return 1 ;; esac
+    vc_seen="$vc_seen $vc_opt"
+    case $vc_n in
+      '' | *[!0-9]* | ?????*) return 1 ;;
+    esac
+  done
 }
 
 # valid_uid accepts a Kubernetes UID, the name interLink's Slurm plugin gives the pod's batch
@@ -83,7 +257,7 @@ check_discovery() {
     slurm)
       valid_uid "${SHADOW_REVERSE_JOB_NAME-}" \
         || die "SHADOW_REVERSE_JOB_NAME holds '$(printf '%s' "${SHADOW_REVERSE_JOB_NAME-}" | printable)', not the pod UID the batch job is named after"
-      valid_host "${SHADOW_LOGIN_HOST-}" || die "SHADOW_LOGIN_HOST is not a hostname or IP address"
+      valid_dial_host "${SHADOW_LOGIN_HOST-}" || die "SHADOW_LOGIN_HOST is not a hostname or IP address the shadow may dial"
       : "${SHADOW_SSH_OPTIONS:?}" "${SHADOW_STATE_DIR:?}"
       valid_seconds "$(node_poll 0)" || die "SHADOW_SLURM_POLL_INTERVAL is not a number of seconds"
       ;;

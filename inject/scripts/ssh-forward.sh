@@ -39,8 +39,8 @@ check_discovery
 node_poll=$(node_poll "$poll")
 [[ $listen =~ ^[0-9.]+$ ]] || die "SHADOW_LISTEN_ADDRESS holds '${listen}', not an IPv4 address"
 if [[ $mode == exec ]]; then
-  valid_words "${SHADOW_EXEC_CONNECT_COMMAND:?}" \
-    || die "SHADOW_EXEC_CONNECT_COMMAND holds '${SHADOW_EXEC_CONNECT_COMMAND}', not plain words"
+  valid_connect_command "${SHADOW_EXEC_CONNECT_COMMAND:?}" \
+    || die "SHADOW_EXEC_CONNECT_COMMAND holds '$(printf '%s' "$SHADOW_EXEC_CONNECT_COMMAND" | printable)', not nc, ncat or netcat with -q N or -w N"
 fi
 
 control="${state}/control"
@@ -115,7 +115,7 @@ while :; do
     if [[ -z $seen ]]; then
       log "no compute node from $(node_source) now; the tunnel stays on ${node} until there is one"
     elif ! valid_host "$seen"; then
-      log "ignoring compute node '$(printf '%s' "$seen" | printable)': not a hostname or IP address; the tunnel stays on ${node}"
+      log "ignoring compute node '$(printf '%s' "$seen" | printable)': not a hostname or IP address the login node may dial; the tunnel stays on ${node}"
     elif [[ $seen != "$node" ]]; then
       log "compute node changed from ${node} to ${seen}, rebuilding the tunnel"
       stop_tunnel

@@ -52,8 +52,8 @@ node_poll=$(node_poll "$poll")
 node_poll_whole=${node_poll%.*}
 valid_port "${SHADOW_REVERSE_NODE_PORT:-22}" || die "SHADOW_REVERSE_NODE_PORT is not a port"
 if [[ ${SHADOW_FORWARD_MODE:?} == exec ]]; then
-  valid_words "${SHADOW_EXEC_CONNECT_COMMAND:?}" \
-    || die "SHADOW_EXEC_CONNECT_COMMAND holds '${SHADOW_EXEC_CONNECT_COMMAND}', not plain words"
+  valid_connect_command "${SHADOW_EXEC_CONNECT_COMMAND:?}" \
+    || die "SHADOW_EXEC_CONNECT_COMMAND holds '$(printf '%s' "$SHADOW_EXEC_CONNECT_COMMAND" | printable)', not nc, ncat or netcat with -q N or -w N"
 fi
 if [[ $node_exec == srun ]]; then
   # squeue -n "" would list every job of the user: the first one is not necessarily this pod's.
@@ -70,7 +70,7 @@ ports=() remotes=()
 for f in "${forwards[@]}"; do
   [[ -n $f ]] || continue
   read -r listen host port <<<"$f"
-  if ! valid_port "$listen" || ! valid_host "$host" || ! valid_port "$port"; then
+  if ! valid_port "$listen" || ! valid_dial_host "$host" || ! valid_port "$port"; then
     die "SHADOW_REVERSE_FORWARDS holds '${f}', not '<listen port> <host> <port>'"
   fi
   [[ $host == *:* ]] && host="[${host}]"
@@ -223,7 +223,7 @@ while :; do
     looked=$(date +%s)
   fi
   if ! valid_host "$seen"; then
-    [[ $seen == "$said" ]] || log "ignoring compute node '$(printf '%s' "$seen" | printable)': not a hostname or IP address; the tunnel stays on ${node}"
+    [[ $seen == "$said" ]] || log "ignoring compute node '$(printf '%s' "$seen" | printable)': not a hostname or IP address the login node may dial; the tunnel stays on ${node}"
     said=$seen
   elif [[ $seen != "$node" ]]; then
     log "compute node changed from ${node} to ${seen}, rebuilding the reverse tunnel"

@@ -36,7 +36,7 @@ while :; do
   fi
   if [ -n "$node" ] && [ "$node" != "$refused" ]; then
     refused=$node
-    log "ignoring compute node '$(printf '%s' "$node" | printable)': not a hostname or IP address, so it is not passed to ssh"
+    log "ignoring compute node '$(printf '%s' "$node" | printable)': not a hostname or IP address the login node may dial (not its loopback, link-local or a metadata service), so it is not passed to ssh"
   fi
   if [ "$(date +%s)" -ge "$deadline" ]; then
     if [ "$discovery" = slurm ]; then

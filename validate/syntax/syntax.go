@@ -1,40 +1,16 @@
 package syntax
 
 import (
-	"net/netip"
 	"regexp"
 	"strings"
-
-	"k8s.io/apimachinery/pkg/util/validation"
 )
-
-// Host reports whether s is an RFC 1123 hostname (any case) or an IP literal without a zone.
-// It returns a reason when it is not.
-func Host(s string) (ok bool, reason string) {
-	if s == "" {
-		return false, "empty"
-	}
-	if addr, err := netip.ParseAddr(s); err == nil {
-		if addr.Zone() != "" {
-			return false, "an IPv6 zone is not allowed"
-		}
-		return true, ""
-	}
-	if strings.HasPrefix(s, "-") {
-		return false, "starts with '-', which ssh would read as an option"
-	}
-	if errs := validation.IsDNS1123Subdomain(strings.ToLower(s)); len(errs) > 0 {
-		return false, "not an RFC 1123 hostname or an IP address"
-	}
-	return true, ""
-}
 
 var (
 	userName   = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
 	principal  = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_.-]+)?@[A-Za-z0-9][A-Za-z0-9.-]*$`)
 	commandArg = regexp.MustCompile(`^[A-Za-z0-9_./:=+-]+$`)
 	absPath    = regexp.MustCompile(`^/[A-Za-z0-9_./+-]*$`)
-	sshOption  = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*=[^\s'"\\$` + "`" + `;&|<>(){}*?!#~]+$`)
+	sshOption  = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*=[A-Za-z0-9+,./:=@\[\]^_-]+$`)
 	imageRef   = regexp.MustCompile(`^[a-z0-9][A-Za-z0-9._/:@-]*$`)
 )
 
@@ -44,18 +20,6 @@ func UserName(s string) bool { return userName.MatchString(s) }
 // Principal reports whether s is a Kerberos principal such as alice@EXAMPLE.ORG or svc/host@REALM.
 func Principal(s string) bool { return principal.MatchString(s) }
 
-// CommandWords reports whether s is a short command line of plain words separated by single
-// spaces, the first not an option ("nc", "nc -q 1", "/usr/bin/ncat").
-func CommandWords(s string) bool {
-	words := strings.Split(s, " ")
-	for _, w := range words {
-		if !commandArg.MatchString(w) {
-			return false
-		}
-	}
-	return !strings.HasPrefix(words[0], "-")
-}
-
 // Program reports whether s is a command name or an absolute path to one ("python3", "/usr/sbin/sshd").
 func Program(s string) bool {
 	if strings.HasPrefix(s, "/") {
@@ -64,8 +28,9 @@ func Program(s string) bool {
 	return commandArg.MatchString(s) && !strings.ContainsAny(s, "/=:") && !strings.HasPrefix(s, "-")
 }
 
-// SSHOption reports whether s is a single Key=Value ssh option with no whitespace or shell
-// metacharacter, so it can never become a second option or a command.
+// SSHOption reports whether s is a single Key=Value ssh option of printable ASCII with no
+// whitespace, quote, shell metacharacter or '%' (ssh's tokens), so it can never become a second
+// option or a command.
 func SSHOption(s string) bool { return sshOption.MatchString(s) }
 
 // SSHOptionKey returns the keyword ssh reads from the option s, as written: the first word, up

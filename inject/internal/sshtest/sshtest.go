@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/user"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,10 +34,21 @@ type Server struct {
 // sshdPath is where Debian's openssh-server installs sshd, which must be run by absolute path.
 const sshdPath = "/usr/sbin/sshd"
 
-// StartSSHD starts sshd on a fresh loopback address and a free port. config lines (such as
-// "AllowTcpForwarding no") come before shadowgate's defaults, and sshd keeps the first value
-// of a keyword, so they override them.
+// StartSSHD starts sshd on a fresh loopback address and a free port: a login node. config
+// lines (such as "AllowTcpForwarding no") come before shadowgate's defaults, and sshd keeps
+// the first value of a keyword, so they override them.
 func StartSSHD(t testing.TB, config ...string) *Server {
+	t.Helper()
+	return startSSHD(t, Loopback(t), config)
+}
+
+// StartNodeSSHD is StartSSHD on a fresh compute node address (NodeAddress).
+func StartNodeSSHD(t testing.TB, config ...string) *Server {
+	t.Helper()
+	return startSSHD(t, NodeAddress(t), config)
+}
+
+func startSSHD(t testing.TB, host string, config []string) *Server {
 	t.Helper()
 	Require(t, "sshd", "ssh-keygen")
 	dir := t.TempDir()
@@ -43,7 +56,7 @@ func StartSSHD(t testing.TB, config ...string) *Server {
 	if err != nil {
 		t.Fatalf("sshtest: who am I: %v", err)
 	}
-	s := &Server{Host: Loopback(t), User: me.Username, ClientKey: filepath.Join(dir, "id_ed25519"),
+	s := &Server{Host: host, User: me.Username, ClientKey: filepath.Join(dir, "id_ed25519"),
 		KnownHosts: filepath.Join(dir, "known_hosts"), log: &Buffer{}}
 	s.Port = FreePort(t, s.Host)
 	hostKey := filepath.Join(dir, "host_ed25519")
@@ -133,6 +146,62 @@ func Loopback(t testing.TB) string {
 			return addr
 		}
 	}
+}
+
+// NodeRange is where compute nodes get their addresses: the benchmarking range, which
+// EnterNodeNetwork makes local as 127.0.0.0/8 is. Compute nodes cannot be loopback addresses:
+// the shadow refuses a compute node that is the login node's own loopback.
+var NodeRange = netip.MustParsePrefix("198.18.0.0/15")
+
+// nodeNetworkEnv marks the test binary run again inside the network namespace.
+const nodeNetworkEnv = "SSHTEST_NODE_NETWORK"
+
+// EnterNodeNetwork runs the test binary again in a network namespace of its own, whose
+// loopback device also holds NodeRange, so compute nodes have addresses of their own, each
+// reachable from the login nodes, without touching this machine's routing. A TestMain calls
+// it first; it returns only inside the namespace, or when not root (NodeAddress then fails
+// the tests that need one, saying why).
+func EnterNodeNetwork() error {
+	if os.Getenv(nodeNetworkEnv) != "" || os.Geteuid() != 0 {
+		return nil
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		return fmt.Errorf("sshtest: compute nodes need a network namespace of their own: %w (util-linux)", err)
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		return fmt.Errorf("sshtest: compute nodes need a network namespace of their own: %w (iproute2)", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	// An address of the range on lo makes all of it local, as 127.0.0.1/8 does 127.0.0.0/8,
+	// and counts as IPv4 configured for getaddrinfo's AI_ADDRCONFIG, which slurmctld asks.
+	lo := netip.PrefixFrom(NodeRange.Addr().Next(), NodeRange.Bits())
+	setup := "ip link set lo up && ip addr add " + lo.String() + ` dev lo && exec "$0" "$@"`
+	args := append([]string{unshare, "--net", "--", "/bin/sh", "-c", setup, self}, os.Args[1:]...)
+	return syscall.Exec(unshare, args, append(os.Environ(), nodeNetworkEnv+"=1"))
+}
+
+// NodeAddress returns a random address of NodeRange, free to listen on: a compute node.
+func NodeAddress(t testing.TB) string {
+	t.Helper()
+	base := NodeRange.Addr().As4()
+	for range 100 {
+		n := rand.IntN(1<<(32-NodeRange.Bits())-2) + 1
+		addr := netip.AddrFrom4([4]byte{base[0], base[1] + byte(n>>16), byte(n >> 8), byte(n)}).String()
+		l, err := net.Listen("tcp", addr+":0")
+		if err == nil {
+			l.Close()
+			return addr
+		}
+		if os.Getenv(nodeNetworkEnv) == "" {
+			t.Fatalf("sshtest: %s is not local (%v): compute node addresses exist only in the network namespace EnterNodeNetwork makes, which needs root", addr, err)
+		}
+	}
+	t.Fatalf("sshtest: no free address in %s", NodeRange)
+	return ""
 }
 
 // FreePort returns a TCP port that is free on every given address at the time of the call and
