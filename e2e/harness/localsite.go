@@ -196,7 +196,8 @@ func (ls *LocalSite) applyCredentials(ctx context.Context, k Kubectl) error {
 
 // policy is the site's policy: the hpc login node forwards ports, the surf one relays in exec
 // mode; all log in as the site's account with the site key and pin the login nodes' host
-// keys; the hpc node allows the reverse tunnel, with SOCKS, reaching the job through srun; the
+// keys; the hpc node allows the reverse tunnel, with SOCKS, reaching the job through srun and
+// a user-space sshd there (the compute node runs no sshd of its own); the
 // publishing node goes through the hpc login node and reads the compute node from its
 // ConfigMap; the Kerberos node logs in with the account's keytab.
 func (ls *LocalSite) policy() string {
@@ -220,6 +221,7 @@ func (ls *LocalSite) policy() string {
           Enabled: true
           AllowSocks: true
           NodeExec: srun
+          Sshd: userspace
 `) +
 		node(NoForwardNode, surf, key+`        ForwardMode: exec
 `) +
