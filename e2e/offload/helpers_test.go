@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,25 @@ func notebook(t *testing.T, namespace, node string) string {
 	}
 	doc := strings.Replace(string(data), "namespace: user", "namespace: "+namespace, 1)
 	return strings.Replace(doc, "kubernetes.io/hostname: "+harness.HPCNode, "kubernetes.io/hostname: "+node, 1)
+}
+
+// jobOutput is the batch job's own output (the pre-exec's lines among it) of the pod with uid
+// on a virtual node, from the job directory the node keeps while the pod exists.
+func jobOutput(node, uid string) string {
+	data, err := os.ReadFile(filepath.Join(site.local.HPC.Dir, "jobs", node, uid, "job.out"))
+	if err != nil {
+		return err.Error()
+	}
+	return string(data)
+}
+
+// containerLog is the log of a container of the shadow's pods, for a failure message.
+func (s shadow) containerLog(container string) string {
+	out, err := kubectlOutput("logs", "-n", s.namespace, "-l", "interlink.eu/shadow="+s.name, "-c", container, "--tail=30")
+	if err != nil {
+		return err.Error()
+	}
+	return out
 }
 
 // jobState is the state of the Slurm job named uid (the virtual node names jobs after their

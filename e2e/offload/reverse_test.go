@@ -77,7 +77,8 @@ func TestTheJobReachesAClusterServiceThroughTheReverseTunnel(t *testing.T) {
 	manifest, _ := json.Marshal(pod) // a typed Pod always marshals
 	kubectl(t, string(manifest), "apply", "-f", "-")
 	uid := kubectl(t, "", "get", "pod", "-n", ns, "analysis", "-o", "jsonpath={.metadata.uid}")
-	t.Cleanup(func() { deleteAndWaitGone(t, ns, "analysis", uid, shadowOf("analysis", ns, false)) })
+	sh := shadowOf("analysis", ns, false)
+	t.Cleanup(func() { deleteAndWaitGone(t, ns, "analysis", uid, sh) })
 
 	waitForJob(t, uid, "RUNNING", 2*time.Minute)
 	page := "minio of " + ns
@@ -88,7 +89,8 @@ func TestTheJobReachesAClusterServiceThroughTheReverseTunnel(t *testing.T) {
 		}
 		for _, via := range []string{"via http://" + full + ":9000/", "via http://minio:9001/", "via socks"} {
 			if !strings.Contains(logs, page+" "+via) {
-				return fmt.Errorf("no %q in the job's log:\n%s", page+" "+via, logs)
+				return fmt.Errorf("no %q in the workload's log:\n%s\n--- the batch job's output:\n%s\n--- the shadow's ssh-reverse:\n%s",
+					page+" "+via, logs, jobOutput(harness.HPCNode, uid), sh.containerLog("ssh-reverse"))
 			}
 		}
 		return nil
