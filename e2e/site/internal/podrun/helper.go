@@ -57,7 +57,7 @@ func RunHelperIfRequested() {
 		fail(fmt.Errorf("helper spec: %w", err))
 	}
 	in.Close()
-	fail(spec.become())
+	fail(spec.become(os.Getppid()))
 }
 
 // fail reports why the container could not start on its stderr (its log) and exits with the
@@ -68,8 +68,9 @@ func fail(err error) {
 }
 
 // become makes the mounts (the namespace is already private: the parent asked for a new one),
-// drops credentials and execs the command. It only returns an error.
-func (s helperSpec) become() error {
+// drops credentials and execs the command; node is the node's pid, the helper's parent. It only
+// returns an error.
+func (s helperSpec) become(node int) error {
 	if s.Hostname != "" {
 		if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
 			return fmt.Errorf("sethostname %s: %w", s.Hostname, err)
@@ -97,6 +98,16 @@ func (s helperSpec) become() error {
 	}
 	if err := syscall.Setuid(int(s.UID)); err != nil {
 		return fmt.Errorf("setuid %d: %w", s.UID, err)
+	}
+	// The container dies with the node: a node killed without the chance to stop its pods
+	// (a test binary killed, make dev's terminal closed) leaves no process listening on a
+	// port the next site needs. Changing credentials cleared any earlier parent-death signal,
+	// and the node may have died before it was set.
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl PR_SET_PDEATHSIG: %w", err)
+	}
+	if os.Getppid() != node {
+		return fmt.Errorf("the node (pid %d) exited before the container started", node)
 	}
 	if s.Dir != "" {
 		if err := os.Chdir(s.Dir); err != nil {
