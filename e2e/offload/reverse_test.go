@@ -58,7 +58,7 @@ func TestTheJobReachesAClusterServiceThroughTheReverseTunnel(t *testing.T) {
 	kubectl(t, "", "rollout", "status", "-n", ns, "deployment/minio", "--timeout=2m")
 
 	full := "minio." + ns + ".svc.cluster.local"
-	// Each fetch tries three times, as a client would while a Service's endpoints settle.
+	// Each fetch is tried twice, as a client would while a Service's endpoints settle.
 	fetch := `for u in "$@"; do python3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode().strip(), "via", sys.argv[1])' "$u" || { sleep 2; false; } || ` +
 		`python3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode().strip(), "via", sys.argv[1])' "$u"; done; ` +
 		`curl -sS --retry 3 --retry-all-errors --max-time 10 --socks5-hostname 127.0.0.1:1080 http://` + full + `:9000/ | sed 's/$/ via socks/'; sleep 600`
