@@ -78,8 +78,10 @@ func TestAPodReachesAServiceByNameAndIsDeletedCleanly(t *testing.T) {
 	var last *corev1.Pod
 	p.NotifyPods(context.Background(), func(pod *corev1.Pod) { mu.Lock(); last = pod; mu.Unlock() })
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go p.Run(ctx)
+	ran := make(chan struct{})
+	go func() { p.Run(ctx); close(ran) }()
+	// Run removes the Service table as it returns: wait, so no table outlives the test.
+	defer func() { cancel(); <-ran }()
 
 	grace := int64(1)
 	server := corev1.Container{Name: "server", Image: "site/socat", Command: []string{"socat",
