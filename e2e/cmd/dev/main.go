@@ -88,7 +88,7 @@ func run(root, bin string, port int, grace time.Duration) error {
 		fmt.Printf(`ready: KUBECONFIG=%[1]s
 
   export KUBECONFIG=%[1]s
-  %[2]s get nodes                                           # the cluster node and two virtual nodes
+  %[2]s get nodes                                           # the cluster node and four virtual nodes
   %[2]s apply -f manifests/examples/notebook.yaml           # the guide's notebook, offloaded to %[3]s
   SLURM_CONF=%[4]s squeue           # its batch job, named after the pod's UID
   %[2]s get pod -n user -l interlink.eu/shadow=shadow-notebook-user -o wide   # the shadow, Ready
