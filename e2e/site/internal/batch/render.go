@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/interlink-hq/shadowgate/e2e/site/internal/downward"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
@@ -433,22 +434,14 @@ func missingKey(container, env, kind, name, key string, opt *bool) (string, bool
 	return "", false, fmt.Errorf("container %s: env %s: %s %s has no key %s", container, env, kind, name, key)
 }
 
-// field is a downward API field known before the job runs.
+// field is a downward API field known before the job runs: not the pod's IP, which is the
+// compute node's once Slurm has placed the job.
 func (r *renderer) field(fieldPath string) (string, error) {
-	pod := r.in.Pod
-	switch fieldPath {
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
-	case "spec.nodeName":
-		return pod.Spec.NodeName, nil
-	case "spec.serviceAccountName":
-		return pod.Spec.ServiceAccountName, nil
+	v, err := downward.Field(r.in.Pod, fieldPath, "")
+	if err != nil {
+		return "", refusef("%v: the site renders a pod's fields before the job runs, so its metadata and spec.nodeName and spec.serviceAccountName only", err)
 	}
-	return "", refusef("field %s is not known before the job runs (the site renders metadata.name, metadata.namespace, metadata.uid, spec.nodeName and spec.serviceAccountName)", fieldPath)
+	return v, nil
 }
 
 // optional turns a lookup into one that yields nil for a missing object an optional reference

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/interlink-hq/shadowgate/e2e/site/internal/downward"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
@@ -150,7 +151,7 @@ func valueFrom(pod *corev1.Pod, ev corev1.EnvVar, src EnvSources, podIP string) 
 	vf := ev.ValueFrom
 	switch {
 	case vf.FieldRef != nil:
-		v, err := fieldRef(pod, vf.FieldRef.FieldPath, podIP)
+		v, err := downward.Field(pod, vf.FieldRef.FieldPath, podIP)
 		return v, err == nil, err
 	case vf.ConfigMapKeyRef != nil:
 		ref := vf.ConfigMapKeyRef
@@ -184,40 +185,6 @@ func valueFrom(pod *corev1.Pod, ev corev1.EnvVar, src EnvSources, podIP string) 
 		return string(v), ok, nil
 	}
 	return "", false, fmt.Errorf("unsupported valueFrom (fieldRef, configMapKeyRef and secretKeyRef are)")
-}
-
-// fieldRef is the downward API env value; the pod IP and host IP are the node's address, since
-// every pod shares its network.
-func fieldRef(pod *corev1.Pod, path, podIP string) (string, error) {
-	switch path {
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
-	case "spec.nodeName":
-		return pod.Spec.NodeName, nil
-	case "spec.serviceAccountName":
-		return pod.Spec.ServiceAccountName, nil
-	case "status.podIP", "status.podIPs", "status.hostIP", "status.hostIPs":
-		return podIP, nil
-	}
-	if k, ok := bracketKey(path, "metadata.labels"); ok {
-		return pod.Labels[k], nil
-	}
-	if k, ok := bracketKey(path, "metadata.annotations"); ok {
-		return pod.Annotations[k], nil
-	}
-	return "", fmt.Errorf("unsupported fieldPath %q", path)
-}
-
-func bracketKey(path, field string) (string, bool) {
-	rest, ok := strings.CutPrefix(path, field+"['")
-	if !ok || !strings.HasSuffix(rest, "']") {
-		return "", false
-	}
-	return strings.TrimSuffix(rest, "']"), true
 }
 
 // serviceLinks are the docker-link style variables the kubelet gives for the Services of the

@@ -46,8 +46,9 @@ func TestSecretVolumeIsReadableAsTheFSGroupAndRefreshedInPlace(t *testing.T) {
 		}}}},
 	})
 	p := run(t, w, pod)
-	eventually(t, "the key accepted", func() bool {
-		return strings.Contains(logText(p, "shadow", api.ContainerLogOpts{}), "key-accepted")
+	// The volume root's line comes after the key's verdict: wait for it, not for the verdict.
+	eventually(t, "the key checked and the volume root listed", func() bool {
+		return strings.Contains(logText(p, "shadow", api.ContainerLogOpts{}), "volume root ")
 	})
 	out := logsOf(t, p, "shadow", api.ContainerLogOpts{})
 	lines := strings.Split(out, "\n")

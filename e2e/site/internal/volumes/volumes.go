@@ -4,10 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 	"sync"
 
+	"github.com/interlink-hq/shadowgate/e2e/site/internal/downward"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -262,7 +261,7 @@ func addDownwardAPI(out map[string]File, pod *corev1.Pod, items []corev1.Downwar
 		if it.FieldRef == nil {
 			return fmt.Errorf("downwardAPI %q: only fieldRef is supported", it.Path)
 		}
-		val, err := downwardField(pod, it.FieldRef.FieldPath)
+		val, err := downward.Field(pod, it.FieldRef.FieldPath, "")
 		if err != nil {
 			return fmt.Errorf("downwardAPI %q: %w", it.Path, err)
 		}
@@ -273,47 +272,4 @@ func addDownwardAPI(out map[string]File, pod *corev1.Pod, items []corev1.Downwar
 		out[it.Path] = File{Data: []byte(val), Mode: mode}
 	}
 	return nil
-}
-
-// downwardField is the value of a downwardAPI volume file; labels and annotations are written
-// whole, one key="value" a line, sorted, as the kubelet formats them.
-func downwardField(pod *corev1.Pod, path string) (string, error) {
-	switch path {
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
-	case "metadata.labels":
-		return formatMap(pod.Labels), nil
-	case "metadata.annotations":
-		return formatMap(pod.Annotations), nil
-	}
-	for _, prefix := range []string{"metadata.labels['", "metadata.annotations['"} {
-		if strings.HasPrefix(path, prefix) && strings.HasSuffix(path, "']") {
-			key := strings.TrimSuffix(strings.TrimPrefix(path, prefix), "']")
-			if strings.HasPrefix(prefix, "metadata.labels") {
-				return pod.Labels[key], nil
-			}
-			return pod.Annotations[key], nil
-		}
-	}
-	return "", fmt.Errorf("unsupported fieldPath %q", path)
-}
-
-func formatMap(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		fmt.Fprintf(&b, "%s=%q", k, m[k])
-	}
-	return b.String()
 }
