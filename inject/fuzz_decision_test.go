@@ -2,7 +2,6 @@ package inject
 
 import (
 	"maps"
-	"os"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -72,14 +71,7 @@ func decideAndRender(t *testing.T, pod *corev1.Pod, pol *policy.Policy) {
 // decision under the example policy, as the API server would send it to /validate-pods: the
 // name and namespace already validated, the UID assigned.
 func FuzzDecision(f *testing.F) {
-	doc, err := os.ReadFile("../manifests/examples/policy.yaml")
-	if err != nil {
-		f.Fatal(err)
-	}
-	pol, errs := validate.ParsePolicy(doc, validate.CredentialRules{})
-	if len(errs) > 0 {
-		f.Fatalf("the example policy is refused: %v", errs.ToAggregate())
-	}
+	pol := examplePolicy(f)
 	for _, s := range []struct {
 		pod                                      string
 		forwards, bind, socks, extraPorts, other string

@@ -18,6 +18,7 @@ import (
 
 	"github.com/interlink-hq/shadowgate/inject/internal/sshtest"
 	"github.com/interlink-hq/shadowgate/validate"
+	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
 // render builds the shadow of pod under a policy document, failing the test when the policy
@@ -209,4 +210,18 @@ func loginPolicy(login *sshtest.Server, user, sshLines string) string {
 		}
 	}
 	return doc
+}
+
+// examplePolicy is manifests/examples/policy.yaml parsed as serve would parse it.
+func examplePolicy(tb testing.TB) *policy.Policy {
+	tb.Helper()
+	doc, err := os.ReadFile("../manifests/examples/policy.yaml")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pol, errs := validate.ParsePolicy(doc, validate.CredentialRules{})
+	if len(errs) > 0 {
+		tb.Fatalf("the example policy is refused: %v", errs.ToAggregate())
+	}
+	return pol
 }

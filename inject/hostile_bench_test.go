@@ -2,7 +2,6 @@ package inject
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,14 +16,7 @@ import (
 // their costs, which validate's caps keep within 10. Decoding the request, linear in its
 // bytes, is not in it: the API server encoded them first.
 func BenchmarkHostilePods(b *testing.B) {
-	doc, err := os.ReadFile("../manifests/examples/policy.yaml")
-	if err != nil {
-		b.Fatal(err)
-	}
-	pol, errs := validate.ParsePolicy(doc, validate.CredentialRules{})
-	if len(errs) > 0 {
-		b.Fatal(errs.ToAggregate())
-	}
+	pol := examplePolicy(b)
 	cfg := validate.Config{Policy: pol}
 	typical := bench.TypicalPod("notebook", "user", true, true)
 	entries := func(n int, entry func(i int) string) string {

@@ -1,7 +1,6 @@
 package inject
 
 import (
-	"os"
 	"testing"
 
 	"github.com/interlink-hq/shadowgate/e2e/bench"
@@ -12,14 +11,7 @@ import (
 // pod with a port: its shadow objects (server-side applying them is the API server's work,
 // measured by make bench through a real one).
 func BenchmarkBuildShadow(b *testing.B) {
-	doc, err := os.ReadFile("../manifests/examples/policy.yaml")
-	if err != nil {
-		b.Fatal(err)
-	}
-	pol, errs := validate.ParsePolicy(doc, validate.CredentialRules{})
-	if len(errs) > 0 {
-		b.Fatal(errs.ToAggregate())
-	}
+	pol := examplePolicy(b)
 	pod := bench.TypicalPod("notebook", "user", true, false)
 	pod.UID = "4d1c7f5e-0b57-4a0e-9f4c-3f2a6c1d9e01"
 	o, d := validate.Pod(pod, validate.Config{Policy: pol})
