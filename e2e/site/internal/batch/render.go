@@ -439,7 +439,7 @@ func missingKey(container, env, kind, name, key string, opt *bool) (string, bool
 func (r *renderer) field(fieldPath string) (string, error) {
 	v, err := downward.Field(r.in.Pod, fieldPath, "")
 	if err != nil {
-		return "", refusef("%v: the site renders a pod's fields before the job runs, so its metadata and spec.nodeName and spec.serviceAccountName only", err)
+		return "", refusef("%v: the site renders a pod's fields before the job runs, so only its metadata, spec.nodeName and spec.serviceAccountName", err)
 	}
 	return v, nil
 }

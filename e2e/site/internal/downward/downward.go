@@ -36,7 +36,7 @@ func Field(pod *corev1.Pod, path, podIP string) (string, error) {
 		return pod.Spec.ServiceAccountName, nil
 	case "status.podIP", "status.podIPs", "status.hostIP", "status.hostIPs":
 		if podIP == "" {
-			return "", fmt.Errorf("fieldPath %s: %w", path, ErrNotKnown)
+			return "", fmt.Errorf("%s is %w", path, ErrNotKnown)
 		}
 		return podIP, nil
 	}
