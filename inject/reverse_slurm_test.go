@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/interlink-hq/shadowgate/inject/internal/sshtest"
+	"github.com/interlink-hq/shadowgate/internal/slurmconf"
 )
 
 // slurmNode is the name of the one node of the test cluster; slurmd is told it, so it does
@@ -50,31 +51,9 @@ func startSlurm(t *testing.T) *slurm {
 		}
 	}
 	s.conf = filepath.Join(s.dir, "slurm.conf")
-	conf := fmt.Sprintf(`ClusterName=shadowgate
-SlurmctldHost=localhost(127.0.0.1)
-SlurmctldPort=%d
-SlurmdPort=%d
-SlurmUser=root
-AuthType=auth/munge
-AuthInfo=socket=%[3]s
-CredType=cred/munge
-StateSaveLocation=%[4]s/state
-SlurmdSpoolDir=%[4]s/spool
-SlurmctldPidFile=%[4]s/slurmctld.pid
-SlurmdPidFile=%[4]s/slurmd.pid
-SlurmctldLogFile=%[4]s/slurmctld.log
-SlurmdLogFile=%[4]s/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=none
-ReturnToService=2
-NodeName=%[5]s NodeAddr=%[6]s CPUs=2 RealMemory=256 State=UNKNOWN
-PartitionName=debug Nodes=%[5]s Default=YES MaxTime=INFINITE State=UP
-`, sshtest.FreePort(t, "0.0.0.0"), sshtest.FreePort(t, "0.0.0.0"), socket, s.dir, slurmNode, s.nodeAddr)
+	conf := slurmconf.Cluster{Name: "shadowgate", Controller: "127.0.0.1",
+		CtldPort: sshtest.FreePort(t, "0.0.0.0"), SlurmdPort: sshtest.FreePort(t, "0.0.0.0"),
+		MungeSocket: socket, Dir: s.dir, Node: slurmNode, NodeAddr: s.nodeAddr}.Render()
 	if err := os.WriteFile(s.conf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/interlink-hq/shadowgate/internal/freeport"
+	"github.com/interlink-hq/shadowgate/internal/slurmconf"
 )
 
 // The site's Unix accounts: the HPC account the shadows log in as and the jobs run as, and
@@ -230,32 +231,8 @@ func (s *Site) startSlurm() error {
 	s.SlurmConf = filepath.Join(slurm, "slurm.conf")
 	// slurmctld listens on every address of this machine; the compute node reaches it at the
 	// host's end of the veth pair, clients here at the same address.
-	conf := fmt.Sprintf(`ClusterName=shadowgate-site
-SlurmctldHost=localhost(%[1]s)
-SlurmctldPort=%[2]d
-SlurmdPort=%[3]d
-SlurmUser=root
-AuthType=auth/munge
-AuthInfo=socket=%[4]s
-CredType=cred/munge
-StateSaveLocation=%[5]s/state
-SlurmdSpoolDir=%[5]s/spool
-SlurmctldPidFile=%[5]s/slurmctld.pid
-SlurmdPidFile=%[5]s/slurmd.pid
-SlurmctldLogFile=%[5]s/slurmctld.log
-SlurmdLogFile=%[5]s/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=none
-ReturnToService=2
-MinJobAge=300
-NodeName=%[6]s NodeAddr=%[7]s CPUs=2 RealMemory=256 State=UNKNOWN
-PartitionName=debug Nodes=%[6]s Default=YES MaxTime=INFINITE State=UP
-`, s.hostEnd, ctldPort, slurmdPort, socket, slurm, ComputeNodeName, s.ComputeAddress)
+	conf := slurmconf.Cluster{Name: "shadowgate-site", Controller: s.hostEnd, CtldPort: ctldPort, SlurmdPort: slurmdPort,
+		MungeSocket: socket, Dir: slurm, Node: ComputeNodeName, NodeAddr: s.ComputeAddress}.Render()
 	if err := os.WriteFile(s.SlurmConf, []byte(conf), 0o644); err != nil {
 		return err
 	}
