@@ -31,21 +31,16 @@ func kubectlOutput(args ...string) (string, error) {
 	return site.kubectl.Must(ctx, "", args...)
 }
 
-// waitFor calls check every half second until it returns nil, and fails the test after
-// timeout naming what it waited for, the last answer, and the logs that tell why.
+// waitFor is harness.Eventually for a check that says why it does not hold yet, failing
+// with the nodes' logs.
 func waitFor(t *testing.T, timeout time.Duration, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
+	harness.Eventually(t, timeout, what, func() (bool, string) {
+		if err := check(); err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s: %v\n%s", timeout, what, err, siteLogs())
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return true, ""
+	}, siteLogs)
 }
 
 // siteLogs is the end of each node's log, for a failure message.

@@ -47,20 +47,15 @@ func run() error {
 	var cfg vknode.Config
 	var stateDir string
 	var maxBackoff time.Duration
-	flag.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig of the node's API server client")
-	flag.StringVar(&cfg.NodeName, "node-name", "", "name of the Node to register")
-	flag.StringVar(&cfg.Address, "address", "127.0.0.1", "node InternalIP, where the kubelet API listens, and every pod's IP")
-	flag.IntVar(&cfg.KubeletPort, "kubelet-port", 10250, "port of the kubelet API (TLS)")
-	flag.StringVar(&cfg.TLSCert, "tls-cert", "", "certificate of the kubelet API")
-	flag.StringVar(&cfg.TLSKey, "tls-key", "", "key of the kubelet API")
-	flag.StringVar(&cfg.ClientCA, "client-ca", "", "CA that signs the kubelet API's clients (the API server's kubelet client certificate)")
+	cfg.RegisterFlags(flag.CommandLine)
 	flag.StringVar(&stateDir, "state-dir", "", "directory for everything the node writes (per-pod volumes, logs, hosts files)")
 	flag.DurationVar(&maxBackoff, "max-backoff", 5*time.Minute, "cap of the crash-loop back-off (the kubelet's is 5m)")
 	flag.Parse()
-	for name, v := range map[string]string{"kubeconfig": cfg.Kubeconfig, "node-name": cfg.NodeName, "tls-cert": cfg.TLSCert, "tls-key": cfg.TLSKey, "client-ca": cfg.ClientCA, "state-dir": stateDir} {
-		if v == "" {
-			return fmt.Errorf("-%s is required", name)
-		}
+	if err := cfg.CheckFlags(); err != nil {
+		return err
+	}
+	if stateDir == "" {
+		return fmt.Errorf("-state-dir is required")
 	}
 	if maxBackoff <= 0 {
 		return fmt.Errorf("-max-backoff must be positive")

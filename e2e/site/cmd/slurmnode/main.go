@@ -32,13 +32,7 @@ func main() {
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 	var cfg vknode.Config
 	var opts options
-	flag.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig of the node's identity")
-	flag.StringVar(&cfg.NodeName, "node-name", "slurm-vk", "name of the Node")
-	flag.StringVar(&cfg.Address, "address", "127.0.0.1", "address the kubelet API listens on, the Node's InternalIP")
-	flag.IntVar(&cfg.KubeletPort, "kubelet-port", 10250, "port of the kubelet API")
-	flag.StringVar(&cfg.TLSCert, "tls-cert", "", "serving certificate of the kubelet API")
-	flag.StringVar(&cfg.TLSKey, "tls-key", "", "key of the serving certificate")
-	flag.StringVar(&cfg.ClientCA, "client-ca", "", "CA that signs the kubelet API's clients (the API server's kubelet client certificate)")
+	cfg.RegisterFlags(flag.CommandLine)
 	flag.StringVar(&opts.slurmConf, "slurm-conf", "", "slurm.conf of the site's Slurm (SLURM_CONF of every Slurm command)")
 	flag.StringVar(&opts.account, "account", "", "the site's HPC Unix account, which submits and runs every job")
 	flag.StringVar(&opts.workDir, "work-dir", "", "parent of the per-pod job directories; created owned by the account, mode 0700")
@@ -59,7 +53,10 @@ func main() {
 var nodePath = regexp.MustCompile(`^/[A-Za-z0-9._/+-]*$`)
 
 func run(ctx context.Context, cfg vknode.Config, opts options) error {
-	for flagName, v := range map[string]string{"-kubeconfig": cfg.Kubeconfig, "-tls-cert": cfg.TLSCert, "-tls-key": cfg.TLSKey, "-client-ca": cfg.ClientCA, "-slurm-conf": opts.slurmConf, "-account": opts.account} {
+	if err := cfg.CheckFlags(); err != nil {
+		return err
+	}
+	for flagName, v := range map[string]string{"-slurm-conf": opts.slurmConf, "-account": opts.account} {
 		if v == "" {
 			return fmt.Errorf("%s is required", flagName)
 		}

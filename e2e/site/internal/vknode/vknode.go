@@ -7,6 +7,7 @@ package vknode
 import (
 	"context"
 	"crypto/tls"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -37,6 +38,31 @@ type Config struct {
 	// Service links) to the provider instead of the library, which resolves it once, before
 	// the provider has set status.podIP, and flattens the order the kubelet keeps.
 	ProviderResolvesEnv bool
+}
+
+// RegisterFlags defines on fs the flags both site nodes take for cfg (the harness's
+// contract): -kubeconfig, -node-name, -address, -kubelet-port, -tls-cert, -tls-key, -client-ca.
+func (cfg *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig of the node's API server client")
+	fs.StringVar(&cfg.NodeName, "node-name", "", "name of the Node to register")
+	fs.StringVar(&cfg.Address, "address", "127.0.0.1", "node InternalIP, where the kubelet API listens")
+	fs.IntVar(&cfg.KubeletPort, "kubelet-port", 10250, "port of the kubelet API (TLS)")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "serving certificate of the kubelet API")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "key of the serving certificate")
+	fs.StringVar(&cfg.ClientCA, "client-ca", "", "CA that signs the kubelet API's clients (the API server's kubelet client certificate)")
+}
+
+// CheckFlags says which flag RegisterFlags defined is missing.
+func (cfg *Config) CheckFlags() error {
+	for _, f := range []struct{ name, value string }{
+		{"kubeconfig", cfg.Kubeconfig}, {"node-name", cfg.NodeName}, {"tls-cert", cfg.TLSCert},
+		{"tls-key", cfg.TLSKey}, {"client-ca", cfg.ClientCA},
+	} {
+		if f.value == "" {
+			return fmt.Errorf("-%s is required", f.name)
+		}
+	}
+	return nil
 }
 
 // NewProvider builds the provider once the listers exist; client is the node's own, for what
