@@ -9,6 +9,7 @@ import (
 type Metrics struct {
 	applySeconds  *prometheus.HistogramVec
 	policyReloads *prometheus.CounterVec
+	tunnels       *prometheus.GaugeVec
 }
 
 // Label values.
@@ -32,7 +33,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Policy ConfigMap changes seen by result: valid (now served), invalid (last valid kept), deleted (last valid kept).",
 		}, []string{"result"}),
 	}
-	for _, c := range []prometheus.Collector{m.applySeconds, m.policyReloads} {
+	m.tunnels = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "shadowgate_tunnels",
+		Help: "Offloaded pods' tunnels by the state the tunnel reporter last saw: Starting, WaitingForNode, Ready, Failed.",
+	}, []string{"state"})
+	for _, c := range []prometheus.Collector{m.applySeconds, m.policyReloads, m.tunnels} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -96,6 +96,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 	if err := reconciler.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err
 	}
+	if err := newTunnelReporter(mgr, applyClient, store, recorder, metrics).SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,210 @@
+package tunnelstate
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+var now = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+
+// shadowPod is a shadow pod with wait-for-node and ssh-forward, in the statuses given.
+func shadowPod(wait corev1.ContainerStatus, forward *corev1.ContainerStatus) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "nb-user-abc", Namespace: "user-shadow"},
+		Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{{Name: "wait-for-node"}},
+			Containers:     []corev1.Container{{Name: "ssh-forward"}},
+		},
+	}
+	wait.Name = "wait-for-node"
+	p.Status.InitContainerStatuses = []corev1.ContainerStatus{wait}
+	if forward != nil {
+		forward.Name = "ssh-forward"
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{*forward}
+	}
+	return p
+}
+
+func running(startedAgo time.Duration) corev1.ContainerState {
+	return corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now.Add(-startedAgo))}}
+}
+
+func exited(code int32, message string) corev1.ContainerState {
+	return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error", Message: message}}
+}
+
+func waiting(reason string) corev1.ContainerState {
+	return corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}
+}
+
+func probeEvent(container, message string, ago time.Duration) corev1.Event {
+	return corev1.Event{
+		Reason:         "Unhealthy",
+		Message:        message,
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", FieldPath: "spec.containers{" + container + "}"},
+		LastTimestamp:  metav1.NewTime(now.Add(-ago)),
+	}
+}
+
+var nodeFound = corev1.ContainerStatus{State: exited(0, "NodeFound: 10.213.0.3")}
+
+func TestObserve(t *testing.T) {
+	for name, tc := range map[string]struct {
+		obs       Observation
+		state     State
+		reason    Reason
+		message   string // a part of the message
+		container string
+		node      string
+	}{
+		"A pod whose shadow pod is not created yet is Starting.": {
+			obs: Observation{}, state: Starting,
+		},
+		"A shadow waiting for the job's node is WaitingForNode.": {
+			obs:   Observation{Pod: shadowPod(corev1.ContainerStatus{State: running(time.Minute)}, &corev1.ContainerStatus{State: waiting("PodInitializing")})},
+			state: WaitingForNode, reason: ReasonWaitingForNode, container: "wait-for-node",
+		},
+		"A node wait that timed out is Failed with the reason of its termination message.": {
+			obs:   Observation{Pod: shadowPod(corev1.ContainerStatus{State: exited(1, "NodeWaitTimedOut: no compute node after 20s: job abc is PENDING in Slurm\nmore")}, nil)},
+			state: Failed, reason: ReasonNodeWaitTimedOut, message: "job abc is PENDING", container: "wait-for-node",
+		},
+		"A node wait restarted after timing out stays Failed until it succeeds.": {
+			obs: Observation{Pod: shadowPod(corev1.ContainerStatus{State: running(5 * time.Second), RestartCount: 1,
+				LastTerminationState: exited(1, "NodeWaitTimedOut: no compute node after 20s")}, nil)},
+			state: Failed, reason: ReasonNodeWaitTimedOut,
+		},
+		"A forward that is ready makes the tunnel Ready, leading to the node wait-for-node found.": {
+			obs:   Observation{Pod: shadowPod(nodeFound, &corev1.ContainerStatus{State: running(time.Minute), Ready: true})},
+			state: Ready, reason: ReasonReady, node: "10.213.0.3",
+		},
+		"The node ConfigMap's compute node wins over the one wait-for-node found.": {
+			obs:   Observation{NodeConfigMap: "10.213.0.2", Pod: shadowPod(nodeFound, &corev1.ContainerStatus{State: running(time.Minute), Ready: true})},
+			state: Ready, node: "10.213.0.2",
+		},
+		"A forward whose probe fails after the startup grace is Failed with the probe's reason.": {
+			obs: Observation{Now: now, Pod: shadowPod(nodeFound, &corev1.ContainerStatus{State: running(2 * time.Minute)}),
+				Events: []corev1.Event{
+					probeEvent("ssh-forward", "Readiness probe failed: NodeConnectionRefused: port 8888 on 10.213.0.3 refused", 90*time.Second),
+					probeEvent("ssh-forward", "(combined from similar events): Readiness probe failed: ForwardingProhibited: channel to 10.213.0.3:8888 administratively prohibited", 5*time.Second),
+				}},
+			state: Failed, reason: ReasonForwardingProhibited, message: "administratively prohibited", container: "ssh-forward",
+		},
+		"A forward whose probe fails within the startup grace is still Starting.": {
+			obs: Observation{Now: now, Pod: shadowPod(nodeFound, &corev1.ContainerStatus{State: running(10 * time.Second)}),
+				Events: []corev1.Event{probeEvent("ssh-forward", "Readiness probe failed: NodeConnectionRefused: port 8888 refused", time.Second)}},
+			state: Starting, container: "ssh-forward",
+		},
+		"Probe failures from before the container started do not count.": {
+			obs: Observation{Now: now, Pod: shadowPod(nodeFound, &corev1.ContainerStatus{State: running(2 * time.Minute)}),
+				Events: []corev1.Event{probeEvent("ssh-forward", "Readiness probe failed: LoginRefused: old", 3*time.Minute)}},
+			state: Starting,
+		},
+		"Another container's probe failures do not count.": {
+			obs: Observation{Now: now, Pod: shadowPod(nodeFound, &corev1.ContainerStatus{State: running(2 * time.Minute)}),
+				Events: []corev1.Event{probeEvent("ssh-reverse", "Readiness probe failed: NodeHopRefused: x", time.Second)}},
+			state: Starting,
+		},
+		"A forward in crash-loop back-off is Failed with its last termination message.": {
+			obs: Observation{Pod: shadowPod(nodeFound, &corev1.ContainerStatus{State: waiting("CrashLoopBackOff"), RestartCount: 3,
+				LastTerminationState: exited(1, "LoginUnreachable: ssh to sgsite@127.0.0.2:2222: Connection refused")})},
+			state: Failed, reason: ReasonLoginUnreachable, message: "Connection refused", container: "ssh-forward",
+		},
+		"A forward restarted after a failure stays Failed while it connects.": {
+			obs: Observation{Now: now, Pod: shadowPod(nodeFound, &corev1.ContainerStatus{State: running(time.Second), RestartCount: 3,
+				LastTerminationState: exited(1, "LoginUnreachable: Connection refused")})},
+			state: Failed, reason: ReasonLoginUnreachable,
+		},
+		"A forward restarted after a failure that is ready again is Ready.": {
+			obs: Observation{Now: now, Pod: shadowPod(nodeFound, &corev1.ContainerStatus{State: running(time.Second), Ready: true, RestartCount: 3,
+				LastTerminationState: exited(1, "LoginUnreachable: Connection refused")})},
+			state: Ready,
+		},
+		"A termination message in no known shape is TunnelDown, kept as said.": {
+			obs:   Observation{Pod: shadowPod(nodeFound, &corev1.ContainerStatus{State: exited(255, "kex_exchange_identification: read: Connection reset")})},
+			state: Failed, reason: ReasonTunnelDown, message: "kex_exchange_identification",
+		},
+		"A container that failed without a message is TunnelDown saying its exit code.": {
+			obs:   Observation{Pod: shadowPod(nodeFound, &corev1.ContainerStatus{State: exited(137, "")})},
+			state: Failed, reason: ReasonTunnelDown, message: "code 137",
+		},
+		"A shadow pod waiting for a missing Secret is Failed with CredentialMissing.": {
+			obs: Observation{MissingCredentials: []string{"Secret site-ssh-key"},
+				Pod: shadowPod(corev1.ContainerStatus{State: waiting("PodInitializing")}, &corev1.ContainerStatus{State: waiting("PodInitializing")})},
+			state: Failed, reason: ReasonCredentialMissing, message: "Secret site-ssh-key not in namespace user-shadow",
+		},
+		"A shadow pod creating its containers with every credential there is Starting.": {
+			obs:   Observation{Pod: shadowPod(corev1.ContainerStatus{State: waiting("PodInitializing")}, nil)},
+			state: Starting,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if tc.obs.Now.IsZero() {
+				tc.obs.Now = now
+			}
+			got := Observe(tc.obs)
+			if got.State != tc.state || (tc.reason != "" && got.Reason != tc.reason) || !strings.Contains(got.Message, tc.message) ||
+				(tc.container != "" && got.Container != tc.container) || (tc.node != "" && got.ComputeNode != tc.node) {
+				t.Errorf("Observe = %+v, want state %s, reason %q, container %q, node %q, message containing %q",
+					got, tc.state, tc.reason, tc.container, tc.node, tc.message)
+			}
+		})
+	}
+}
+
+func TestParseReasonLine(t *testing.T) {
+	for name, tc := range map[string]struct {
+		in      string
+		reason  Reason
+		message string
+	}{
+		"A known reason is read with its message.":            {"LoginRefused: sgsite@login:22 refused publickey", ReasonLoginRefused, "sgsite@login:22 refused publickey"},
+		"Only the first line counts.":                         {"NodeFound: 10.0.0.1\nlater lines", ReasonNodeFound, "10.0.0.1"},
+		"An unknown reason is TunnelDown with the whole line": {"Bogus: something", ReasonTunnelDown, "Bogus: something"},
+		"A line without a reason is TunnelDown.":              {"ssh: connect to host x port 22: Connection refused", ReasonTunnelDown, "ssh: connect to host x port 22: Connection refused"},
+		"A long message is cut.":                              {"TunnelDown: " + strings.Repeat("x", 2000), ReasonTunnelDown, strings.Repeat("x", maxMessage) + "..."},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, m := ParseReasonLine(tc.in)
+			if r != tc.reason || m != tc.message {
+				t.Errorf("ParseReasonLine(%q) = %q, %q; want %q, %q", tc.in, r, m, tc.reason, tc.message)
+			}
+		})
+	}
+}
+
+func TestEveryFailureHasARemedy(t *testing.T) {
+	for _, r := range append(ScriptReasons, ReasonCredentialMissing) {
+		switch r {
+		case ReasonReady, ReasonConnecting, ReasonNodeFound, ReasonWaitingForNode:
+			continue
+		}
+		if Remedy(r, Context{Node: "hpc-vk"}) == "" {
+			t.Errorf("reason %s has no remedy", r)
+		}
+	}
+}
+
+func TestTheAnnotationRoundTrips(t *testing.T) {
+	in := Status{State: Failed, Reason: ReasonLoginRefused, Message: "m", ComputeNode: "n", ForwardMode: "exec", Service: "a/b", Ports: []int32{8888}, Since: now}
+	out, err := Decode(in.Encode())
+	if err != nil || out.Changed(in) || out.Message != in.Message || !out.Since.Equal(in.Since) || len(out.Ports) != 1 {
+		t.Errorf("Decode(Encode(%+v)) = %+v, %v", in, out, err)
+	}
+	if _, err := Decode(`{"reason":"x"}`); err == nil {
+		t.Error("Decode accepted an annotation without a state")
+	}
+}
+
+func TestMountFailed(t *testing.T) {
+	evs := []corev1.Event{{Reason: "FailedMount", Message: `MountVolume.SetUp failed for volume "ssh-key" : secret "site-ssh-key" not found`}}
+	if !MountFailed(evs, "Secret", "site-ssh-key") {
+		t.Error("the kubelet's FailedMount for the Secret was not read")
+	}
+	if MountFailed(evs, "Secret", "other") || MountFailed(evs, "ConfigMap", "site-ssh-key") {
+		t.Error("a FailedMount Event was read for another object")
+	}
+}

@@ -1,0 +1,382 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
+	"github.com/interlink-hq/shadowgate/validate"
+)
+
+// Event reasons of the tunnel reporter, recorded on the offloaded pod.
+const (
+	ReasonTunnelWaitingForNode = "TunnelWaitingForNode"
+	ReasonTunnelReady          = "TunnelReady"
+	ReasonTunnelFailed         = "TunnelFailed"
+	ReasonTunnelRecovered      = "TunnelRecovered"
+)
+
+// tunnelFieldManager writes the tunnel-state annotation, and nothing else, on offloaded pods.
+const tunnelFieldManager = "shadowgate-tunnel-state"
+
+// tunnelResync is how often a tunnel that is not Ready is looked at again: a readiness probe
+// that keeps failing for a new reason changes no pod status, only its Events.
+const tunnelResync = 10 * time.Second
+
+// maxShadowEvents bounds the Events read for one shadow pod: the kubelet's correlator folds
+// repeats of a probe failure into one Event, so a pod has few.
+const maxShadowEvents = 200
+
+// TunnelReporter says on each offloaded pod how its tunnel is doing, from the shadow pod that
+// carries it: an Event per change (TunnelWaitingForNode, TunnelReady, TunnelFailed with the
+// reason and its remedy, TunnelRecovered) and the interlink.eu/tunnel-state annotation with
+// the current state. The previous state is the annotation itself, so a restart or a new
+// leader records no Event twice. It writes that one annotation with a field manager of its
+// own and nothing else of the pod: its status is the virtual kubelet's.
+type TunnelReporter struct {
+	cache    client.Client // the manager's: pods, shadow Deployments, Services, ConfigMaps
+	reader   client.Reader // uncached: Events and credentials, read only when needed
+	writer   client.Client // server-side apply of the annotation
+	policies Policies
+	recorder events.EventRecorder
+	metrics  *Metrics
+	now      func() time.Time
+
+	mu     sync.Mutex
+	states map[types.NamespacedName]tunnelstate.State // for the shadowgate_tunnels gauge
+}
+
+var _ reconcile.Reconciler = (*TunnelReporter)(nil)
+
+// newTunnelReporter is the reporter of a serving manager.
+func newTunnelReporter(mgr manager.Manager, writer client.Client, policies Policies, recorder events.EventRecorder, metrics *Metrics) *TunnelReporter {
+	return &TunnelReporter{
+		cache: mgr.GetClient(), reader: mgr.GetAPIReader(), writer: writer,
+		policies: policies, recorder: recorder, metrics: metrics, now: time.Now,
+		states: map[types.NamespacedName]tunnelstate.State{},
+	}
+}
+
+// SetupWithManager starts the reporter on the leader, queued by offloaded pod: a shadow pod's
+// change queues the pod it stands for (by its annotation, checked against the pod in
+// Reconcile), an offloaded pod's creation and deletion queue itself.
+func (t *TunnelReporter) SetupWithManager(mgr manager.Manager) error {
+	return builder.ControllerManagedBy(mgr).Named("tunnels").Watches(&corev1.Pod{},
+		handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if isShadowPod(o) {
+				ns, name, ok := splitKey(o.GetAnnotations()[inject.AnnotationShadowFor])
+				if !ok {
+					return nil
+				}
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+			}
+			return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
+		}),
+		builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(e event.CreateEvent) bool { return isShadowPod(e.Object) || mayHaveShadow(e.Object, anyNode) },
+			// An offloaded pod's own updates are mostly this reporter's annotation; its
+			// shadow pod's are what the tunnel's state is read from.
+			UpdateFunc:  func(e event.UpdateEvent) bool { return isShadowPod(e.ObjectNew) },
+			DeleteFunc:  func(e event.DeleteEvent) bool { return isShadowPod(e.Object) || mayHaveShadow(e.Object, anyNode) },
+			GenericFunc: func(event.GenericEvent) bool { return false },
+		})).Complete(t)
+}
+
+// isShadowPod says whether o carries the labels and annotation of a shadow pod. Anyone who
+// may create pods can write those; Reconcile believes a shadow pod only in its shadow's
+// namespace, with the UID of the pod it claims, and selected by that pod's shadow Deployment.
+func isShadowPod(o client.Object) bool {
+	return o.GetLabels()[inject.LabelManagedBy] == inject.ManagedBy && o.GetAnnotations()[inject.AnnotationShadowFor] != ""
+}
+
+// Reconcile implements reconcile.Reconciler for the offloaded pod req names.
+func (t *TunnelReporter) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	pod := &corev1.Pod{}
+	if err := t.cache.Get(ctx, req.NamespacedName, pod); apierrors.IsNotFound(err) {
+		t.forget(req.NamespacedName)
+		return reconcile.Result{}, nil
+	} else if err != nil {
+		return reconcile.Result{}, err
+	}
+	if isShadowPod(pod) || pod.DeletionTimestamp != nil || finished(pod) {
+		t.forget(req.NamespacedName)
+		return reconcile.Result{}, nil
+	}
+	sh, err := t.shadowOf(ctx, pod)
+	if err != nil || sh == nil {
+		t.forget(req.NamespacedName)
+		return reconcile.Result{}, err
+	}
+	obs := tunnelstate.Observation{Pod: sh.pod, NodeConfigMap: sh.computeNode, Now: t.now()}
+	if sh.pod != nil {
+		if obs.Events, err = t.shadowEvents(ctx, sh.pod); err != nil {
+			return reconcile.Result{}, err
+		}
+		if tunnelstate.WaitsForVolumes(sh.pod) {
+			if obs.MissingCredentials, err = t.missingCredentials(ctx, sh.pod, obs.Events); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+	}
+	next := tunnelstate.Observe(obs)
+	next.ForwardMode, next.Ports, next.Service = sh.forwardMode, sh.ports, sh.service
+	prev, hadPrev := previousState(pod)
+	next.Since = obs.Now.UTC().Truncate(time.Second)
+	if hadPrev && !prev.Changed(next) {
+		next.Since = prev.Since
+	}
+	t.count(req.NamespacedName, next.State)
+	if !hadPrev || prev.Changed(next) || prev.Message != next.Message || prev.Service != next.Service {
+		if err := t.writeState(ctx, pod, next); err != nil {
+			return reconcile.Result{}, err
+		}
+		if !hadPrev || prev.Changed(next) {
+			t.record(pod, sh, prev, hadPrev, next)
+		}
+	}
+	if next.State == tunnelstate.Ready {
+		return reconcile.Result{}, nil
+	}
+	return reconcile.Result{RequeueAfter: tunnelResync}, nil
+}
+
+// shadowView is what the reporter reads of one pod's shadow.
+type shadowView struct {
+	deployment  *appsv1.Deployment
+	pod         *corev1.Pod // newest live shadow pod, nil while there is none
+	computeNode string
+	service     string
+	ports       []int32
+	forwardMode string
+	context     tunnelstate.Context
+}
+
+// shadowOf finds the pod's shadow in the cache: its Deployment (nil when the pod has no
+// shadow), the Deployment's newest live pod, the Service and the node ConfigMap.
+func (t *TunnelReporter) shadowOf(ctx context.Context, pod *corev1.Pod) (*shadowView, error) {
+	key := pod.Namespace + "/" + pod.Name
+	sh := &shadowView{}
+	for _, list := range shadowKinds() {
+		if err := t.cache.List(ctx, list, client.MatchingFields{indexShadowFor: key}); err != nil {
+			return nil, err
+		}
+		switch l := list.(type) {
+		case *appsv1.DeploymentList:
+			for i := range l.Items {
+				if types.UID(l.Items[i].Labels[inject.LabelPodUID]) == pod.UID {
+					sh.deployment = &l.Items[i]
+				}
+			}
+		case *corev1.ServiceList:
+			for _, s := range l.Items {
+				if types.UID(s.Labels[inject.LabelPodUID]) == pod.UID {
+					sh.service = s.Namespace + "/" + s.Name
+					for _, p := range s.Spec.Ports {
+						sh.ports = append(sh.ports, p.Port)
+					}
+				}
+			}
+		case *corev1.ConfigMapList:
+			for _, cm := range l.Items {
+				if types.UID(cm.Labels[inject.LabelPodUID]) == pod.UID && cm.Labels[validate.LabelShadowRole] == validate.ShadowRoleNode {
+					sh.computeNode = strings.TrimSpace(cm.Data[validate.ComputeNodeKey])
+				}
+			}
+		}
+	}
+	if sh.deployment == nil {
+		return nil, nil
+	}
+	d := sh.deployment
+	if node, ok := validate.VirtualNodeFor(&pod.Spec, t.policies.Current()); ok {
+		ssh := t.policies.Current().VirtualNodes[node].Network.SSH
+		sh.forwardMode = ssh.ForwardMode
+		sh.context = tunnelstate.Context{Node: node, SSH: ssh}
+	}
+	sh.context.ShadowNamespace, sh.context.Shadow, sh.context.Ports = d.Namespace, d.Name, sh.ports
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil || sel.Empty() {
+		return sh, nil //nolint:nilerr // a shadow Deployment without a usable selector has no pod to read
+	}
+	pods := &corev1.PodList{}
+	if err := t.cache.List(ctx, pods, client.InNamespace(d.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, err
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.DeletionTimestamp != nil || types.UID(p.Labels[inject.LabelPodUID]) != pod.UID || p.Annotations[inject.AnnotationShadowFor] != key || !ownedByDeployment(p, d) {
+			continue
+		}
+		if sh.pod == nil || p.CreationTimestamp.After(sh.pod.CreationTimestamp.Time) {
+			sh.pod = p
+		}
+	}
+	return sh, nil
+}
+
+// ownedByDeployment says whether pod's controller is a ReplicaSet of d: the Deployment
+// controller names them <deployment>-<hash>.
+func ownedByDeployment(pod *corev1.Pod, d *appsv1.Deployment) bool {
+	ref := metav1.GetControllerOf(pod)
+	return ref != nil && ref.Kind == "ReplicaSet" && strings.HasPrefix(ref.Name, d.Name+"-")
+}
+
+// shadowEvents lists the Events on the shadow pod, read only when it waits for its volumes
+// or one of its containers runs without being ready: the kubelet says why in Events alone.
+func (t *TunnelReporter) shadowEvents(ctx context.Context, shadow *corev1.Pod) ([]corev1.Event, error) {
+	if !tunnelstate.WaitsForVolumes(shadow) && !slices.ContainsFunc(shadow.Status.ContainerStatuses, func(cs corev1.ContainerStatus) bool {
+		return cs.State.Running != nil && !cs.Ready
+	}) {
+		return nil, nil
+	}
+	list := &corev1.EventList{}
+	err := t.reader.List(ctx, list, client.InNamespace(shadow.Namespace), client.Limit(maxShadowEvents),
+		client.MatchingFields{"involvedObject.uid": string(shadow.UID)})
+	return list.Items, err
+}
+
+// missingCredentials names the Secrets and ConfigMaps the shadow pod mounts that its
+// namespace does not hold. It asks the API server for each, where shadowgate may read it;
+// where it may not (no Secret access without credential replication) it goes by what the
+// kubelet said when the mount failed.
+func (t *TunnelReporter) missingCredentials(ctx context.Context, shadow *corev1.Pod, evs []corev1.Event) ([]string, error) {
+	var missing []string
+	for _, v := range shadow.Spec.Volumes {
+		var kind, name string
+		switch {
+		case v.Secret != nil:
+			kind, name = "Secret", v.Secret.SecretName
+		case v.ConfigMap != nil:
+			kind, name = "ConfigMap", v.ConfigMap.Name
+		default:
+			continue
+		}
+		obj := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: kind}}
+		err := t.reader.Get(ctx, types.NamespacedName{Namespace: shadow.Namespace, Name: name}, obj)
+		switch {
+		case apierrors.IsNotFound(err), apierrors.IsForbidden(err) && tunnelstate.MountFailed(evs, kind, name):
+			missing = append(missing, kind+" "+name)
+		case err != nil && !apierrors.IsForbidden(err):
+			return nil, err
+		}
+	}
+	return missing, nil
+}
+
+// previousState is the state the pod's annotation holds, if it holds a readable one.
+func previousState(pod *corev1.Pod) (tunnelstate.Status, bool) {
+	v, ok := pod.Annotations[tunnelstate.AnnotationTunnelState]
+	if !ok {
+		return tunnelstate.Status{}, false
+	}
+	s, err := tunnelstate.Decode(v)
+	return s, err == nil
+}
+
+// writeState applies the annotation to the pod with its UID, so a pod deleted and created
+// again under the same name in the meantime is not written.
+func (t *TunnelReporter) writeState(ctx context.Context, pod *corev1.Pod, st tunnelstate.Status) error {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("v1")
+	u.SetKind("Pod")
+	u.SetNamespace(pod.Namespace)
+	u.SetName(pod.Name)
+	u.SetUID(pod.UID)
+	u.SetAnnotations(map[string]string{tunnelstate.AnnotationTunnelState: st.Encode()})
+	err := t.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(tunnelFieldManager), client.ForceOwnership)
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // the pod is gone, or is another pod now: its own reconcile follows
+	}
+	return err
+}
+
+// record says the change on the pod, in the guide's voice.
+func (t *TunnelReporter) record(pod *corev1.Pod, sh *shadowView, prev tunnelstate.Status, hadPrev bool, next tunnelstate.Status) {
+	switch next.State {
+	case tunnelstate.WaitingForNode:
+		t.recorder.Eventf(pod, sh.pod, corev1.EventTypeNormal, ReasonTunnelWaitingForNode, "Observe", "%s", truncate(
+			"Waiting for the compute node of the pod's job: "+next.Message+". This is normal while the job is queued; the tunnel opens once it runs."))
+	case tunnelstate.Ready:
+		reason, note := ReasonTunnelReady, "Tunnel ready: "+reach(sh, next)
+		if hadPrev && prev.State == tunnelstate.Failed {
+			reason, note = ReasonTunnelRecovered, fmt.Sprintf("Tunnel recovered from %s: %s", prev.Reason, reach(sh, next))
+		}
+		t.recorder.Eventf(pod, sh.pod, corev1.EventTypeNormal, reason, "Observe", "%s", truncate(note))
+	case tunnelstate.Failed:
+		note := fmt.Sprintf("%s: %s.", next.Reason, strings.TrimSuffix(next.Message, "."))
+		if remedy := tunnelstate.Remedy(next.Reason, sh.context); remedy != "" {
+			note += " " + remedy
+		}
+		t.recorder.Eventf(pod, sh.pod, corev1.EventTypeWarning, ReasonTunnelFailed, "Observe", "%s", truncate(note))
+	}
+}
+
+// reach says how to reach the pod through a Ready tunnel.
+func reach(sh *shadowView, st tunnelstate.Status) string {
+	to := ""
+	if st.ComputeNode != "" {
+		to = " to compute node " + st.ComputeNode
+	}
+	if sh.service == "" {
+		return "the reverse tunnel" + to + " carries the job's connections into the cluster"
+	}
+	ns, name, _ := splitKey(sh.service)
+	ports := make([]string, len(sh.ports))
+	for i, p := range sh.ports {
+		ports[i] = fmt.Sprint(p)
+	}
+	mode := ""
+	if st.ForwardMode != "" {
+		mode = " (" + st.ForwardMode + ")"
+	}
+	return fmt.Sprintf("connect to %s.%s.svc port %s, forwarded%s%s", name, ns, strings.Join(ports, ", "), to, mode)
+}
+
+// count keeps the gauge of tunnels by state.
+func (t *TunnelReporter) count(key types.NamespacedName, s tunnelstate.State) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.states[key] = s
+	t.publish()
+}
+
+// forget drops a pod that no longer has a tunnel to report from the gauge.
+func (t *TunnelReporter) forget(key types.NamespacedName) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.states[key]; ok {
+		delete(t.states, key)
+		t.publish()
+	}
+}
+
+func (t *TunnelReporter) publish() {
+	counts := map[tunnelstate.State]float64{tunnelstate.Starting: 0, tunnelstate.WaitingForNode: 0, tunnelstate.Ready: 0, tunnelstate.Failed: 0}
+	for _, s := range t.states {
+		counts[s]++
+	}
+	for s, n := range counts {
+		t.metrics.tunnels.With(prometheus.Labels{"state": string(s)}).Set(n)
+	}
+}
