@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -95,9 +96,9 @@ func (t *TunnelReporter) SetupWithManager(mgr manager.Manager) error {
 		}),
 		builder.WithPredicates(predicate.Funcs{
 			CreateFunc: func(e event.CreateEvent) bool { return isShadowPod(e.Object) || mayHaveShadow(e.Object, anyNode) },
-			// An offloaded pod's own updates are mostly this reporter's annotation; its
-			// shadow pod's are what the tunnel's state is read from.
-			UpdateFunc:  func(e event.UpdateEvent) bool { return isShadowPod(e.ObjectNew) },
+			// An offloaded pod's own updates are mostly this reporter's annotation, and only
+			// its finishing matters; its shadow pod's are what the tunnel's state is read from.
+			UpdateFunc:  func(e event.UpdateEvent) bool { return isShadowPod(e.ObjectNew) || phaseEnded(e.ObjectOld, e.ObjectNew) },
 			DeleteFunc:  func(e event.DeleteEvent) bool { return isShadowPod(e.Object) || mayHaveShadow(e.Object, anyNode) },
 			GenericFunc: func(event.GenericEvent) bool { return false },
 		})).Complete(t)
@@ -119,8 +120,24 @@ func (t *TunnelReporter) Reconcile(ctx context.Context, req reconcile.Request) (
 	} else if err != nil {
 		return reconcile.Result{}, err
 	}
-	if isShadowPod(pod) || pod.DeletionTimestamp != nil || finished(pod) {
+	if isShadowPod(pod) || pod.DeletionTimestamp != nil {
 		t.forget(req.NamespacedName)
+		return reconcile.Result{}, nil
+	}
+	prev, hadPrev := previousState(pod)
+	if finished(pod) {
+		// The reconciler removes the shadow; what the tunnel came to is said once, on a pod
+		// that had one.
+		t.forget(req.NamespacedName)
+		if !hadPrev || prev.State == tunnelstate.Ended || (prev.State == tunnelstate.Failed && prev.Reason == tunnelstate.ReasonNoRunningJob) {
+			return reconcile.Result{}, nil
+		}
+		next := tunnelstate.Finished(pod, prev)
+		next.Since = t.now().UTC().Truncate(time.Second)
+		if err := t.writeState(ctx, pod, next); err != nil {
+			return reconcile.Result{}, err
+		}
+		t.record(pod, &shadowView{service: prev.Service, ports: prev.Ports}, prev, hadPrev, next)
 		return reconcile.Result{}, nil
 	}
 	sh, err := t.shadowOf(ctx, pod)
@@ -141,7 +158,6 @@ func (t *TunnelReporter) Reconcile(ctx context.Context, req reconcile.Request) (
 	}
 	next := tunnelstate.Observe(obs)
 	next.ForwardMode, next.Ports, next.Service = sh.forwardMode, sh.ports, sh.service
-	prev, hadPrev := previousState(pod)
 	next.Since = obs.Now.UTC().Truncate(time.Second)
 	if hadPrev && !prev.Changed(next) {
 		next.Since = prev.Since
@@ -315,21 +331,30 @@ func (t *TunnelReporter) writeState(ctx context.Context, pod *corev1.Pod, st tun
 func (t *TunnelReporter) record(pod *corev1.Pod, sh *shadowView, prev tunnelstate.Status, hadPrev bool, next tunnelstate.Status) {
 	switch next.State {
 	case tunnelstate.WaitingForNode:
-		t.recorder.Eventf(pod, sh.pod, corev1.EventTypeNormal, ReasonTunnelWaitingForNode, "Observe", "%s", truncate(
+		t.recorder.Eventf(pod, related(sh.pod), corev1.EventTypeNormal, ReasonTunnelWaitingForNode, "Observe", "%s", truncate(
 			"Waiting for the compute node of the pod's job: "+next.Message+". This is normal while the job is queued; the tunnel opens once it runs."))
 	case tunnelstate.Ready:
 		reason, note := ReasonTunnelReady, "Tunnel ready: "+reach(sh, next)
 		if hadPrev && prev.State == tunnelstate.Failed {
 			reason, note = ReasonTunnelRecovered, fmt.Sprintf("Tunnel recovered from %s: %s", prev.Reason, reach(sh, next))
 		}
-		t.recorder.Eventf(pod, sh.pod, corev1.EventTypeNormal, reason, "Observe", "%s", truncate(note))
+		t.recorder.Eventf(pod, related(sh.pod), corev1.EventTypeNormal, reason, "Observe", "%s", truncate(note))
 	case tunnelstate.Failed:
 		note := fmt.Sprintf("%s: %s.", next.Reason, strings.TrimSuffix(next.Message, "."))
 		if remedy := tunnelstate.Remedy(next.Reason, sh.context); remedy != "" {
 			note += " " + remedy
 		}
-		t.recorder.Eventf(pod, sh.pod, corev1.EventTypeWarning, ReasonTunnelFailed, "Observe", "%s", truncate(note))
+		t.recorder.Eventf(pod, related(sh.pod), corev1.EventTypeWarning, ReasonTunnelFailed, "Observe", "%s", truncate(note))
 	}
+}
+
+// related is the shadow pod an Event names beside the offloaded pod, when there is one: a
+// nil *Pod in the interface would not read as none.
+func related(shadow *corev1.Pod) runtime.Object {
+	if shadow == nil {
+		return nil
+	}
+	return shadow
 }
 
 // reach says how to reach the pod through a Ready tunnel.

@@ -23,6 +23,18 @@ type Observation struct {
 	Now           time.Time
 }
 
+// Finished is the state of a tunnel whose pod has finished: Ended when the pod Succeeded,
+// Failed with NoRunningJob when it Failed (its job was cancelled, timed out or lost), since
+// then the tunnel went with a job that did not end as the pod's owner meant.
+func Finished(pod *corev1.Pod, last Status) Status {
+	st := last
+	msg := fmt.Sprintf("the pod has finished (phase %s): its batch job is no longer running, and its shadow is removed", pod.Status.Phase)
+	if pod.Status.Phase == corev1.PodSucceeded {
+		return with(st, Ended, ReasonNoRunningJob, "", msg)
+	}
+	return with(st, Failed, ReasonNoRunningJob, "", msg)
+}
+
 // StartupGrace is how long after a tunnel container starts a failed check still counts as
 // Starting: the job's server may not listen yet when Slurm first reports the job running.
 const StartupGrace = 45 * time.Second

@@ -24,6 +24,8 @@ const (
 	Ready State = "Ready"
 	// Failed: a part of the tunnel does not work, for Reason.
 	Failed State = "Failed"
+	// Ended: the pod has finished; its job left the compute node and its shadow is removed.
+	Ended State = "Ended"
 )
 
 // Status is one pod's tunnel as shadowgate last saw it.

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
+)
+
+// statusTimeout bounds the whole command: a few reads from the API server.
+const statusTimeout = 30 * time.Second
+
+// tunnelEvents are the reasons of the Events the tunnel reporter records on a pod.
+var tunnelEvents = map[string]bool{"TunnelWaitingForNode": true, "TunnelReady": true, "TunnelFailed": true, "TunnelRecovered": true}
+
+type statusOptions struct {
+	kubeconfig, context, namespace, output string
+}
+
+func newStatusCommand() *cobra.Command {
+	var o statusOptions
+	cmd := &cobra.Command{
+		Use:   "status [POD]",
+		Short: "Show the tunnel state of offloaded pods, as shadowgate reports it on them",
+		Long: `Show each offloaded pod's tunnel as shadowgate last saw it: the compute node it leads to,
+the forward mode, the state (Starting, WaitingForNode, Ready, Failed), the reason and how long
+the state has held; for one pod, also the last tunnel Event with its remedy. It reads only
+the pods of one namespace, their interlink.eu/tunnel-state annotation and their Events, with
+your own kubeconfig: nothing in the shadow namespace.
+Exit 0: every tunnel shown is not Failed. Exit 1: at least one is Failed, or the pod has no
+tunnel state. Exit 2: bad flags, or the API server cannot be read.`,
+		Example: "  shadowgate status -n user\n  shadowgate status -n user notebook -o json",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.output != "text" && o.output != "json" {
+				return usageError("--output must be text or json, not %q", o.output)
+			}
+			pod := ""
+			if len(args) == 1 {
+				pod = args[0]
+			}
+			return o.run(cmd.OutOrStdout(), pod)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+	f.StringVar(&o.context, "context", "", "kubeconfig context (default: the current one)")
+	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace of the pods (default: the context's)")
+	f.StringVarP(&o.output, "output", "o", "text", "text or json")
+	return cmd
+}
+
+// podTunnel is one pod's row.
+type podTunnel struct {
+	Namespace string              `json:"namespace"`
+	Name      string              `json:"name"`
+	Node      string              `json:"node,omitempty"`
+	Tunnel    *tunnelstate.Status `json:"tunnel"` // null: no state reported
+	// LastEvent is the newest tunnel Event on the pod (one pod only).
+	LastEvent string `json:"lastEvent,omitempty"`
+}
+
+func (o *statusOptions) run(out io.Writer, pod string) error {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return usageError("kubeconfig: %v", err)
+	}
+	ns := o.namespace
+	if ns == "" {
+		if ns, _, err = cc.Namespace(); err != nil {
+			return usageError("kubeconfig: %v", err)
+		}
+	}
+	cfg.UserAgent = "shadowgate-status/" + version
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return usageError("kubeconfig: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
+	defer cancel()
+	rows, err := tunnels(ctx, cs, ns, pod)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	if o.output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(map[string]any{"pods": rows}); err != nil {
+			return err
+		}
+	} else {
+		printTunnels(out, rows, time.Now())
+	}
+	for _, r := range rows {
+		if r.Tunnel == nil || r.Tunnel.State == tunnelstate.Failed {
+			return &exitError{code: exitDenied}
+		}
+	}
+	return nil
+}
+
+// tunnels reads the pods of ns with a tunnel state, or the one pod named, with its last
+// tunnel Event.
+func tunnels(ctx context.Context, cs kubernetes.Interface, ns, name string) ([]podTunnel, error) {
+	var pods []corev1.Pod
+	if name != "" {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("pod %s/%s not found", ns, name)
+		}
+		if err != nil {
+			return nil, err
+		}
+		pods = []corev1.Pod{*p}
+	} else {
+		list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range list.Items {
+			if _, ok := p.Annotations[tunnelstate.AnnotationTunnelState]; ok {
+				pods = append(pods, p)
+			}
+		}
+	}
+	rows := make([]podTunnel, 0, len(pods))
+	for i := range pods {
+		p := &pods[i]
+		row := podTunnel{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName}
+		if v, ok := p.Annotations[tunnelstate.AnnotationTunnelState]; ok {
+			st, err := tunnelstate.Decode(v)
+			if err != nil {
+				return nil, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
+			}
+			row.Tunnel = &st
+		}
+		rows = append(rows, row)
+	}
+	if name != "" {
+		last, err := lastTunnelEvent(ctx, cs, &pods[0])
+		if err != nil {
+			return nil, err
+		}
+		rows[0].LastEvent = last
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
+	return rows, nil
+}
+
+// lastTunnelEvent is "<reason>: <message>" of the newest tunnel Event on the pod.
+func lastTunnelEvent(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod) (string, error) {
+	sel := fields.Set{"involvedObject.uid": string(pod.UID)}.AsSelector().String()
+	list, err := cs.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		return "", err
+	}
+	var newest *corev1.Event
+	var at time.Time
+	for i := range list.Items {
+		e := &list.Items[i]
+		if !tunnelEvents[e.Reason] {
+			continue
+		}
+		t := e.EventTime.Time
+		if e.Series != nil && e.Series.LastObservedTime.After(t) {
+			t = e.Series.LastObservedTime.Time
+		}
+		if e.LastTimestamp.After(t) {
+			t = e.LastTimestamp.Time
+		}
+		if newest == nil || !t.Before(at) {
+			newest, at = e, t
+		}
+	}
+	if newest == nil {
+		return "", nil
+	}
+	return newest.Reason + ": " + newest.Message, nil
+}
+
+func printTunnels(out io.Writer, rows []podTunnel, now time.Time) {
+	if len(rows) == 0 {
+		fmt.Fprintln(out, "No pods with a tunnel state in this namespace.")
+		return
+	}
+	w := tabwriter.NewWriter(out, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(w, "POD\tNODE\tCOMPUTE-NODE\tMODE\tSTATE\tREASON\tAGE")
+	for _, r := range rows {
+		st := r.Tunnel
+		if st == nil {
+			fmt.Fprintf(w, "%s\t%s\t-\t-\t-\tno tunnel state reported\t-\n", r.Name, dash(r.Node))
+			continue
+		}
+		reason := string(st.Reason)
+		if st.State == tunnelstate.Failed || st.State == tunnelstate.WaitingForNode {
+			reason += ": " + st.Message
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, dash(r.Node), dash(st.ComputeNode), dash(st.ForwardMode),
+			st.State, dash(oneLine(reason, 100)), duration.HumanDuration(now.Sub(st.Since)))
+	}
+	_ = w.Flush()
+	if len(rows) == 1 && rows[0].LastEvent != "" {
+		fmt.Fprintf(out, "\nLast tunnel event: %s\n", rows[0].LastEvent)
+	}
+	if len(rows) == 1 && rows[0].Tunnel == nil {
+		fmt.Fprintln(out, "\nshadowgate has reported no tunnel on this pod: it is on no SSH-shadow virtual node, has nothing to forward, or its shadow has not started yet.")
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > max {
+		return s[:max-3] + "..."
+	}
+	return s
+}
