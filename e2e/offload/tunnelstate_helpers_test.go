@@ -1,0 +1,163 @@
+package offload
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// podEvent is an Event on a pod as kubectl reads it.
+type podEvent struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+	Count   int    `json:"count"`
+}
+
+// podEvents are the Events on the pod ns/name.
+func podEvents(ns, name string) ([]podEvent, error) {
+	out, err := kubectlOutput("get", "events", "-n", ns, "--field-selector", "involvedObject.kind=Pod,involvedObject.name="+name, "-o", "json")
+	if err != nil {
+		return nil, err
+	}
+	var list struct {
+		Items []podEvent `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		return nil, fmt.Errorf("kubectl get events: %w: %s", err, out)
+	}
+	return list.Items, nil
+}
+
+// tunnelEventsOf are the pod's Events with reason, in the order kubectl lists them.
+func tunnelEventsOf(t *testing.T, ns, name, reason string) []podEvent {
+	t.Helper()
+	evs, err := podEvents(ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []podEvent
+	for _, e := range evs {
+		if e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// waitForTunnelEvent waits for an Event with reason on the pod whose message holds every one
+// of parts, then checks that kubectl describe shows it, as the pod's owner would look.
+func waitForTunnelEvent(t *testing.T, timeout time.Duration, ns, name, reason string, parts ...string) podEvent {
+	t.Helper()
+	var found podEvent
+	waitFor(t, timeout, fmt.Sprintf("an Event %s on pod %s/%s saying %q", reason, ns, name, parts), func() error {
+		evs, err := podEvents(ns, name)
+		if err != nil {
+			return err
+		}
+		var seen []string
+		for _, e := range evs {
+			seen = append(seen, e.Reason+": "+e.Message)
+			if e.Reason != reason {
+				continue
+			}
+			ok := true
+			for _, p := range parts {
+				ok = ok && strings.Contains(e.Message, p)
+			}
+			if ok {
+				found = e
+				return nil
+			}
+		}
+		return fmt.Errorf("the pod's Events:\n  %s", strings.Join(seen, "\n  "))
+	})
+	describe := kubectl(t, "", "describe", "pod", "-n", ns, name)
+	if !strings.Contains(describe, reason) || !strings.Contains(describe, parts[0]) {
+		t.Errorf("kubectl describe pod %s/%s does not show the %s Event saying %q:\n%s", ns, name, reason, parts[0], describe)
+	}
+	return found
+}
+
+// statusRow is one row of shadowgate status -o json.
+type statusRow struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Node      string `json:"node"`
+	Tunnel    *struct {
+		State       string `json:"state"`
+		Reason      string `json:"reason"`
+		Message     string `json:"message"`
+		ComputeNode string `json:"computeNode"`
+		ForwardMode string `json:"forwardMode"`
+		Service     string `json:"service"`
+	} `json:"tunnel"`
+	LastEvent string `json:"lastEvent"`
+}
+
+// scientist is a kubeconfig for a user who may read pods and Events in ns and nothing else,
+// as a namespace's owner often may: shadowgate status must work with that.
+func scientist(t *testing.T, ns string) string {
+	t.Helper()
+	kubectl(t, fmt.Sprintf(`apiVersion: v1
+kind: ServiceAccount
+metadata: {name: scientist, namespace: %[1]s}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: scientist, namespace: %[1]s}
+rules:
+- {apiGroups: [""], resources: [pods], verbs: [get, list]}
+- {apiGroups: [""], resources: [events], verbs: [list]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: scientist, namespace: %[1]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: scientist}
+subjects: [{kind: ServiceAccount, name: scientist, namespace: %[1]s}]
+`, ns), "apply", "-f", "-")
+	path := filepath.Join(t.TempDir(), "scientist.kubeconfig")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := site.cp.ServiceAccountKubeconfig(ctx, site.kubectl, ns, "scientist", path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// shadowgateStatus runs shadowgate status with kubeconfig and returns its output and exit code.
+func shadowgateStatus(t *testing.T, kubeconfig string, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, site.bin, append([]string{"status", "--kubeconfig", kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("shadowgate status: %v", err)
+	}
+	return string(out), code
+}
+
+// tunnelStatus is the one pod's row of shadowgate status -o json, run as the scientist.
+func tunnelStatus(t *testing.T, kubeconfig, ns, name string) statusRow {
+	t.Helper()
+	out, code := shadowgateStatus(t, kubeconfig, "-n", ns, name, "-o", "json")
+	var doc struct {
+		Pods []statusRow `json:"pods"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc.Pods) != 1 {
+		t.Fatalf("shadowgate status -o json (exit %d): %v\n%s", code, err, out)
+	}
+	row := doc.Pods[0]
+	if failed := row.Tunnel == nil || row.Tunnel.State == "Failed"; failed != (code == 1) {
+		t.Errorf("shadowgate status exited %d for a pod whose tunnel is %+v", code, row.Tunnel)
+	}
+	return row
+}
