@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The local site's nodes: the cluster's own node, which runs the shadows (and any in-cluster
@@ -24,13 +25,58 @@ const (
 	KerberosNode   = "vk-kerberos"
 )
 
-// The credentials the site's policy names, in shadowgate-system.
+// Virtual nodes whose policy is wrong in one way each, for the failures a shadow meets after
+// admission; all find the compute node through Slurm and log in as the site's account.
 const (
-	SiteKeySecret     = "site-ssh-key"
-	SiteKnownHostsMap = "site-known-hosts"
-	SiteKeytabSecret  = "site-keytab"
-	SiteKrb5ConfigMap = "site-krb5"
+	// NoForwardPortforwardNode goes through the surf login node, which refuses TCP
+	// forwarding, in portforward mode: the guide's misconfiguration, whose shadow starts and
+	// logs in, and whose forwarded connections are refused ("administratively prohibited").
+	NoForwardPortforwardNode = "vk-noforward-pf"
+	// WrongHostKeyNode pins the hpc login node to a host key that is not its own
+	// (WrongKnownHostsMap).
+	WrongHostKeyNode = "vk-wrong-hostkey"
+	// WrongKeyNode logs in to hpc with a key the account does not authorize (WrongKeySecret).
+	WrongKeyNode = "vk-wrong-key"
+	// ShortWaitNode waits ShortNodeWaitTimeout for the compute node: with a job that never
+	// starts (PendingJobFlags) the shadow's wait runs out.
+	ShortWaitNode = "vk-short-wait"
+	// NoReplicationNode has ReplicateCredentials false: its shadows read SiteKeySecret and
+	// SiteKnownHostsMap from their own shadow namespace, where a test puts them
+	// (ApplySiteCredentials) or leaves them out.
+	NoReplicationNode = "vk-no-replication"
 )
+
+// ShortNodeWaitTimeout is ShortWaitNode's NodeWaitTimeout.
+const ShortNodeWaitTimeout = 20 * time.Second
+
+// PendingJobFlags, as a pod's slurm-job.vk.io/flags annotation, make its Slurm job one that
+// never starts within a test: sbatch's --begin=now+1hour keeps it PENDING (reason BeginTime)
+// for an hour, while the same job without them runs at once (TestSite checks both). The pod
+// is admitted and its job submitted as any other's:
+//
+//	metadata:
+//	  annotations:
+//	    slurm-job.vk.io/flags: "--begin=now+1hour"
+//
+// For a job a test starts later, "--hold" keeps it PENDING (JobHeldUser) until
+// `scontrol release <job id>` (Site.Slurm, as root).
+const PendingJobFlags = "--begin=now+1hour"
+
+// The credentials the site's policy names, in shadowgate-system. WrongKnownHostsMap holds the
+// hpc login node's address with a host key freshly made and not its own; WrongKeySecret a
+// freshly made key no account authorizes.
+const (
+	SiteKeySecret      = "site-ssh-key"
+	SiteKnownHostsMap  = "site-known-hosts"
+	SiteKeytabSecret   = "site-keytab"
+	SiteKrb5ConfigMap  = "site-krb5"
+	WrongKnownHostsMap = "site-wrong-known-hosts"
+	WrongKeySecret     = "site-wrong-key"
+)
+
+// virtualNodes are the site's virtual nodes, every one a slurmnode.
+var virtualNodes = []string{HPCNode, NoForwardNode, PublishingNode, KerberosNode,
+	NoForwardPortforwardNode, WrongHostKeyNode, WrongKeyNode, ShortWaitNode, NoReplicationNode}
 
 // LocalSite is a whole interLink site on this machine, around a control plane from
 // StartCluster with shadowgate installed: the HPC side (Site), the cluster node and the
@@ -93,7 +139,7 @@ func StartLocalSite(ctx context.Context, root, dir string, k Kubectl, cp *Contro
 		return nil, err
 	}
 	ls.NodeLogs[ClusterNode] = filepath.Join(hpc.Dir, ClusterNode+".log")
-	for _, node := range []string{HPCNode, NoForwardNode, PublishingNode, KerberosNode} {
+	for _, node := range virtualNodes {
 		if args, err = vk(node); err != nil {
 			return nil, err
 		}
@@ -114,8 +160,11 @@ func StartLocalSite(ctx context.Context, root, dir string, k Kubectl, cp *Contro
 	if _, err := k.Must(ctx, PolicyConfigMap(ls.Policy), "apply", "--server-side", "--force-conflicts", "--field-manager=e2e-install", "-f", "-"); err != nil {
 		return nil, err
 	}
-	if _, err := k.Must(ctx, "", "wait", "--for=condition=Ready", "--timeout=120s",
-		"node/"+ClusterNode, "node/"+HPCNode, "node/"+NoForwardNode, "node/"+PublishingNode, "node/"+KerberosNode); err != nil {
+	nodes := []string{"node/" + ClusterNode}
+	for _, node := range virtualNodes {
+		nodes = append(nodes, "node/"+node)
+	}
+	if _, err := k.Must(ctx, "", append([]string{"wait", "--for=condition=Ready", "--timeout=120s"}, nodes...)...); err != nil {
 		return nil, fmt.Errorf("the site's nodes are not Ready (logs: %s): %w", strings.Join(ls.logList(), ", "), err)
 	}
 	return ls, nil
@@ -167,22 +216,67 @@ func installLauncher(script, dir string) error {
 }
 
 // applyCredentials applies the site key and the login nodes' host keys to shadowgate-system,
-// where the policy names them and shadowgate replicates them from.
+// where the policy names them and shadowgate replicates them from, and the wrong ones the
+// failing nodes name.
 func (ls *LocalSite) applyCredentials(ctx context.Context, k Kubectl) error {
 	var known []string
 	for _, name := range []string{"hpc", "surf", "cern"} {
 		known = append(known, ls.HPC.Logins[name].KnownHosts)
 	}
-	hosts := filepath.Join(ls.HPC.Dir, "known_hosts")
-	if err := os.WriteFile(hosts, []byte(strings.Join(known, "\n")+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(ls.knownHosts(), []byte(strings.Join(known, "\n")+"\n"), 0o644); err != nil {
 		return err
 	}
-	for _, args := range [][]string{
-		{"create", "secret", "generic", SiteKeySecret, "-n", "shadowgate-system", "--from-file=id_ed25519=" + ls.HPC.Key},
-		{"create", "configmap", SiteKnownHostsMap, "-n", "shadowgate-system", "--from-file=known_hosts=" + hosts},
-		{"create", "secret", "generic", SiteKeytabSecret, "-n", "shadowgate-system", "--from-file=user.keytab=" + ls.HPC.KDC.UserKeytab},
-		{"create", "configmap", SiteKrb5ConfigMap, "-n", "shadowgate-system", "--from-file=krb5.conf=" + ls.HPC.KDC.Krb5Conf},
-	} {
+	wrongKey, wrongKnownHosts, err := ls.wrongCredentials()
+	if err != nil {
+		return err
+	}
+	if err := ls.ApplySiteCredentials(ctx, k, "shadowgate-system"); err != nil {
+		return err
+	}
+	return apply(ctx, k,
+		[]string{"create", "secret", "generic", SiteKeytabSecret, "-n", "shadowgate-system", "--from-file=user.keytab=" + ls.HPC.KDC.UserKeytab},
+		[]string{"create", "configmap", SiteKrb5ConfigMap, "-n", "shadowgate-system", "--from-file=krb5.conf=" + ls.HPC.KDC.Krb5Conf},
+		[]string{"create", "secret", "generic", WrongKeySecret, "-n", "shadowgate-system", "--from-file=id_ed25519=" + wrongKey},
+		[]string{"create", "configmap", WrongKnownHostsMap, "-n", "shadowgate-system", "--from-file=known_hosts=" + wrongKnownHosts})
+}
+
+// ApplySiteCredentials applies the site key (SiteKeySecret) and the login nodes' host keys
+// (SiteKnownHostsMap) to namespace: for NoReplicationNode's shadows, a test applies them to
+// the shadow namespace (<namespace>-shadow) itself, as a site without replication must.
+func (ls *LocalSite) ApplySiteCredentials(ctx context.Context, k Kubectl, namespace string) error {
+	return apply(ctx, k,
+		[]string{"create", "secret", "generic", SiteKeySecret, "-n", namespace, "--from-file=id_ed25519=" + ls.HPC.Key},
+		[]string{"create", "configmap", SiteKnownHostsMap, "-n", namespace, "--from-file=known_hosts=" + ls.knownHosts()})
+}
+
+func (ls *LocalSite) knownHosts() string { return filepath.Join(ls.HPC.Dir, "known_hosts") }
+
+// wrongCredentials makes a key no account authorizes and a known_hosts file giving the hpc
+// login node's host:port a host key that is not its own, both fresh ed25519 keys.
+func (ls *LocalSite) wrongCredentials() (key, knownHosts string, err error) {
+	dir := filepath.Join(ls.HPC.Dir, "wrong")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", err
+	}
+	key, hostKey := filepath.Join(dir, "id_ed25519"), filepath.Join(dir, "host_ed25519")
+	for _, f := range []string{key, hostKey} {
+		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", f).CombinedOutput(); err != nil {
+			return "", "", fmt.Errorf("ssh-keygen: %v\n%s", err, out)
+		}
+	}
+	pub, err := os.ReadFile(hostKey + ".pub")
+	if err != nil {
+		return "", "", err
+	}
+	hpc, fields := ls.HPC.Logins["hpc"], strings.Fields(string(pub))
+	knownHosts = filepath.Join(dir, "known_hosts")
+	line := fmt.Sprintf("[%s]:%d %s %s\n", hpc.Host, hpc.Port, fields[0], fields[1])
+	return key, knownHosts, os.WriteFile(knownHosts, []byte(line), 0o644)
+}
+
+// apply applies the objects each kubectl create command (args) makes, server-side.
+func apply(ctx context.Context, k Kubectl, creates ...[]string) error {
+	for _, args := range creates {
 		manifest, err := k.Must(ctx, "", append(args, "--dry-run=client", "-o", "yaml")...)
 		if err != nil {
 			return err
@@ -199,22 +293,13 @@ func (ls *LocalSite) applyCredentials(ctx context.Context, k Kubectl) error {
 // keys; the hpc node allows the reverse tunnel, with SOCKS, reaching the job through srun and
 // a user-space sshd there (the compute node runs no sshd of its own); the
 // publishing node goes through the hpc login node and reads the compute node from its
-// ConfigMap; the Kerberos node logs in with the account's keytab.
+// ConfigMap; the Kerberos node logs in with the account's keytab; the failing nodes are each
+// one of these with one thing wrong.
 func (ls *LocalSite) policy() string {
 	hpc, surf, cern := ls.HPC.Logins["hpc"], ls.HPC.Logins["surf"], ls.HPC.Logins["cern"]
 	key := fmt.Sprintf("        KeySecret: %s\n", SiteKeySecret)
 	node := func(name string, l *LoginNode, extra string) string {
-		return fmt.Sprintf(`  %s:
-    Network:
-      EnableTunnel: true
-      ShadowMode: ssh
-      SSH:
-        LoginHost: %q
-        Port: %d
-        User: %s
-        KnownHostsConfigMap: %s
-        NodeWaitTimeout: 10m
-%s`, name, l.Host, l.Port, SiteAccount, SiteKnownHostsMap, extra)
+		return nodeWith(name, l, SiteKnownHostsMap, "10m", extra)
 	}
 	return "virtualNodes:\n" +
 		node(HPCNode, hpc, key+`        Reverse:
@@ -231,7 +316,31 @@ func (ls *LocalSite) policy() string {
         KeytabSecret: %s
         Principal: %s
         Krb5ConfigMap: %s
-`, SiteKeytabSecret, ls.HPC.KDC.Principal, SiteKrb5ConfigMap))
+`, SiteKeytabSecret, ls.HPC.KDC.Principal, SiteKrb5ConfigMap)) +
+		node(NoForwardPortforwardNode, surf, key+`        ForwardMode: portforward
+`) +
+		nodeWith(WrongHostKeyNode, hpc, WrongKnownHostsMap, "10m", key) +
+		node(WrongKeyNode, hpc, fmt.Sprintf("        KeySecret: %s\n", WrongKeySecret)) +
+		nodeWith(ShortWaitNode, hpc, SiteKnownHostsMap, ShortNodeWaitTimeout.String(), key) +
+		node(NoReplicationNode, hpc, key+`        ReplicateCredentials: false
+`)
+}
+
+// nodeWith is one virtual node's policy: an ssh shadow logging in to l as the site's account,
+// pinning its host key from knownHosts and waiting nodeWait for the compute node; extra are
+// more SSH options, each line indented as they are.
+func nodeWith(name string, l *LoginNode, knownHosts, nodeWait, extra string) string {
+	return fmt.Sprintf(`  %s:
+    Network:
+      EnableTunnel: true
+      ShadowMode: ssh
+      SSH:
+        LoginHost: %q
+        Port: %d
+        User: %s
+        KnownHostsConfigMap: %s
+        NodeWaitTimeout: %s
+%s`, name, l.Host, l.Port, SiteAccount, knownHosts, nodeWait, extra)
 }
 
 // PolicyConfigMap is the shadowgate-policy ConfigMap holding doc.

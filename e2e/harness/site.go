@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -9,8 +10,10 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/interlink-hq/shadowgate/internal/freeport"
@@ -67,6 +70,10 @@ type LoginNode struct {
 	KnownHosts string // the known_hosts line of its host key, for [Host]:Port
 	Forwarding bool   // AllowTcpForwarding
 	Log        string
+
+	// argv starts its sshd again (StartLogin); proc is the latest sshd started.
+	argv []string
+	proc *process
 }
 
 // SiteLogin describes a login node to start.
@@ -352,12 +359,24 @@ LogLevel VERBOSE
 	if err := os.MkdirAll("/run/sshd", 0o755); err != nil { // sshd's privilege separation directory
 		return err
 	}
-	p, err := startProcess("sshd "+l.Name, n.Log, "env", append(env, "/usr/sbin/sshd", "-D", "-e", "-f", config)...)
+	n.argv = append(append([]string{"env"}, env...), "/usr/sbin/sshd", "-D", "-e", "-f", config)
+	s.Logins[l.Name] = n
+	return s.runLogin(n)
+}
+
+// runLogin starts the login node's sshd and waits for it to answer; the sshd it replaces, if
+// any, keeps its place among the daemons Stop stops in order.
+func (s *Site) runLogin(n *LoginNode) error {
+	p, err := startProcess("sshd "+n.Name, n.Log, n.argv[0], n.argv[1:]...)
 	if err != nil {
 		return err
 	}
-	s.procs = append(s.procs, p)
-	s.Logins[l.Name] = n
+	if i := slices.Index(s.procs, n.proc); n.proc != nil && i >= 0 {
+		s.procs[i] = p
+	} else {
+		s.procs = append(s.procs, p)
+	}
+	n.proc = p
 	addr := n.Host + ":" + strconv.Itoa(n.Port)
 	return poll(p, 10*time.Second, func() error {
 		out, err := exec.Command("nc", "-z", "-w", "1", n.Host, strconv.Itoa(n.Port)).CombinedOutput()
@@ -366,6 +385,100 @@ LogLevel VERBOSE
 		}
 		return nil
 	})
+}
+
+// StopLogin takes the login node down as a crash or a reboot of it would: its sshd listener
+// and every session process it forked are killed, so connected clients see their connection
+// close and new ones are refused, until StartLogin. sshd puts each session in a session of
+// its own (setsid), out of the listener's process group, so the sessions are found as its
+// descendants in /proc: each one found is stopped (SIGSTOP) before the next look, so none can
+// fork a process that escapes, and once no new one turns up all are killed.
+func (s *Site) StopLogin(name string) error {
+	n, err := s.login(name)
+	if err != nil {
+		return err
+	}
+	if exited := n.proc.exitedErr(); exited != nil {
+		return fmt.Errorf("login node %s is not running: %w", name, exited)
+	}
+	listener := n.proc.cmd.Process.Pid
+	stopped := map[int]bool{listener: true}
+	_ = syscall.Kill(listener, syscall.SIGSTOP)
+	for found := true; found; {
+		tree, err := descendants(listener)
+		if err != nil {
+			return err
+		}
+		found = false
+		for _, pid := range tree {
+			if !stopped[pid] {
+				_ = syscall.Kill(pid, syscall.SIGSTOP)
+				stopped[pid], found = true, true
+			}
+		}
+	}
+	for pid := range stopped {
+		if pid != listener {
+			_ = syscall.Kill(pid, syscall.SIGKILL) // SIGKILL ends a stopped process too
+		}
+	}
+	n.proc.kill()
+	return nil
+}
+
+// StartLogin starts a login node StopLogin stopped again: the same address, port, host key
+// and sshd_config, so clients that pinned its host key log in as before.
+func (s *Site) StartLogin(name string) error {
+	n, err := s.login(name)
+	if err != nil {
+		return err
+	}
+	if n.proc.exitedErr() == nil {
+		return fmt.Errorf("login node %s is running already", name)
+	}
+	return s.runLogin(n)
+}
+
+func (s *Site) login(name string) (*LoginNode, error) {
+	n, ok := s.Logins[name]
+	if !ok {
+		return nil, fmt.Errorf("the site has no login node %q", name)
+	}
+	return n, nil
+}
+
+// descendants are the processes below pid (children, theirs, ...), from the parent each one's
+// /proc/<pid>/stat names.
+func descendants(pid int) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // it exited meanwhile
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses, so read after the last ')'.
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) < 2 {
+			continue
+		}
+		if parent, err := strconv.Atoi(fields[1]); err == nil {
+			children[parent] = append(children[parent], child)
+		}
+	}
+	var out []int
+	for queue := children[pid]; len(queue) > 0; queue = queue[1:] {
+		out = append(out, queue[0])
+		queue = append(queue, children[queue[0]]...)
+	}
+	return out, nil
 }
 
 // Stop cancels every job, stops the daemons in the reverse order of their start and removes

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 )
 
 // The kubelet's crash-loop back-off starts at 10s.
@@ -78,7 +79,7 @@ func run() error {
 	defer stop()
 	providerDone := make(chan struct{})
 	started := false
-	err = vknode.Run(ctx, cfg, func(pc nodeutil.ProviderConfig, client kubernetes.Interface) (nodeutil.Provider, error) {
+	err = vknode.Run(ctx, cfg, func(pc nodeutil.ProviderConfig, client kubernetes.Interface, events record.EventRecorder) (nodeutil.Provider, error) {
 		// Services and EndpointSlices from an informer of our own: the library's Service lister
 		// cannot say when something changed, and it has no EndpointSlices.
 		factory := informers.NewSharedInformerFactory(client, 30*time.Second)
@@ -87,7 +88,7 @@ func run() error {
 		p, err := procnode.New(procnode.Config{
 			StateDir: stateDir, Address: cfg.Address, Exe: exe,
 			InitialBackoff: initialBackoff, MaxBackoff: maxBackoff, Resync: 2 * time.Second, Logger: logger,
-			ServiceTable: serviceTable(cfg.NodeName),
+			ServiceTable: serviceTable(cfg.NodeName), Events: events,
 		}, procnode.Sources{ConfigMaps: pc.ConfigMaps, Secrets: pc.Secrets, Services: services.Lister(), EndpointSlices: slices.Lister(), Pods: pc.Pods,
 			Tokens: volumes.NewTokenRequester(client.CoreV1()), PodsAPI: client.CoreV1()})
 		if err != nil {

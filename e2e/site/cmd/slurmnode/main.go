@@ -18,6 +18,7 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 )
 
 // options are the node's flags beyond vknode.Config's.
@@ -100,7 +101,9 @@ func run(ctx context.Context, cfg vknode.Config, opts options) error {
 	}
 	cfg.Taints = []corev1.Taint{{Key: "virtual-node.interlink/no-schedule", Value: "true", Effect: corev1.TaintEffectNoSchedule}}
 	log.Printf("node %s: jobs as %s (uid %d) in %s, Slurm %s, polling every %s", cfg.NodeName, account.Name, account.UID, opts.workDir, opts.slurmConf, opts.poll)
-	return vknode.Run(ctx, cfg, func(pc nodeutil.ProviderConfig, client kubernetes.Interface) (nodeutil.Provider, error) {
+	// The pods run as Slurm jobs, not here: this node runs no probes and no restarts, so it has
+	// none of the kubelet's Events to record.
+	return vknode.Run(ctx, cfg, func(pc nodeutil.ProviderConfig, client kubernetes.Interface, _ record.EventRecorder) (nodeutil.Provider, error) {
 		return &provider{
 			cfg:    opts,
 			slurm:  slurm.Client{Conf: opts.slurmConf, Account: account},

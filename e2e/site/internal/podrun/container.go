@@ -63,6 +63,8 @@ func (c *container) supervise() int {
 		}
 		delay := c.nextBackoff()
 		if delay > 0 {
+			c.warn(reasonBackOff, fmt.Sprintf("Back-off restarting failed container %s in pod %s_%s(%s)",
+				c.spec.Name, p.pod.Name, p.pod.Namespace, p.pod.UID))
 			c.setWaiting("CrashLoopBackOff", fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)",
 				delay, c.spec.Name, p.pod.Name, p.pod.Namespace, p.pod.UID))
 			p.cfg.Logf("pod %s: container %s: back-off %s before restart", p.name, c.spec.Name, delay)

@@ -76,6 +76,8 @@ func TestACrashingContainerRestartsWithBackOff(t *testing.T) {
 	if !sawBackOff {
 		t.Error("never saw CrashLoopBackOff between restarts")
 	}
+	p.eventuallyRecords(t, Event{FieldPath: "spec.containers{crash}", Type: corev1.EventTypeWarning, Reason: "BackOff",
+		Message: "Back-off restarting failed container crash in pod crashloop_ns(uid-crashloop)"})
 	if got := logsOf(t, p, "crash", api.ContainerLogOpts{Previous: true}); got != "run\n" {
 		t.Errorf("previous log %q", got)
 	}
@@ -134,6 +136,53 @@ func TestReadinessFollowsAnExecProbe(t *testing.T) {
 	eventually(t, "ready", ready)
 	removeFile(marker)
 	eventually(t, "not ready again", func() bool { return !ready() })
+}
+
+// A probe that fails is an Unhealthy Event in the kubelet's words, on the container's field
+// path: the exec probe's output kept as it printed it (the shadow's reason line, newline
+// and all), a timed-out command named, a probe that cannot run at all said to have errored.
+func TestFailedProbesAreUnhealthyEventsAsTheKubeletRecordsThem(t *testing.T) {
+	failing := sh("tunnel", "sleep 60")
+	failing.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c",
+		`echo "TunnelDown: ssh exited: Connection closed by 127.0.0.2 port 22"; exit 1`}}}, PeriodSeconds: 1}
+	slow := sh("slow", "sleep 60")
+	slow.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sleep", "5"}}},
+		PeriodSeconds: 1, TimeoutSeconds: 1}
+	noPort := sh("noport", "sleep 60")
+	noPort.LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("nope")}},
+		PeriodSeconds: 1, FailureThreshold: 1}
+	always := corev1.ContainerRestartPolicyAlways
+	sidecar := sh("relay", "sleep 60")
+	sidecar.RestartPolicy = &always
+	sidecar.StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c", "echo not yet >&2; exit 2"}}},
+		PeriodSeconds: 1, FailureThreshold: 100}
+	warning := func(container, message string) Event {
+		return Event{FieldPath: container, Type: corev1.EventTypeWarning, Reason: "Unhealthy", Message: message}
+	}
+	// A sidecar that never starts holds the containers back, so they are in a pod of their own.
+	p := run(t, newWorld(), testPod("probes", corev1.PodSpec{InitContainers: []corev1.Container{sidecar}, Containers: []corev1.Container{sh("main", "sleep 60")}}))
+	q := run(t, newWorld(), testPod("probes2", corev1.PodSpec{Containers: []corev1.Container{failing, slow, noPort}}))
+	p.eventuallyRecords(t, warning("spec.initContainers{relay}", "Startup probe failed: not yet\n"))
+	q.eventuallyRecords(t, warning("spec.containers{tunnel}", "Readiness probe failed: TunnelDown: ssh exited: Connection closed by 127.0.0.2 port 22\n"))
+	q.eventuallyRecords(t, warning("spec.containers{slow}", `Readiness probe failed: command "sleep 5" timed out`))
+	q.eventuallyRecords(t, warning("spec.containers{noport}", `Liveness probe errored and resulted in unknown state: container has no port named "nope"`))
+	// An errored probe counts neither way: the liveness probe at threshold 1 killed nothing.
+	if n := containerStatus(q.Status(), "noport").RestartCount; n != 0 {
+		t.Errorf("the container whose liveness probe errored restarted %d times", n)
+	}
+}
+
+// A volume whose Secret is missing is a FailedMount Event on the pod until the Secret exists.
+func TestAMissingVolumeSecretIsAFailedMountEvent(t *testing.T) {
+	w := newWorld()
+	c := sh("main", "cat /etc/key/id")
+	c.VolumeMounts = []corev1.VolumeMount{{Name: "key", MountPath: "/etc/key"}}
+	p := run(t, w, testPod("mount", corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{c},
+		Volumes: []corev1.Volume{{Name: "key", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "site-ssh-key"}}}}}))
+	p.eventuallyRecords(t, Event{Type: corev1.EventTypeWarning, Reason: "FailedMount",
+		Message: `MountVolume.SetUp failed for volume "key" : secret "site-ssh-key" not found`})
+	w.put(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "site-ssh-key", Namespace: "ns"}, Data: map[string][]byte{"id": []byte("k")}})
+	eventually(t, "pod succeeded", func() bool { return p.Status().Phase == corev1.PodSucceeded })
 }
 
 func TestALivenessTCPProbeRestartsAContainerThatStopsListening(t *testing.T) {
@@ -247,11 +296,12 @@ func TestAContainerWithoutCommandSaysTheSiteRunsNoImages(t *testing.T) {
 func TestStopTerminatesTheWholeProcessGroup(t *testing.T) {
 	grace := int64(1)
 	// 3017 marks this test's processes among the machine's.
-	c := sh("main", "trap '' TERM; (trap '' TERM; sleep 3017) & sleep 3017")
+	// The subshell says when both have set their traps: the shell's is set before it forks.
+	c := sh("main", "trap '' TERM; (trap '' TERM; echo trapped; sleep 3017) & sleep 3017")
 	pod := testPod("stop", corev1.PodSpec{TerminationGracePeriodSeconds: &grace, Containers: []corev1.Container{c}})
 	p := run(t, newWorld(), pod)
-	eventually(t, "running", func() bool { return containerStatus(p.Status(), "main").State.Running != nil })
-	time.Sleep(200 * time.Millisecond)
+	// Not a fixed pause: on a loaded machine the shell may not have reached its trap yet.
+	eventually(t, "both traps set", func() bool { return strings.Contains(logText(p, "main", api.ContainerLogOpts{}), "trapped") })
 	start := time.Now()
 	p.Stop(time.Second)
 	if d := time.Since(start); d < 900*time.Millisecond || d > 5*time.Second {

@@ -63,18 +63,45 @@ func (w *world) env() EnvSources {
 	}
 }
 
-// started is a running test pod with its volumes and its log of node events.
+// started is a running test pod with its volumes, its node log and the Events it recorded.
 type started struct {
 	*Pod
-	vols *volumes.Pod
-	mu   sync.Mutex
-	log  bytes.Buffer
+	vols     *volumes.Pod
+	mu       sync.Mutex
+	log      bytes.Buffer
+	recorded []Event
 }
 
 func (s *started) events() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.log.String()
+}
+
+// hasEvent says whether the pod recorded want.
+func (s *started) hasEvent(want Event) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.recorded {
+		if e == want {
+			return true
+		}
+	}
+	return false
+}
+
+// eventually polls until the pod recorded want, and lists what it did record if not.
+func (s *started) eventuallyRecords(t *testing.T, want Event) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !s.hasEvent(want) {
+		if time.Now().After(deadline) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			t.Fatalf("no Event %+v; recorded:\n%+v", want, s.recorded)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // run starts pod against w with short back-off and stops it when the test ends.
@@ -115,6 +142,11 @@ func run(t *testing.T, w *world, pod *corev1.Pod) *started {
 			defer s.mu.Unlock()
 			t.Logf(f, a...)
 			s.log.WriteString(strings.TrimSpace(fmt.Sprintf(f, a...)) + "\n")
+		},
+		Record: func(e Event) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.recorded = append(s.recorded, e)
 		},
 	}, pod)
 	if err != nil {

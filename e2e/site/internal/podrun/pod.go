@@ -20,7 +20,8 @@ type Config struct {
 	// Dir is the pod's own state directory (logs, termination messages); Remove deletes it.
 	Dir string
 	// Prepare sets the pod's volumes up; until it succeeds no container starts (the pod
-	// shows ContainerCreating), and it is retried.
+	// shows ContainerCreating), and it is retried. Its error is the message of the kubelet's
+	// FailedMount Event (MountVolume.SetUp failed for volume "<name>" : <cause>).
 	Prepare func() error
 	// VolumePath is the host directory of a prepared volume.
 	VolumePath func(volume string) string
@@ -34,6 +35,10 @@ type Config struct {
 	Logf                       func(format string, args ...any)
 	// Changed is called (from any goroutine, without locks held) when the status changed.
 	Changed func()
+	// Record, when set, is given (from any goroutine, without locks held) each Event the
+	// kubelet would record about the pod: failed probes (Unhealthy), crash-loop back-off
+	// (BackOff), volumes that cannot be set up (FailedMount).
+	Record func(Event)
 }
 
 // retryEvery is how often a pod that cannot start yet (missing Secret, …) tries again.
@@ -101,6 +106,8 @@ func (p *Pod) add(spec *corev1.Container, init, sidecar bool) {
 // none will run again or the pod is stopped.
 func (p *Pod) run() {
 	defer close(p.done)
+	var nextEvent time.Time
+	eventEvery := retryEvery
 	for lastErr := ""; ; {
 		err := p.cfg.Prepare()
 		if err == nil {
@@ -109,6 +116,11 @@ func (p *Pod) run() {
 		if err.Error() != lastErr {
 			lastErr = err.Error()
 			p.cfg.Logf("pod %s: volumes not ready (retrying every %s): %v", p.name, retryEvery, err)
+		}
+		if now := time.Now(); !now.Before(nextEvent) {
+			p.record(Event{Type: corev1.EventTypeWarning, Reason: reasonFailedMount, Message: err.Error()})
+			nextEvent = now.Add(eventEvery)
+			eventEvery = min(2*eventEvery, mountRetryMax)
 		}
 		if !p.sleep(retryEvery) {
 			return

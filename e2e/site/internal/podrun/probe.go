@@ -3,6 +3,7 @@ package podrun
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,19 +19,44 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// maxProbeOutput bounds what an exec probe's output is kept for the log.
+// maxProbeOutput is what the kubelet keeps of an exec probe's output (its exec prober's
+// maxReadLength): stdout then stderr, cut there, otherwise as the command wrote it.
 const maxProbeOutput = 10 * 1024
+
+// maxProbeRetries is how often the kubelet tries a probe that errored (could not run at all)
+// before it gives up on that period.
+const maxProbeRetries = 3
 
 func logOpts(tail, limit int) api.ContainerLogOpts {
 	return api.ContainerLogOpts{Tail: tail, LimitBytes: limit}
 }
+
+// probeType is a probe's kind as the kubelet's prober names it in its Events.
+type probeType string
+
+const (
+	startupProbe   probeType = "Startup"
+	readinessProbe probeType = "Readiness"
+	livenessProbe  probeType = "Liveness"
+)
+
+// probeResult is a probe's outcome, as the kubelet's probers return it.
+type probeResult int
+
+const (
+	probeSuccess probeResult = iota
+	probeFailure
+	// probeUnknown is a probe that could not be run (no such port, the container gone); it
+	// comes with an error.
+	probeUnknown
+)
 
 // probe runs the instance's probes until ctx ends (the instance exited): the startup probe
 // first, then readiness and liveness; a failed startup or liveness probe kills the instance,
 // which then restarts by policy.
 func (c *container) probe(ctx context.Context) {
 	if sp := c.spec.StartupProbe; sp != nil {
-		if !c.probeLoop(ctx, "startup", sp, true) {
+		if !c.probeLoop(ctx, startupProbe, sp, true) {
 			return
 		}
 		c.pod.mu.Lock()
@@ -43,45 +69,53 @@ func (c *container) probe(ctx context.Context) {
 		c.pod.changed()
 	}
 	if rp := c.spec.ReadinessProbe; rp != nil {
-		go c.probeLoop(ctx, "readiness", rp, false)
+		go c.probeLoop(ctx, readinessProbe, rp, false)
 	}
 	if lp := c.spec.LivenessProbe; lp != nil {
-		go c.probeLoop(ctx, "liveness", lp, false)
+		go c.probeLoop(ctx, livenessProbe, lp, false)
 	}
 }
 
 // probeLoop probes every period after the initial delay. Startup returns true at its first
 // success; readiness flips Ready at the thresholds; startup and liveness kill the instance at
-// failureThreshold and return false.
-func (c *container) probeLoop(ctx context.Context, kind string, pr *corev1.Probe, untilSuccess bool) bool {
+// failureThreshold and return false. Every failed probe is an Unhealthy Event, as the
+// kubelet's prober records one per failed run; one that errored is too, and counts neither
+// way, as the kubelet throws such a result away.
+func (c *container) probeLoop(ctx context.Context, kind probeType, pr *corev1.Probe, untilSuccess bool) bool {
 	period := seconds(pr.PeriodSeconds, 10)
 	failureThreshold := int(orDefault(pr.FailureThreshold, 3))
 	successThreshold := int(orDefault(pr.SuccessThreshold, 1))
 	if !sleepCtx(ctx, time.Duration(pr.InitialDelaySeconds)*time.Second) {
 		return false
 	}
+	name := strings.ToLower(string(kind))
 	successes, failures := 0, 0
 	for {
-		out, err := c.runProbe(ctx, pr)
+		result, out, err := c.runProbeWithRetries(ctx, pr)
 		if ctx.Err() != nil {
 			return false
 		}
-		if err == nil {
+		switch {
+		case err != nil:
+			c.pod.cfg.Logf("pod %s: container %s: %s probe errored: %v", c.pod.name, c.spec.Name, name, err)
+			c.warn(reasonUnhealthy, fmt.Sprintf("%s probe errored and resulted in unknown state: %s", kind, err))
+		case result == probeSuccess:
 			successes, failures = successes+1, 0
 			if untilSuccess {
 				return true
 			}
-			if kind == "readiness" && successes >= successThreshold {
+			if kind == readinessProbe && successes >= successThreshold {
 				c.setReady(true)
 			}
-		} else {
+		default:
 			successes, failures = 0, failures+1
-			c.pod.cfg.Logf("pod %s: container %s: %s probe failed (%d/%d): %v%s", c.pod.name, c.spec.Name, kind, failures, failureThreshold, err, quoteOutput(out))
+			c.pod.cfg.Logf("pod %s: container %s: %s probe failed (%d/%d)%s", c.pod.name, c.spec.Name, name, failures, failureThreshold, quoteOutput(out))
+			c.warn(reasonUnhealthy, fmt.Sprintf("%s probe failed: %s", kind, out))
 			if failures >= failureThreshold {
-				if kind == "readiness" {
+				if kind == readinessProbe {
 					c.setReady(false)
 				} else {
-					c.pod.cfg.Logf("pod %s: container %s: %s probe failed %d times, killing it", c.pod.name, c.spec.Name, kind, failures)
+					c.pod.cfg.Logf("pod %s: container %s: %s probe failed %d times, killing it", c.pod.name, c.spec.Name, name, failures)
 					go c.kill(c.pod.Grace())
 					return false
 				}
@@ -93,11 +127,11 @@ func (c *container) probeLoop(ctx context.Context, kind string, pr *corev1.Probe
 	}
 }
 
-func quoteOutput(out []byte) string {
-	if len(bytes.TrimSpace(out)) == 0 {
+func quoteOutput(out string) string {
+	if strings.TrimSpace(out) == "" {
 		return ""
 	}
-	return fmt.Sprintf("; output: %q", strings.TrimSpace(string(out)))
+	return fmt.Sprintf(": %q", strings.TrimSpace(out))
 }
 
 func (c *container) setReady(ready bool) {
@@ -138,25 +172,39 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// runProbe runs one probe within its timeout; the output is an exec probe's, for the log.
-func (c *container) runProbe(ctx context.Context, pr *corev1.Probe) ([]byte, error) {
+// runProbeWithRetries runs the probe again, up to maxProbeRetries times, while it errors.
+func (c *container) runProbeWithRetries(ctx context.Context, pr *corev1.Probe) (result probeResult, out string, err error) {
+	for range maxProbeRetries {
+		if result, out, err = c.runProbe(ctx, pr); err == nil || ctx.Err() != nil {
+			break
+		}
+	}
+	return result, out, err
+}
+
+// runProbe runs one probe within its timeout. The output is what the kubelet's probers
+// report for it: an exec probe's own output (success or failure), the connection's error,
+// "HTTP probe failed with statuscode: N", `command "..." timed out`.
+func (c *container) runProbe(ctx context.Context, pr *corev1.Probe) (probeResult, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, seconds(pr.TimeoutSeconds, 1))
 	defer cancel()
 	switch {
 	case pr.Exec != nil:
 		var out limitedBuffer
 		code, err := c.execInContainer(ctx, pr.Exec.Command, nil, &out, &out)
-		if err != nil {
-			return out.Bytes(), err
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			return probeFailure, fmt.Sprintf("command %q timed out", strings.Join(pr.Exec.Command, " ")), nil
+		case err != nil:
+			return probeUnknown, "", err
+		case code != 0:
+			return probeFailure, out.String(), nil
 		}
-		if code != 0 {
-			return out.Bytes(), fmt.Errorf("command %q exited with %d", pr.Exec.Command, code)
-		}
-		return out.Bytes(), nil
+		return probeSuccess, out.String(), nil
 	case pr.TCPSocket != nil:
 		port, err := c.resolvePort(pr.TCPSocket.Port)
 		if err != nil {
-			return nil, err
+			return probeUnknown, "", err
 		}
 		host := pr.TCPSocket.Host
 		if host == "" {
@@ -165,19 +213,20 @@ func (c *container) runProbe(ctx context.Context, pr *corev1.Probe) ([]byte, err
 		var d net.Dialer
 		conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 		if err != nil {
-			return nil, err
+			return probeFailure, err.Error(), nil
 		}
-		return nil, conn.Close()
+		_ = conn.Close()
+		return probeSuccess, "", nil
 	case pr.HTTPGet != nil:
-		return nil, c.httpProbe(ctx, pr.HTTPGet)
+		return c.httpProbe(ctx, pr.HTTPGet)
 	}
-	return nil, fmt.Errorf("unsupported probe (exec, tcpSocket and httpGet are)")
+	return probeUnknown, "", fmt.Errorf("unsupported probe (exec, tcpSocket and httpGet are)")
 }
 
-func (c *container) httpProbe(ctx context.Context, hg *corev1.HTTPGetAction) error {
+func (c *container) httpProbe(ctx context.Context, hg *corev1.HTTPGetAction) (probeResult, string, error) {
 	port, err := c.resolvePort(hg.Port)
 	if err != nil {
-		return err
+		return probeUnknown, "", err
 	}
 	host := hg.Host
 	if host == "" {
@@ -193,21 +242,21 @@ func (c *container) httpProbe(ctx context.Context, hg *corev1.HTTPGetAction) err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+net.JoinHostPort(host, strconv.Itoa(port))+path, nil)
 	if err != nil {
-		return err
+		return probeUnknown, "", err
 	}
 	for _, h := range hg.HTTPHeaders {
 		req.Header.Add(h.Name, h.Value)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return err
+		return probeFailure, err.Error(), nil
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxProbeOutput))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxProbeOutput))
 	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
-		return fmt.Errorf("HTTP %d", resp.StatusCode)
+		return probeFailure, fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode), nil
 	}
-	return nil
+	return probeSuccess, string(body), nil
 }
 
 // resolvePort turns a named port into the container's port of that name.

@@ -23,6 +23,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/client-go/tools/record"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
@@ -42,6 +43,8 @@ type Config struct {
 	// ServiceTable names the nftables table the Service proxy keeps (svcproxy.New).
 	ServiceTable string
 	Logger       *log.Logger
+	// Events, when set, records the kubelet's Events about the pods (vknode.NewRecorder).
+	Events record.EventRecorder
 }
 
 // Sources are the listers the node reads.
@@ -219,6 +222,7 @@ func (p *Provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
 		InitialBackoff: p.cfg.InitialBackoff, MaxBackoff: p.cfg.MaxBackoff,
 		Logf:    p.cfg.Logger.Printf,
 		Changed: rp.markDirty,
+		Record:  p.recorder(rp),
 	}, pod)
 	if err != nil {
 		return fmt.Errorf("pod %s: %w", k, err)
@@ -228,6 +232,21 @@ func (p *Provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
 	go p.notifyLoop(rp)
 	rp.markDirty()
 	return nil
+}
+
+// recorder sends a pod's Events about the pod or one of its containers, referring to it as the
+// kubelet's container references do (the pod as the node last saw it, the container's field
+// path), so `kubectl describe pod` lists them and readers can pick one container's.
+func (p *Provider) recorder(rp *runningPod) func(podrun.Event) {
+	if p.cfg.Events == nil {
+		return nil
+	}
+	return func(e podrun.Event) {
+		pod := rp.current()
+		ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,
+			UID: pod.UID, ResourceVersion: pod.ResourceVersion, FieldPath: e.FieldPath}
+		p.cfg.Events.Event(ref, e.Type, e.Reason, e.Message)
+	}
 }
 
 func (rp *runningPod) markDirty() {

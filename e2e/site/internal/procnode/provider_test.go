@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/interlink-hq/shadowgate/e2e/site/internal/podrun"
+	"github.com/interlink-hq/shadowgate/e2e/site/internal/vknode"
 	vkapi "github.com/virtual-kubelet/virtual-kubelet/node/api"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -174,5 +175,57 @@ func eventually(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A failing readiness probe reaches the API server as the kubelet's Event: from "kubelet" on
+// the node, about the pod's container by field path, through client-go's recorder, whose
+// correlator counts the repeats of one message on one Event.
+func TestAFailingProbeIsAKubeletEventOnThePod(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := fake.NewClientset()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events, stopEvents := vknode.NewRecorder(ctx, api, "cluster-node")
+	defer stopEvents()
+	p, err := New(Config{StateDir: t.TempDir(), Address: "127.0.0.1", Exe: exe, InitialBackoff: time.Second, MaxBackoff: time.Second,
+		Resync: time.Second, ServiceTable: "sg_test_events", Logger: log.New(writerFunc(func(b []byte) { t.Log(strings.TrimSpace(string(b))) }), "", 0),
+		Events: events},
+		Sources{ConfigMaps: corev1listers.NewConfigMapLister(indexer()), Secrets: corev1listers.NewSecretLister(indexer()),
+			Services: corev1listers.NewServiceLister(indexer()), EndpointSlices: discoverylisters.NewEndpointSliceLister(indexer())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan struct{})
+	go func() { p.Run(ctx); close(ran) }()
+	defer func() { cancel(); <-ran }()
+	grace := int64(1)
+	c := corev1.Container{Name: "ssh-forward", Image: "site/sh", Command: []string{"sleep", "60"},
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c",
+			`echo "NodeUnreachable: 10.213.0.2 from 127.0.0.2"; exit 1`}}}, PeriodSeconds: 1}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "shadow", Namespace: "ns", UID: "uid-shadow", ResourceVersion: "7"},
+		Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &grace, Containers: []corev1.Container{c}}}
+	if err := p.CreatePod(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.DeletePod(ctx, pod) }()
+	var got corev1.Event
+	eventually(t, "an Unhealthy Event repeated", func() bool {
+		list, err := api.CoreV1().Events("ns").List(ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) == 0 {
+			return false
+		}
+		got = list.Items[0]
+		return len(list.Items) == 1 && got.Count >= 2
+	})
+	want := corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: "ns", Name: "shadow", UID: "uid-shadow",
+		ResourceVersion: "7", FieldPath: "spec.containers{ssh-forward}"}
+	if got.InvolvedObject != want || got.Type != corev1.EventTypeWarning || got.Reason != "Unhealthy" ||
+		got.Message != "Readiness probe failed: NodeUnreachable: 10.213.0.2 from 127.0.0.2\n" ||
+		got.Source != (corev1.EventSource{Component: "kubelet", Host: "cluster-node"}) {
+		t.Errorf("Event %+v", got)
 	}
 }

@@ -1,7 +1,8 @@
 // Package vknode registers a Node and runs its pod controller with the virtual-kubelet
 // library, for a provider that runs the pods: the part the site's two nodes share. The kubelet
 // API (logs) is served over TLS and answers only clients whose certificate the API server's
-// kubelet-client CA signed: on the site, the API server alone.
+// kubelet-client CA signed: on the site, the API server alone. Providers record the Events a
+// kubelet would (probe failures, back-off) through a recorder of the kubelet's own kind.
 package vknode
 
 import (
@@ -19,7 +20,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
 )
 
 // Config is what registers the Node and serves its kubelet API.
@@ -66,8 +70,22 @@ func (cfg *Config) CheckFlags() error {
 }
 
 // NewProvider builds the provider once the listers exist; client is the node's own, for what
-// the listers do not hold (EndpointSlices, ConfigMaps the provider writes).
-type NewProvider func(pc nodeutil.ProviderConfig, client kubernetes.Interface) (nodeutil.Provider, error)
+// the listers do not hold (EndpointSlices, ConfigMaps the provider writes); events records
+// core/v1 Events as the node's kubelet (NewRecorder).
+type NewProvider func(pc nodeutil.ProviderConfig, client kubernetes.Interface, events record.EventRecorder) (nodeutil.Provider, error)
+
+// NewRecorder records core/v1 Events through client as the kubelet does: source component
+// "kubelet" and host the node's name, the client-go correlator aggregating repeats and
+// rate-limiting each object's Events (its defaults, which the kubelet keeps). stop flushes
+// nothing further and ends the broadcaster.
+//
+// It is not the library's own recorder, which stays as it is ("<node>/pod-controller", its
+// ProviderCreateSuccess and such): a kubelet records none of those, so they keep their source.
+func NewRecorder(ctx context.Context, client kubernetes.Interface, nodeName string) (events record.EventRecorder, stop func()) {
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: nodeName}), b.Shutdown
+}
 
 // Run registers the node, serves the kubelet API and syncs pods to the provider until ctx is
 // done.
@@ -80,11 +98,13 @@ func Run(ctx context.Context, cfg Config, newProvider NewProvider) error {
 	if err != nil {
 		return err
 	}
+	events, stopEvents := NewRecorder(ctx, client, cfg.NodeName)
+	defer stopEvents()
 	mux := http.NewServeMux()
 	n, err := nodeutil.NewNode(cfg.NodeName,
 		func(pc nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
 			describe(pc.Node, cfg)
-			p, err := newProvider(pc, client)
+			p, err := newProvider(pc, client, events)
 			return p, nil, err
 		},
 		nodeutil.WithClient(client),

@@ -45,13 +45,15 @@ func New(dir string, sources Sources) *Pod {
 func (v *Pod) Path(name string) string { return filepath.Join(v.dir, name) }
 
 // SetUp materialises every volume of pod; it can be called again (retry after a missing
-// Secret) and rewrites only what changed. It names the first volume it could not set up.
+// Secret) and rewrites only what changed. Its error names the first volume it could not set
+// up in the kubelet's words (MountVolume.SetUp failed for volume "<name>" : secret "<secret>"
+// not found), for the node's FailedMount Event.
 func (v *Pod) SetUp(pod *corev1.Pod) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for _, vol := range pod.Spec.Volumes {
 		if err := v.setUpOne(pod, vol); err != nil {
-			return fmt.Errorf("volume %q: %w", vol.Name, err)
+			return fmt.Errorf("MountVolume.SetUp failed for volume %q : %w", vol.Name, err)
 		}
 	}
 	v.ready = true
@@ -172,10 +174,11 @@ func (v *Pod) payload(pod *corev1.Pod, vol corev1.Volume) (map[string]File, erro
 		case s.ServiceAccountToken != nil:
 			err = v.addToken(out, pod, s.ServiceAccountToken, def)
 		default:
-			err = fmt.Errorf("unsupported projected source (configMap, secret, downwardAPI and serviceAccountToken are)")
+			err = fmt.Errorf("projected source %d: unsupported (configMap, secret, downwardAPI and serviceAccountToken are)", i)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("projected source %d: %w", i, err)
+			// The kubelet's projected volume reports its sources' errors as they are.
+			return nil, err
 		}
 	}
 	return out, nil
@@ -195,7 +198,8 @@ func (v *Pod) addConfigMap(out map[string]File, ns, name string, items []corev1.
 		if apierrors.IsNotFound(err) && optional != nil && *optional {
 			return nil
 		}
-		return fmt.Errorf("configmap %s/%s: %w", ns, name, err)
+		// The lister's error is the kubelet's: configmap "<name>" not found.
+		return err
 	}
 	data := map[string][]byte{}
 	for k, s := range cm.Data {
@@ -225,7 +229,8 @@ func (v *Pod) addSecret(out map[string]File, ns, name string, items []corev1.Key
 		if apierrors.IsNotFound(err) && optional != nil && *optional {
 			return nil
 		}
-		return fmt.Errorf("secret %s/%s: %w", ns, name, err)
+		// The lister's error is the kubelet's: secret "<name>" not found.
+		return err
 	}
 	return project(out, "secret "+ns+"/"+name, s.Data, items, optional, def)
 }

@@ -135,8 +135,9 @@ func TestVolumesAreMaterialisedAsTheKubeletDoes(t *testing.T) {
 	}
 	missing := pod.DeepCopy()
 	missing.Spec.Volumes = []corev1.Volume{{Name: "req", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "nope"}}}}
-	if err := v.SetUp(missing); err == nil || !strings.Contains(err.Error(), `volume "req": secret ns/nope`) {
-		t.Errorf("a missing required Secret gives %v, want an error naming the volume and the Secret", err)
+	// The kubelet's FailedMount message, word for word.
+	if err := v.SetUp(missing); err == nil || err.Error() != `MountVolume.SetUp failed for volume "req" : secret "nope" not found` {
+		t.Errorf("a missing required Secret gives %v, want the kubelet's message naming the volume and the Secret", err)
 	}
 }
 
