@@ -39,45 +39,45 @@ mapfile -t forwards <<<"${SHADOW_REVERSE_FORWARDS-}"
 : "${SHADOW_SSH_OPTIONS:?}"
 mapfile -t ssh_args < <(ssh_option_words "$SHADOW_SSH_OPTIONS")
 
-[[ $bind =~ ^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || die "SHADOW_REVERSE_BIND holds '${bind}', not a 127.x.y.z address"
-[[ -z $socks ]] || valid_port "$socks" || die "SHADOW_REVERSE_SOCKS_PORT holds '${socks}', not a port"
-[[ $sshd_mode == node || $sshd_mode == userspace ]] || die "SHADOW_REVERSE_SSHD is '${sshd_mode}', not node or userspace"
-[[ $node_exec == ssh || $node_exec == srun ]] || die "SHADOW_REVERSE_NODE_EXEC is '${node_exec}', not ssh or srun"
+[[ $bind =~ ^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || fail TunnelDown "SHADOW_REVERSE_BIND holds '${bind}', not a 127.x.y.z address"
+[[ -z $socks ]] || valid_port "$socks" || fail TunnelDown "SHADOW_REVERSE_SOCKS_PORT holds '${socks}', not a port"
+[[ $sshd_mode == node || $sshd_mode == userspace ]] || fail TunnelDown "SHADOW_REVERSE_SSHD is '${sshd_mode}', not node or userspace"
+[[ $node_exec == ssh || $node_exec == srun ]] || fail TunnelDown "SHADOW_REVERSE_NODE_EXEC is '${node_exec}', not ssh or srun"
 # The poll interval is also the hold command's, on the compute node.
-valid_seconds "$poll" || die "SHADOW_POLL_INTERVAL holds '${poll}', not a number of seconds"
+valid_seconds "$poll" || fail TunnelDown "SHADOW_POLL_INTERVAL holds '${poll}', not a number of seconds"
 check_discovery
 node_poll=$(node_poll "$poll")
 # While no session runs the loop turns every $poll seconds; it looks at the node every
 # $node_poll seconds at most (whole seconds: sooner when that is below one).
 node_poll_whole=${node_poll%.*}
-valid_port "${SHADOW_REVERSE_NODE_PORT:-22}" || die "SHADOW_REVERSE_NODE_PORT is not a port"
+valid_port "${SHADOW_REVERSE_NODE_PORT:-22}" || fail TunnelDown "SHADOW_REVERSE_NODE_PORT is not a port"
 if [[ ${SHADOW_FORWARD_MODE:?} == exec ]]; then
   valid_connect_command "${SHADOW_EXEC_CONNECT_COMMAND:?}" \
-    || die "SHADOW_EXEC_CONNECT_COMMAND holds '$(printf '%s' "$SHADOW_EXEC_CONNECT_COMMAND" | printable)', not nc, ncat or netcat with -q N or -w N"
+    || fail TunnelDown "SHADOW_EXEC_CONNECT_COMMAND holds '$(printf '%s' "$SHADOW_EXEC_CONNECT_COMMAND" | printable)', not nc, ncat or netcat with -q N or -w N"
 fi
 if [[ $node_exec == srun ]]; then
   # squeue -n "" would list every job of the user: the first one is not necessarily this pod's.
   [[ ${SHADOW_REVERSE_JOB_NAME-} =~ ^[A-Za-z0-9-]+$ ]] \
-    || die "SHADOW_REVERSE_JOB_NAME holds '${SHADOW_REVERSE_JOB_NAME-}', not the pod UID the batch job is named after"
+    || fail TunnelDown "SHADOW_REVERSE_JOB_NAME holds '${SHADOW_REVERSE_JOB_NAME-}', not the pod UID the batch job is named after"
   [[ ${SHADOW_REVERSE_PYTHON:?} =~ ^/?[A-Za-z0-9_.+][A-Za-z0-9_./+-]*$ ]] \
-    || die "SHADOW_REVERSE_PYTHON holds '${SHADOW_REVERSE_PYTHON}', not a command name or absolute path"
+    || fail TunnelDown "SHADOW_REVERSE_PYTHON holds '${SHADOW_REVERSE_PYTHON}', not a command name or absolute path"
 fi
 # The state directory is named in ssh's ProxyCommand, single-quoted, where % starts a token.
-[[ $state == /* && $state != *[\'%]* ]] || die "SHADOW_STATE_DIR holds '${state}', not an absolute path without ' or %"
-[[ ${SHADOW_REVERSE_SSHD_PATH-/} =~ ^/[A-Za-z0-9_./+-]*$ ]] || die "SHADOW_REVERSE_SSHD_PATH is not an absolute path"
+[[ $state == /* && $state != *[\'%]* ]] || fail TunnelDown "SHADOW_STATE_DIR holds '${state}', not an absolute path without ' or %"
+[[ ${SHADOW_REVERSE_SSHD_PATH-/} =~ ^/[A-Za-z0-9_./+-]*$ ]] || fail TunnelDown "SHADOW_REVERSE_SSHD_PATH is not an absolute path"
 
 ports=() remotes=()
 for f in "${forwards[@]}"; do
   [[ -n $f ]] || continue
   read -r listen host port <<<"$f"
   if ! valid_port "$listen" || ! valid_dial_host "$host" || ! valid_port "$port"; then
-    die "SHADOW_REVERSE_FORWARDS holds '${f}', not '<listen port> <host> <port>'"
+    fail TunnelDown "SHADOW_REVERSE_FORWARDS holds '${f}', not '<listen port> <host> <port>'"
   fi
   [[ $host == *:* ]] && host="[${host}]"
   ports+=("$listen")
   remotes+=("${host}:${port}")
 done
-[[ ${#ports[@]} -gt 0 || -n $socks ]] || die "neither SHADOW_REVERSE_FORWARDS nor SHADOW_REVERSE_SOCKS_PORT lists anything to carry"
+[[ ${#ports[@]} -gt 0 || -n $socks ]] || fail TunnelDown "neither SHADOW_REVERSE_FORWARDS nor SHADOW_REVERSE_SOCKS_PORT lists anything to carry"
 ports_csv=$(
   IFS=,
   printf '%s' "${ports[*]}"
@@ -177,7 +177,7 @@ trap 'shutdown stop_sessions' TERM INT
 [[ -z $socks ]] || log "WARNING: pod asks for a SOCKS5 proxy on port ${socks}: it listens on 127.0.0.1 of the compute node, and every user of that node can use it to reach this cluster"
 
 node=$(current_node)
-valid_host "$node" || die "no valid compute node from $(node_source) ('$(printf '%s' "$node" | printable)'); wait-for-node should have waited for one"
+valid_host "$node" || fail TunnelDown "no valid compute node from $(node_source) ('$(printf '%s' "$node" | printable)'); wait-for-node should have waited for one"
 looked=$(date +%s)
 seen=$node
 said=
