@@ -100,7 +100,7 @@ start_exec() {
 # to %s %s port [%s] succeeded!", ncat's "Ncat: Connected to %s.", traditional netcat's
 # "%s [%s] %d (%s) open".
 channel_opened() {
-  grep -q -e 'master session id' -e ' succeeded!$' -e '^Ncat: Connected to ' -e ') open$' -- "$1"
+  grep -qs -e 'master session id' -e ' succeeded!$' -e '^Ncat: Connected to ' -e ') open$' -- "$1"
 }
 
 # check_channel NODE PORT OUT opens one channel to NODE:PORT over the session, as traffic

@@ -130,12 +130,13 @@ prepare() {
   SHADOW_REVERSE_PREPARED_NODE=$node
 }
 
-# session holds one ssh with the -R forwards given while the hold command on the node runs,
-# watching the sockets of the ports in $2 (comma-separated; empty: only the directory).
+# session NODE IDX PORTS -R... holds one ssh, session IDX, with the -R forwards given while
+# the hold command on the node runs, watching the sockets of PORTS (comma-separated; empty:
+# only the directory); its stderr goes to the log and to session.IDX.err.
 session() {
-  local node=$1 hold=(hold "$SHADOW_REVERSE_PREPARED_DIR" "$poll")
-  [[ -z $2 ]] || hold+=("$2")
-  shift 2
+  local node=$1 idx=$2 hold=(hold "$SHADOW_REVERSE_PREPARED_DIR" "$poll")
+  [[ -z $3 ]] || hold+=("$3")
+  shift 3
   local args=()
   if [[ $sshd_mode == userspace ]]; then
     args=(-o "ProxyCommand=bash '${hop}' sshd" -o HostKeyAlias=shadowgate-reverse
@@ -146,29 +147,75 @@ session() {
   else
     args=(-o "ProxyCommand=bash '${hop}' node %h %p" -o "Port=${SHADOW_REVERSE_NODE_PORT:-22}" "${ssh_args[@]}")
   fi
-  exec ssh "${args[@]}" "$@" -T -- "$node" sh -s -- "${hold[@]}" <"$w/node.sh" >/dev/null
+  rm -f -- "$w/held.$idx" "$w/session.$idx.err"
+  exec ssh "${args[@]}" "$@" -T -- "$node" sh -s -- "${hold[@]}" <"$w/node.sh" \
+    > >(session_held "$idx") 2> >(tee -a -- "$w/session.$idx.err" >&2)
 }
 
-pids=()
+# session_held IDX reads session IDX's output: the hold command's "held" once every socket of
+# its forwards exists on the node, then a line every $poll seconds. While every session holds,
+# each line reports Ready, so the status stays fresh as long as the sessions carry data.
+session_held() {
+  local line i
+  while IFS= read -r line; do
+    [[ $line != held ]] || : >"$w/held.$1"
+    [[ -e $w/held.$1 ]] || continue
+    for ((i = 0; i < sessions; i++)); do
+      [[ -e $w/held.$i ]] || continue 2
+    done
+    report Ready "$holding"
+  done
+  rm -f -- "$w/held.$1"
+}
+
+pids=() sessions=0 holding=''
 start_sessions() {
   local node=$1 i rflags=()
   for i in "${!ports[@]}"; do
     rflags+=(-R "${SHADOW_REVERSE_PREPARED_DIR}/rev-${ports[$i]}.sock:${remotes[$i]}")
   done
+  holding="holding ${bind} ports ${ports[*]:-none} to ${remotes[*]:-nothing}${socks:+, SOCKS5 on 127.0.0.1:${socks}} on ${node}"
+  sessions=0
+  [[ ${#ports[@]} -eq 0 ]] || sessions=$((sessions + 1))
+  [[ -z $socks ]] || sessions=$((sessions + 1))
+  report Connecting "starting the reverse tunnel on ${node}"
   if [[ ${#ports[@]} -gt 0 ]]; then
-    session "$node" "$ports_csv" "${rflags[@]}" &
+    session "$node" "${#pids[@]}" "$ports_csv" "${rflags[@]}" &
     pids+=("$!")
   fi
   if [[ -n $socks ]]; then
-    session "$node" "" -R "127.0.0.1:${socks}" &
+    session "$node" "${#pids[@]}" "" -R "127.0.0.1:${socks}" &
     pids+=("$!")
   fi
   log "reverse tunnel up on ${node}: ${bind} ports ${ports[*]:-none} to ${remotes[*]:-nothing}${socks:+, SOCKS5 on 127.0.0.1:${socks}}"
 }
 
+# report_failure NODE FILE STATUS reports why preparing or holding the tunnel on NODE failed,
+# from what the hop printed in FILE (STATUS 3: the job's relay, or its job, is not there):
+# the login's own failures by their reason, a refused hop to the node as NodeHopRefused. A
+# relay missing for less than a minute is the job starting: Connecting, then NoRunningJob.
+report_failure() {
+  classify "$2"
+  case $cl_reason in
+    NodeConnectionRefused | ExecCommandMissing | ForwardingProhibited) cl_reason=NodeHopRefused ;;
+    TunnelDown)
+      if [[ $3 -eq 3 ]]; then
+        cl_reason=NoRunningJob
+        if (($(date +%s) - waiting_since < 60)); then
+          # shellcheck disable=SC2154 # classify (common.sh) sets cl_said
+          report Connecting "waiting for the job's relay on $1: ${cl_said}"
+          return 0
+        fi
+      fi
+      ;;
+  esac
+  report "$cl_reason" "$(failure_message "$1")"
+}
+
 stop_sessions() {
   stop_children "${pids[@]}"
   pids=()
+  rm -f -- "$w"/held.*
 }
 
 watcher=
@@ -179,6 +226,7 @@ trap 'shutdown stop_sessions' TERM INT
 node=$(current_node)
 valid_host "$node" || fail TunnelDown "no valid compute node from $(node_source) ('$(printf '%s' "$node" | printable)'); wait-for-node should have waited for one"
 looked=$(date +%s)
+waiting_since=$looked
 seen=$node
 said=
 while :; do
@@ -191,9 +239,11 @@ while :; do
       [[ $status -eq 3 ]] && msg="waiting for the job's relay on ${node}: ${why}"
       [[ $msg == "$said" ]] || log "$msg"
       said=$msg
+      report_failure "$node" "$w/prepare.err" "$status"
       sleep "$poll"
     else
       said=
+      waiting_since=$(date +%s)
       start_sessions "$node"
     fi
   fi
@@ -213,6 +263,10 @@ while :; do
       stop_sessions
       log "the reverse tunnel session on ${node} ended (ssh status ${status}): the socket directory or one of its sockets went, or the connection dropped; rebuilding it once the job's relay is back"
       sleep "$poll"
+      # By now tee has what ssh said last.
+      cat -- "$w"/session.*.err >"$w/session.err" 2>/dev/null || true
+      report_failure "$node" "$w/session.err" 1
+      waiting_since=$(date +%s)
       # The job may have moved: look before preparing on the node it left.
       seen=$(current_node)
       looked=$(date +%s)
@@ -229,6 +283,7 @@ while :; do
     log "compute node changed from ${node} to ${seen}, rebuilding the reverse tunnel"
     stop_sessions
     node=$seen
+    waiting_since=$(date +%s)
     said=
   fi
 done
