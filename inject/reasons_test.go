@@ -253,9 +253,9 @@ func TestTunnelFailuresAreNamed(t *testing.T) {
 		"a node port nothing listens on is NodeConnectionRefused in exec mode": {opt: siteOptions{mode: policy.ForwardModeExec, pinned: true},
 			setup: quiet, reason: "NodeConnectionRefused", names: []string{"%node", "port %port", "Connection refused"}, fix: serveQuiet},
 		"a node address with no route is NodeUnreachable in portforward mode": {opt: siteOptions{mode: policy.ForwardModePortForward, pinned: true},
-			setup: func(*testing.T, *site) string { return "10.254.0.1" }, reason: "NodeUnreachable", names: []string{"10.254.0.1:%port", "unreachable"}, fix: useNode07},
+			setup: func(*testing.T, *site) string { return "10.254.0.1" }, reason: "NodeUnreachable", names: []string{"10.254.0.1:%port", "open failed"}, fix: useNode07},
 		"a node address with no route is NodeUnreachable in exec mode": {opt: siteOptions{mode: policy.ForwardModeExec, pinned: true},
-			setup: func(*testing.T, *site) string { return "10.254.0.1" }, reason: "NodeUnreachable", names: []string{"10.254.0.1", "unreachable"}, fix: useNode07},
+			setup: func(*testing.T, *site) string { return "10.254.0.1" }, reason: "NodeUnreachable", names: []string{"10.254.0.1:%port", "Network is unreachable"}, fix: useNode07},
 		"an ExecConnectCommand the login node lacks is ExecCommandMissing": {opt: siteOptions{mode: policy.ForwardModeExec, pinned: true, connect: "/nonexistent/nc"},
 			setup: onNode, reason: "ExecCommandMissing", names: []string{"'/nonexistent/nc'", "%host"}},
 	}

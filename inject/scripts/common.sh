@@ -14,11 +14,9 @@ log() { printf '%s %s: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$0" "$*" >&2; }
 # is one CamelCase token (Ready, Connecting, LoginRefused, ...); the message says what failed
 # with its concrete values, never the remedy: shadowgate adds that, keyed by the token.
 
-# reason_line REASON MESSAGE prints the reason line, made printable and cut to 512 characters.
-reason_line() {
-  printf '%s: %s' "$1" "$2" | printable 512
-  echo
-}
+# reason_line REASON MESSAGE prints the reason line, made printable and cut to 512 characters
+# (cut ends it with a newline).
+reason_line() { printf '%s: %s' "$1" "$2" | printable 512; }
 
 # terminate REASON MESSAGE writes the reason line to SHADOW_TERMINATION_LOG (the container's
 # termination message path), when it is set, so the pod's status says why the container ended.
@@ -114,7 +112,8 @@ classify() {
         ;;
       # channels.c: "channel %d: open failed: %s: %s", the reason and sshd's message: the
       # login node refuses TCP forwarding (AllowTcpForwarding, PermitOpen), or its connect()
-      # to the compute node failed.
+      # to the compute node failed: refused, or else (no route, timed out, no such name),
+      # which OpenSSH 9 reports only as "connect failed: open failed".
       *"open failed: administratively prohibited"*) cl_reason=ForwardingProhibited ;;
       *"open failed: connect failed: Connection refused"*) cl_reason=NodeConnectionRefused ;;
       *"open failed: connect failed: "*) cl_reason=NodeUnreachable ;;

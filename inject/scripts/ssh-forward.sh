@@ -217,11 +217,18 @@ valid_host "$node" || fail TunnelDown "no valid compute node from $(node_source)
 start_tunnel "$node"
 seen=$node
 while :; do
-  watch_node "$seen" "$node_poll" >"${state}/forward-node" &
-  watcher=$!
   done_pid=
   status=0
-  wait -n -p done_pid "${pids[@]}" "$watcher" || status=$?
+  if ! kill -0 "${pids[0]}" 2>/dev/null; then
+    # ssh is gone already (exec mode waits for its master before this): wait -n would not
+    # see a job the shell has reaped, but wait still has its status.
+    done_pid=${pids[0]}
+    wait "$done_pid" || status=$?
+  else
+    watch_node "$seen" "$node_poll" >"${state}/forward-node" &
+    watcher=$!
+    wait -n -p done_pid "${pids[@]}" "$watcher" || status=$?
+  fi
   if [[ $done_pid == "$watcher" ]]; then
     watcher=
     seen=$(<"${state}/forward-node")
@@ -237,7 +244,7 @@ while :; do
     fi
     continue
   fi
-  kill "$watcher" 2>/dev/null || true
+  [[ -z $watcher ]] || kill "$watcher" 2>/dev/null || true
   watcher=
   if [[ $done_pid != "${pids[0]}" ]]; then
     stop_tunnel
