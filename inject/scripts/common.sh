@@ -105,9 +105,9 @@ classify() {
       # "Connection reset by ...", "Connection timed out during banner exchange", "banner
       # exchange: ..."; a session the login node stopped answering: "Timeout, server %s not
       # responding."
-      "ssh: connect to host "* | "ssh: Could not resolve hostname "* | "kex_exchange_identification: "* \
-        | "Connection closed by "*" port "* | "Connection reset by "*" port "* | *"during banner exchange"* \
-        | "banner exchange: "* | "Timeout, server "*" not responding."*)
+      "ssh: connect to host "* | "ssh: Could not resolve hostname "* | "kex_exchange_identification: "* | \
+        "Connection closed by "*" port "* | "Connection reset by "*" port "* | *"during banner exchange"* | \
+        "banner exchange: "* | "Timeout, server "*" not responding."*)
         cl_reason=LoginUnreachable
         ;;
       # channels.c: "channel %d: open failed: %s: %s", the reason and sshd's message: the
@@ -134,8 +134,8 @@ classify() {
         # name in the line, so an unrelated missing file (an identity) is not taken for it.
         if [ -n "$cl_prog" ]; then
           case $cl_line in
-            *"${cl_prog}"*": not found"* | *"${cl_prog}"*"command not found"* | *"${cl_prog}"*"No such file or directory"* \
-              | *"command not found: ${cl_prog}"* | *"${cl_prog}: Command not found."*)
+            *"${cl_prog}"*": not found"* | *"${cl_prog}"*"command not found"* | *"${cl_prog}"*"No such file or directory"* | \
+              *"command not found: ${cl_prog}"* | *"${cl_prog}: Command not found."*)
               cl_reason=ExecCommandMissing
               ;;
           esac

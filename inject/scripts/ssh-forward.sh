@@ -148,7 +148,10 @@ check_ports() {
       (($(wc -c <"$ssh_err") > from)) && break
       sleep 0.1
     done
-    { tail -c "+$((from + 1))" -- "$ssh_err" || true; cat -- "$out"; } >"$out.all"
+    {
+      tail -c "+$((from + 1))" -- "$ssh_err" || true
+      cat -- "$out"
+    } >"$out.all"
     classify "$out.all"
     if [[ $cl_reason == TunnelDown ]]; then
       # shellcheck disable=SC2034 # cl_said is read by failure_message (common.sh)
