@@ -2,6 +2,7 @@ package inject
 
 import (
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -68,7 +69,20 @@ const (
 	envKrbPrincipal   = "SHADOW_KRB_PRINCIPAL"
 	envKrbKeytab      = "SHADOW_KRB_KEYTAB"
 	envKrbRefreshSecs = "SHADOW_KRB_REFRESH_SECONDS"
+	// envTerminationLog names the file a script that exits on a failure writes its reason
+	// line to (common.sh: fail): the container's TerminationMessagePath.
+	envTerminationLog = "SHADOW_TERMINATION_LOG"
+	// The policy's names for the credential and the known hosts, which the scripts' reason
+	// lines name (common.sh: failure_message); nothing but a log line reads them.
+	envKeySecret           = "SHADOW_KEY_SECRET"
+	envKnownHostsConfigMap = "SHADOW_KNOWN_HOSTS_CONFIGMAP"
 )
+
+// The readiness probe of the long-running containers (scripts/tunnel-probe.sh) reads the
+// status file the container's script keeps under the state directory, status/<name>.
+const statusDir = "status"
+
+var scriptProbe = mustScript("tunnel-probe.sh")
 
 // waitForNodeContainer holds the pod in Init:0/N until the compute node is known, which is the
 // normal state while the job is queued: until the virtual kubelet publishes it in the node
@@ -110,6 +124,7 @@ func (b *builder) forwardContainer() corev1.Container {
 	}
 	c := b.sshContainer(containerForward, scriptForward, extra...)
 	c.Ports = containerPorts
+	c.ReadinessProbe = statusProbe(containerForward)
 	return c
 }
 
@@ -120,7 +135,9 @@ func (b *builder) kinitContainer() corev1.Container {
 
 // krbRefreshContainer renews the ticket for the life of the tunnel.
 func (b *builder) krbRefreshContainer() corev1.Container {
-	return b.kerberosContainer(containerKrbRefresh, env(envKrbRefreshSecs, strconv.Itoa(krbRefreshSecs)))
+	c := b.kerberosContainer(containerKrbRefresh, env(envKrbRefreshSecs, strconv.Itoa(krbRefreshSecs)))
+	c.ReadinessProbe = statusProbe(containerKrbRefresh)
+	return c
 }
 
 func (b *builder) kerberosContainer(name string, extra ...corev1.EnvVar) corev1.Container {
@@ -128,6 +145,7 @@ func (b *builder) kerberosContainer(name string, extra ...corev1.EnvVar) corev1.
 		env(envKrbPrincipal, b.ssh.Principal),
 		env(envKrbKeytab, path.Join(keytabDir, keytabFile)),
 		env(envKrb5CCName, "FILE:"+path.Join(stateDir, "krb5cc")),
+		env(envStateDir, stateDir),
 	}, extra...)...)
 	c.VolumeMounts = append([]corev1.VolumeMount{b.stateMount()}, b.kerberosMounts()...)
 	return c
@@ -153,13 +171,15 @@ func (b *builder) sshContainer(name string, s script, extra ...corev1.EnvVar) co
 	}
 	mounts := []corev1.VolumeMount{b.nodeMount(), b.stateMount()}
 	if b.ssh.Auth == policy.AuthKerberos {
-		envs = append(envs, env(envKrb5CCName, "FILE:"+path.Join(stateDir, "krb5cc")))
+		envs = append(envs, env(envKrb5CCName, "FILE:"+path.Join(stateDir, "krb5cc")), env(envKrbPrincipal, b.ssh.Principal))
 		mounts = append(mounts, b.krb5ConfMounts()...)
 	} else {
+		envs = append(envs, env(envKeySecret, b.ssh.KeySecret))
 		b.addVolume(secretVolume(volumeKey, b.ssh.KeySecret, b.ssh.KeySecretKey, keyFile))
 		mounts = append(mounts, corev1.VolumeMount{Name: volumeKey, MountPath: keyDir, ReadOnly: true})
 	}
 	if b.ssh.KnownHostsConfigMap != "" {
+		envs = append(envs, env(envKnownHostsConfigMap, b.ssh.KnownHostsConfigMap))
 		b.addVolume(configMapVolume(volumeKnownHosts, b.ssh.KnownHostsConfigMap, knownHostsKey))
 		mounts = append(mounts, corev1.VolumeMount{Name: volumeKnownHosts, MountPath: knownHostsDir, ReadOnly: true})
 	}
@@ -201,7 +221,8 @@ func (b *builder) container(name string, s script, envs ...corev1.EnvVar) corev1
 		Name:                     name,
 		Image:                    b.ssh.Image,
 		Command:                  []string{s.shell, "-c", s.text, name},
-		Env:                      envs,
+		Env:                      append(slices.Clip(envs), env(envTerminationLog, corev1.TerminationMessagePathDefault)),
+		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
@@ -213,6 +234,29 @@ func (b *builder) container(name string, s script, envs ...corev1.EnvVar) corev1
 			ReadOnlyRootFilesystem:   ptr.To(true),
 			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		},
+	}
+}
+
+// statusProbe is the readiness probe of a long-running container: tunnel-probe.sh on the
+// status file the container's script keeps. The probe costs a shell reading one file every
+// 10 s and opens nothing: the script's own check loop does the work (ssh-forward: one control
+// message and one channel per port over its session every SHADOW_CHECK_INTERVAL, default
+// 10 s, no new login; ssh-reverse: the node's keepalive line on its session; krb-refresh: the
+// last renewal), so a failure shows within a check interval and a probe period. A failed probe
+// takes the shadow out of its Service and its output becomes the pod's Unhealthy Event, which
+// shadowgate reads. No liveness probe: ssh's ServerAlive ends a session the login node stopped
+// answering, and the script then rebuilds it or exits for Kubernetes to restart, while a
+// restart cannot fix what the probe reports (forwarding refused, a port nothing listens on, a
+// job not running), and would only drop the connections that still work.
+func statusProbe(name string) *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
+			Command: []string{scriptProbe.shell, "-c", scriptProbe.text, "tunnel-probe", path.Join(stateDir, statusDir, name)},
+		}},
+		PeriodSeconds:    10,
+		TimeoutSeconds:   3,
+		FailureThreshold: 1,
+		SuccessThreshold: 1,
 	}
 }
 

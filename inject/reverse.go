@@ -68,5 +68,7 @@ func (b *builder) reverseContainer() corev1.Container {
 		}
 	}
 	extra = append(extra, env(envReverseHop, scriptReverseHop.text), env(envReverseNodeScript, scriptReverseNode.text))
-	return b.sshContainer(ContainerReverse, scriptReverse, extra...)
+	c := b.sshContainer(ContainerReverse, scriptReverse, extra...)
+	c.ReadinessProbe = statusProbe(ContainerReverse)
+	return c
 }

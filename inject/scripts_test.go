@@ -26,6 +26,9 @@ func TestRenderedScriptsPassSyntaxChecksAndShellcheck(t *testing.T) {
 			if relay := envValue(ctr, envExecRelay); relay != "" {
 				scripts[relay] = rendered{shebang(t, relay), ctr.Name + " " + envExecRelay}
 			}
+			if p := ctr.ReadinessProbe; p != nil && p.Exec != nil {
+				scripts[p.Exec.Command[2]] = rendered{p.Exec.Command[0], ctr.Name + " readiness probe"}
+			}
 		}
 	}
 	for text, r := range scripts {
@@ -65,6 +68,7 @@ var scriptMarkers = map[string][]string{
 	"ssh-reverse.sh":     {markerCommonInsert},
 	"reverse-hop.sh":     {markerCommonInsert},
 	"reverse-node.sh":    nil, // sent to the compute node as it is
+	"tunnel-probe.sh":    nil, // the readiness probe, run as it is
 	"reverse-preexec.sh": {markerPreExecBegin, markerRelayInsert},
 }
 

@@ -42,6 +42,8 @@ type siteOptions struct {
 	pinned      bool     // a KnownHostsConfigMap, else accept-new
 	sshdConfig  []string // lines for the login node's sshd_config
 	nodeTimeout string
+	connect     string // ExecConnectCommand, default nc
+	loginPort   int    // the policy's Port when not the login sshd's: one nothing listens on
 }
 
 const pollEnv = "SHADOW_POLL_INTERVAL=0.1"
@@ -63,8 +65,15 @@ func newSite(t *testing.T, opt siteOptions) *site {
 	if timeout == "" {
 		timeout = "1m"
 	}
-	doc := loginPolicy(s.login, s.login.User, fmt.Sprintf("ForwardMode: %s\nExecConnectCommand: nc\nNodeWaitTimeout: %s\nNodeDiscovery: configmap\n%s",
-		opt.mode, timeout, knownHosts))
+	connect := opt.connect
+	if connect == "" {
+		connect = "nc"
+	}
+	doc := loginPolicy(s.login, s.login.User, fmt.Sprintf("ForwardMode: %s\nExecConnectCommand: %s\nNodeWaitTimeout: %s\nNodeDiscovery: configmap\n%s",
+		opt.mode, connect, timeout, knownHosts))
+	if opt.loginPort != 0 {
+		doc = strings.Replace(doc, fmt.Sprintf("Port: %d\n", s.login.Port), fmt.Sprintf("Port: %d\n", opt.loginPort), 1)
+	}
 	s.shadow, _ = render(t, doc, offloadedPod("notebook", "user", corev1.ContainerPort{ContainerPort: int32(s.port)}))
 
 	s.mounts = map[string]string{nodeDir: t.TempDir(), stateDir: t.TempDir(), keyDir: t.TempDir(), knownHostsDir: t.TempDir()}

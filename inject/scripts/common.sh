@@ -9,9 +9,172 @@
 # log writes one line to the container's log, with the time and the container's name.
 log() { printf '%s %s: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$0" "$*" >&2; }
 
-die() {
-  log "$*"
+# Reason lines (the contract between these scripts, the readiness probe and shadowgate's
+# reporter): "<Reason>: <message>", one line of at most 512 printable ASCII characters. Reason
+# is one CamelCase token (Ready, Connecting, LoginRefused, ...); the message says what failed
+# with its concrete values, never the remedy: shadowgate adds that, keyed by the token.
+
+# reason_line REASON MESSAGE prints the reason line, made printable and cut to 512 characters
+# (cut ends it with a newline).
+reason_line() { printf '%s: %s' "$1" "$2" | printable 512; }
+
+# terminate REASON MESSAGE writes the reason line to SHADOW_TERMINATION_LOG (the container's
+# termination message path), when it is set, so the pod's status says why the container ended.
+terminate() {
+  [ -n "${SHADOW_TERMINATION_LOG:-}" ] || return 0
+  reason_line "$1" "$2" >"$SHADOW_TERMINATION_LOG" 2>/dev/null || true
+}
+
+# fail REASON MESSAGE logs the reason line, leaves it as the termination message and exits 1.
+# A setting the script cannot use fails as TunnelDown: the webhook refuses those, so one that
+# gets here is not a failure the catalogue names.
+fail() {
+  log "$(reason_line "$1" "$2")"
+  terminate "$1" "$2"
   exit 1
+}
+
+# report REASON MESSAGE replaces this container's status file, $SHADOW_STATE_DIR/status/<name>
+# ($0 is the container's name: the builder runs each script as sh -c SCRIPT NAME), with
+# "<epoch seconds> <reason line>", which the readiness probe (tunnel-probe.sh) reads. A new
+# file moved over the old one, so the probe reads either line, never part of one; a mktemp
+# name of its own, as a script's checker and its main loop may report at once. The line is
+# logged when its reason line differs from the one it replaces.
+report() {
+  rp_dir=${SHADOW_STATE_DIR:?}/status
+  rp_file=$rp_dir/${0##*/}
+  rp_line=$(reason_line "$1" "$2")
+  mkdir -p -- "$rp_dir" 2>/dev/null || true
+  rp_old=$(cat -- "$rp_file" 2>/dev/null || true)
+  rp_tmp=$(mktemp -- "$rp_file.XXXXXX" 2>/dev/null) || {
+    log "cannot write the status file ${rp_file}: ${rp_line}"
+    return 0
+  }
+  if ! { printf '%s %s\n' "$(date +%s)" "$rp_line" >"$rp_tmp" && mv -f -- "$rp_tmp" "$rp_file"; }; then
+    rm -f -- "$rp_tmp"
+  fi
+  [ "${rp_old#* }" = "$rp_line" ] || log "status: ${rp_line}"
+}
+
+# ssh_option NAME prints the value of the first NAME=value line of SHADOW_SSH_OPTIONS, the one
+# ssh uses (it keeps the first value of an option).
+ssh_option() {
+  printf '%s\n' "${SHADOW_SSH_OPTIONS-}" | sed -n "s/^$1=//p" | head -n 1
+}
+
+# login_name prints user@login-host:port, the login every ssh of the shadow makes.
+login_name() {
+  printf '%s@%s:%s' "$(ssh_option User)" "${SHADOW_LOGIN_HOST-}" "$(ssh_option Port)"
+}
+
+# classify FILE reads what ssh wrote in FILE (with what the commands it ran wrote: nc,
+# srun, reverse-hop) and sets cl_reason to the reason it names and cl_said to the line that
+# names it, printable; TunnelDown and the last lines of FILE when no line is recognised. The
+# first recognised line wins: ssh names the failure first, and what follows is its fallout
+# (a ProxyCommand's login failure, then the outer ssh's "Connection closed"). Lines naming a
+# host are judged by whether that host is the login node: a refusal by any other host is the
+# reverse tunnel's hop to the compute node. SHADOW_EXEC_CONNECT_COMMAND, when set, names the
+# program whose absence is ExecCommandMissing.
+classify() {
+  cl_reason='' cl_said=''
+  cl_login=${SHADOW_LOGIN_HOST-}
+  cl_prog=${SHADOW_EXEC_CONNECT_COMMAND-}
+  cl_prog=${cl_prog%% *}
+  cl_gss=no
+  case ${SHADOW_SSH_OPTIONS-} in *PreferredAuthentications=gssapi-with-mic*) cl_gss=yes ;; esac
+  while [ -z "$cl_reason" ] && { IFS= read -r cl_line || [ -n "$cl_line" ]; }; do
+    case $cl_line in
+      # sshconnect2.c: "%s@%s: Permission denied (%s)." names user@host as given to ssh.
+      *"@${cl_login}: Permission denied ("*)
+        cl_reason=LoginRefused
+        [ "$cl_gss" = no ] || cl_reason=KerberosFailed
+        ;;
+      *"Permission denied ("*) cl_reason=NodeHopRefused ;;
+      # sshconnect.c, StrictHostKeyChecking=yes and no key for the host: "No %s host key is
+      # known for %.200s and you have requested strict checking."; the host is [host]:port
+      # off port 22.
+      "No "*" host key is known for ${cl_login} "* | "No "*" host key is known for [${cl_login}]:"*) cl_reason=HostKeyUnknown ;;
+      "No "*" host key is known for "*) cl_reason=NodeHopRefused ;;
+      # sshconnect.c, under "WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!": "Host key for
+      # %.200s has changed and you have requested strict checking."
+      "Host key for ${cl_login} has changed"* | "Host key for [${cl_login}]:"*" has changed"*) cl_reason=HostKeyMismatch ;;
+      "Host key for "*" has changed"*) cl_reason=NodeHopRefused ;;
+      # ssh.c and sshconnect.c: "ssh: connect to host %s port %s: %s" (refused, timed out, no
+      # route), "ssh: Could not resolve hostname %s: %s"; before authentication:
+      # "kex_exchange_identification: ..." (closed, reset), "Connection closed by %s port %d",
+      # "Connection reset by ...", "Connection timed out during banner exchange", "banner
+      # exchange: ..."; a session the login node stopped answering: "Timeout, server %s not
+      # responding."
+      "ssh: connect to host "* | "ssh: Could not resolve hostname "* | "kex_exchange_identification: "* | \
+        "Connection closed by "*" port "* | "Connection reset by "*" port "* | *"during banner exchange"* | \
+        "banner exchange: "* | "Timeout, server "*" not responding."*)
+        cl_reason=LoginUnreachable
+        ;;
+      # channels.c: "channel %d: open failed: %s: %s", the reason and sshd's message: the
+      # login node refuses TCP forwarding (AllowTcpForwarding, PermitOpen), or its connect()
+      # to the compute node failed: refused, or else (no route, timed out, no such name),
+      # which OpenSSH 9 reports only as "connect failed: open failed".
+      *"open failed: administratively prohibited"*) cl_reason=ForwardingProhibited ;;
+      *"open failed: connect failed: Connection refused"*) cl_reason=NodeConnectionRefused ;;
+      *"open failed: connect failed: "*) cl_reason=NodeUnreachable ;;
+      # The connect command on the login node, run with -v: OpenBSD nc "nc: connect to %s port
+      # %s (%s) failed: %s" and "nc: getaddrinfo for host ...", ncat "Ncat: Connection
+      # refused." and others, netcat (traditional) "%s [%s] %d (%s) : Connection refused".
+      *"nc: connect to "*"Connection refused"* | "Ncat: Connection refused."* | *") : Connection refused"*) cl_reason=NodeConnectionRefused ;;
+      *"nc: connect to "*" failed: "* | *"nc: getaddrinfo for host "* | "Ncat: "* | *"forward host lookup failed"* | *") : "*) cl_reason=NodeUnreachable ;;
+      # srun on the login node: "srun: error: Unable to create step for job ...", "srun:
+      # error: ... Invalid job id ...", and reverse-hop when squeue lists no running job.
+      "srun: error: "*) cl_reason=NodeHopRefused ;;
+      "no running job named "*) cl_reason=NoRunningJob ;;
+      # GSSAPI under Auth kerberos: no ticket, or one the login node's KDC refuses.
+      *"No Kerberos credentials available"* | *"Ticket expired"* | *"Cannot contact any KDC"*) cl_reason=KerberosFailed ;;
+      *)
+        # The login shell's "sh: 1: /no/nc: not found", bash's "No such file or directory"
+        # or "command not found", tcsh's "Command not found.": the connect command's own
+        # name in the line, so an unrelated missing file (an identity) is not taken for it.
+        if [ -n "$cl_prog" ]; then
+          case $cl_line in
+            *"${cl_prog}"*": not found"* | *"${cl_prog}"*"command not found"* | *"${cl_prog}"*"No such file or directory"* | \
+              *"command not found: ${cl_prog}"* | *"${cl_prog}: Command not found."*)
+              cl_reason=ExecCommandMissing
+              ;;
+          esac
+        fi
+        ;;
+    esac
+    [ -z "$cl_reason" ] || cl_said=$(printf '%s' "$cl_line" | printable)
+    cl_line=''
+  done <<EOF
+$(tr -d '\000' <"$1" 2>/dev/null)
+EOF
+  if [ -z "$cl_reason" ]; then
+    cl_reason=TunnelDown
+    cl_said=$(tail -n 3 -- "$1" 2>/dev/null | printable)
+  fi
+}
+
+# failure_message [NODE [PORT]] prints the message of the reason line for cl_reason and
+# cl_said (classify): what failed, with the login, the node and port, the credential and the
+# known-hosts ConfigMap the environment names, then what ssh said.
+failure_message() {
+  fm_login=$(login_name)
+  fm_to=${1-}${2:+:$2}
+  fm_hosts="the known hosts $(ssh_option UserKnownHostsFile)${SHADOW_KNOWN_HOSTS_CONFIGMAP:+ (ConfigMap ${SHADOW_KNOWN_HOSTS_CONFIGMAP})}"
+  case $cl_reason in
+    LoginRefused) fm="${fm_login} refused the login with ${SHADOW_KEY_SECRET:+the key of Secret ${SHADOW_KEY_SECRET}, }$(ssh_option PreferredAuthentications)" ;;
+    KerberosFailed) fm="${fm_login} refused the Kerberos login${SHADOW_KRB_PRINCIPAL:+ of ${SHADOW_KRB_PRINCIPAL}}" ;;
+    HostKeyUnknown) fm="${fm_hosts} hold no key for ${SHADOW_LOGIN_HOST-} (port $(ssh_option Port)), and StrictHostKeyChecking is yes" ;;
+    HostKeyMismatch) fm="the host key of ${SHADOW_LOGIN_HOST-} (port $(ssh_option Port)) is not the one in ${fm_hosts}" ;;
+    LoginUnreachable) fm="no ssh session to ${fm_login}" ;;
+    ForwardingProhibited) fm="${SHADOW_LOGIN_HOST-} refused to open a channel to ${fm_to}" ;;
+    NodeConnectionRefused) fm="${1-} refused the connection to port ${2-} from ${SHADOW_LOGIN_HOST-}" ;;
+    NodeUnreachable) fm="${SHADOW_LOGIN_HOST-} cannot reach ${fm_to}" ;;
+    ExecCommandMissing) fm="'${SHADOW_EXEC_CONNECT_COMMAND-}' is not found on ${SHADOW_LOGIN_HOST-}" ;;
+    NodeHopRefused) fm="the hop from ${SHADOW_LOGIN_HOST-} to the compute node ${1-} was refused" ;;
+    NoRunningJob) fm="no running job ${SHADOW_REVERSE_JOB_NAME-} on ${1-}" ;;
+    *) fm="ssh through ${fm_login}${fm_to:+ to ${fm_to}} failed" ;;
+  esac
+  printf '%s%s' "$fm" "${cl_said:+: ${cl_said}}"
 }
 
 # valid_host HOST accepts a compute node by the rule the webhook judges every host with
@@ -232,10 +395,10 @@ valid_uid() {
   return 1
 }
 
-# printable prints its input as one line of at most 200 printable ASCII characters, for a log
+# printable [MAX] prints its input as one line of at most MAX (200) printable ASCII characters, for a log
 # line that quotes what another machine sent: no control character, escape sequence or line
 # of its own gets into the log.
-printable() { tr '\t\r\n' '   ' | LC_ALL=C tr -cd ' -~' | cut -c 1-200; }
+printable() { tr '\t\r\n' '   ' | LC_ALL=C tr -cd ' -~' | cut -c 1-"${1:-200}"; }
 
 # current_node prints the compute node the job runs on, or nothing while none is known.
 # SHADOW_NODE_DISCOVERY says where it comes from: configmap (also when unset), the node file
@@ -248,7 +411,7 @@ current_node() {
   esac
 }
 
-# check_discovery dies unless the environment holds what current_node needs: for slurm, the
+# check_discovery fails (TunnelDown) unless the environment holds what current_node needs: for slurm, the
 # pod UID the job is named after (SHADOW_REVERSE_JOB_NAME, by which reverse-hop's srun finds
 # the job too), the login node, the ssh options, a state directory and a poll interval.
 check_discovery() {
@@ -256,12 +419,12 @@ check_discovery() {
     configmap) : "${SHADOW_NODE_FILE:?}" ;;
     slurm)
       valid_uid "${SHADOW_REVERSE_JOB_NAME-}" \
-        || die "SHADOW_REVERSE_JOB_NAME holds '$(printf '%s' "${SHADOW_REVERSE_JOB_NAME-}" | printable)', not the pod UID the batch job is named after"
-      valid_dial_host "${SHADOW_LOGIN_HOST-}" || die "SHADOW_LOGIN_HOST is not a hostname or IP address the shadow may dial"
+        || fail TunnelDown "SHADOW_REVERSE_JOB_NAME holds '$(printf '%s' "${SHADOW_REVERSE_JOB_NAME-}" | printable)', not the pod UID the batch job is named after"
+      valid_dial_host "${SHADOW_LOGIN_HOST-}" || fail TunnelDown "SHADOW_LOGIN_HOST is not a hostname or IP address the shadow may dial"
       : "${SHADOW_SSH_OPTIONS:?}" "${SHADOW_STATE_DIR:?}"
-      valid_seconds "$(node_poll 0)" || die "SHADOW_SLURM_POLL_INTERVAL is not a number of seconds"
+      valid_seconds "$(node_poll 0)" || fail TunnelDown "SHADOW_SLURM_POLL_INTERVAL is not a number of seconds"
       ;;
-    *) die "SHADOW_NODE_DISCOVERY is '$(printf '%s' "$SHADOW_NODE_DISCOVERY" | printable)', not configmap or slurm" ;;
+    *) fail TunnelDown "SHADOW_NODE_DISCOVERY is '$(printf '%s' "$SHADOW_NODE_DISCOVERY" | printable)', not configmap or slurm" ;;
   esac
 }
 
@@ -309,14 +472,24 @@ host=$(printf "%s\n" "$jobs" | sed -n "s/^RUNNING //p")
 case $host in "" | -* | *[!A-Za-z0-9.-]*) exit 0 ;; esac
 scontrol show node --oneliner "$host" | sed "s/^/node /"'
 
-# slurm_say MESSAGE logs MESSAGE unless it is what this script said last about the node, so a
-# lookup every poll interval logs a line only when something changes. The last message stays
-# in the state directory, in node-discovery.<container>, as where discovery stands.
+# slurm_say REASON MESSAGE logs MESSAGE unless it is what this script said last about the
+# node, so a lookup every poll interval logs a line only when something changes. The last
+# reason line stays in the state directory, in node-discovery.<container>, as where discovery
+# stands (discovery_said): NodeFound, WaitingForNode, NoRunningJob, or why Slurm could not be
+# asked (a login failure's reason, or TunnelDown).
 slurm_say() {
   ss_file=${SHADOW_STATE_DIR:?}/node-discovery.${0##*/}
-  [ "$(cat -- "$ss_file" 2>/dev/null || true)" != "$1" ] || return 0
-  printf '%s\n' "$1" >"$ss_file" || true
-  log "$1"
+  ss_line=$(reason_line "$1" "$2")
+  [ "$(cat -- "$ss_file" 2>/dev/null || true)" != "$ss_line" ] || return 0
+  printf '%s\n' "$ss_line" >"$ss_file" || true
+  log "$2"
+}
+
+# discovery_said prints the reason line slurm_say left last, or nothing (no lookup yet, or the
+# node file: it says nothing but the node).
+discovery_said() {
+  [ "${SHADOW_NODE_DISCOVERY:-configmap}" = slurm ] || return 0
+  cat -- "${SHADOW_STATE_DIR:?}/node-discovery.${0##*/}" 2>/dev/null || true
 }
 
 # slurm_node prints the address of the compute node that runs the pod's batch job, or nothing
@@ -332,7 +505,7 @@ slurm_node() {
   sn_job=${SHADOW_REVERSE_JOB_NAME:?}
   sn_login=${SHADOW_LOGIN_HOST:?}
   sn_out=$(mktemp -- "${SHADOW_STATE_DIR:?}/slurm-answer.XXXXXX") || {
-    log "could not ask Slurm for job ${sn_job}: no file for its answer in ${SHADOW_STATE_DIR}"
+    slurm_say TunnelDown "could not ask Slurm for job ${sn_job}: no file for its answer in ${SHADOW_STATE_DIR}"
     return 0
   }
   sn_max=16384
@@ -351,9 +524,10 @@ EOF
   sn_rc=$(cat -- "$sn_out.rc" 2>/dev/null || true)
   sn_size=$(($(wc -c <"$sn_out")))
   if [ "$sn_size" -gt "$sn_max" ]; then
-    slurm_say "refusing Slurm's answer on ${sn_login} for job ${sn_job}: longer than ${sn_max} bytes: $(printable <"$sn_out")"
+    slurm_say TunnelDown "refusing Slurm's answer on ${sn_login} for job ${sn_job}: longer than ${sn_max} bytes: $(printable <"$sn_out")"
   elif [ "$sn_rc" != 0 ]; then
-    slurm_say "could not ask Slurm on ${sn_login} for job ${sn_job}: ssh exited with status ${sn_rc:-unknown}: $(printable <"$sn_out")"
+    classify "$sn_out"
+    slurm_say "$cl_reason" "could not ask Slurm on $(login_name) for job ${sn_job}: ssh exited with status ${sn_rc:-unknown}: ${cl_said}"
   else
     slurm_answer
   fi
@@ -396,19 +570,19 @@ $(tr -d '\000' <"$sn_out")
 EOF
   sn_none="no running job named ${sn_job} in Slurm"
   if [ "$sn_status" != 0 ]; then
-    slurm_say "could not ask Slurm on ${sn_login} for job ${sn_job}: squeue failed (status ${sn_status:-unknown}): $(printable <"$sn_out")"
+    slurm_say TunnelDown "could not ask Slurm on ${sn_login} for job ${sn_job}: squeue failed (status ${sn_status:-unknown}): $(printable <"$sn_out")"
   elif [ -n "$sn_bad" ]; then
-    slurm_say "refusing Slurm's answer on ${sn_login} for job ${sn_job}: ${sn_bad}"
+    slurm_say TunnelDown "refusing Slurm's answer on ${sn_login} for job ${sn_job}: ${sn_bad}"
   elif [ "$sn_running" -gt 1 ]; then
-    slurm_say "refusing Slurm's answer on ${sn_login} for job ${sn_job}: ${sn_running} running jobs have that name, so which one is the pod's is not known"
+    slurm_say TunnelDown "refusing Slurm's answer on ${sn_login} for job ${sn_job}: ${sn_running} running jobs have that name, so which one is the pod's is not known"
   elif [ "$sn_running" -eq 1 ]; then
     slurm_address
   elif [ -n "$sn_waiting" ]; then
-    slurm_say "job ${sn_job} is ${sn_waiting} in Slurm: waiting for it to run"
+    slurm_say WaitingForNode "job ${sn_job} is ${sn_waiting} in Slurm: waiting for it to run"
   elif [ -n "$sn_ended" ]; then
-    slurm_say "${sn_none}: it ended (${sn_ended}), unless the plugin submits it again"
+    slurm_say NoRunningJob "${sn_none}: it ended (${sn_ended}), unless the plugin submits it again"
   else
-    slurm_say "${sn_none}: squeue on ${sn_login} lists no job of that name for this user (not submitted yet, submitted by another user, or ended and forgotten by Slurm)"
+    slurm_say NoRunningJob "${sn_none}: squeue on ${sn_login} lists no job of that name for this user (not submitted yet, submitted by another user, or ended and forgotten by Slurm)"
   fi
 }
 
@@ -416,27 +590,27 @@ EOF
 # line scontrol printed for it, $sn_node; part of slurm_node.
 slurm_address() {
   if ! valid_host "$sn_host"; then
-    slurm_say "refusing Slurm's answer on ${sn_login} for job ${sn_job}: batch host '$(printf '%s' "$sn_host" | printable)' is not a hostname"
+    slurm_say TunnelDown "refusing Slurm's answer on ${sn_login} for job ${sn_job}: batch host '$(printf '%s' "$sn_host" | printable)' is not a hostname"
     return 0
   fi
   if [ "$sn_nodes" -ne 1 ]; then
-    slurm_say "refusing Slurm's answer on ${sn_login} for job ${sn_job}: scontrol show node ${sn_host} printed ${sn_nodes} lines, want 1: $(printable <"$sn_out")"
+    slurm_say TunnelDown "refusing Slurm's answer on ${sn_login} for job ${sn_job}: scontrol show node ${sn_host} printed ${sn_nodes} lines, want 1: $(printable <"$sn_out")"
     return 0
   fi
   case $sn_node in
     "NodeName=${sn_host} "*" NodeAddr="*) ;;
     *)
-      slurm_say "refusing Slurm's answer on ${sn_login} for job ${sn_job}: scontrol show node ${sn_host} printed no NodeAddr for that node: $(printf '%s' "$sn_node" | printable)"
+      slurm_say TunnelDown "refusing Slurm's answer on ${sn_login} for job ${sn_job}: scontrol show node ${sn_host} printed no NodeAddr for that node: $(printf '%s' "$sn_node" | printable)"
       return 0
       ;;
   esac
   sn_addr=${sn_node#* NodeAddr=}
   sn_addr=${sn_addr%% *}
   if ! valid_host "$sn_addr"; then
-    slurm_say "refusing Slurm's answer on ${sn_login} for job ${sn_job}: NodeAddr '$(printf '%s' "$sn_addr" | printable)' of ${sn_host} is not a hostname or IP address, so it is not passed to ssh"
+    slurm_say TunnelDown "refusing Slurm's answer on ${sn_login} for job ${sn_job}: NodeAddr '$(printf '%s' "$sn_addr" | printable)' of ${sn_host} is not a hostname or IP address, so it is not passed to ssh"
     return 0
   fi
-  slurm_say "job ${sn_job} runs on ${sn_host}, which Slurm reaches at ${sn_addr}"
+  slurm_say NodeFound "job ${sn_job} runs on ${sn_host}, which Slurm reaches at ${sn_addr}"
   printf '%s\n' "$sn_addr"
 }
 

@@ -10,8 +10,8 @@
 #   "hostkey <public key>". Exit 3: no relay for BIND here (the job has not started yet).
 # hold DIR INTERVAL [PORTS]
 #   The session's command: runs while DIR and every DIR/rev-<port>.sock of PORTS
-#   (comma-separated) exist. It writes to its channel every INTERVAL seconds, so it also ends
-#   on the node when the connection drops. (ssh joins the words of a remote command, so an
+#   (comma-separated) exist. It prints "held" once they all do, then writes to its channel
+#   every INTERVAL seconds, so it also ends on the node when the connection drops. (ssh joins the words of a remote command, so an
 #   empty one would vanish: PORTS comes last, and is left out when there is none.)
 set -eu
 
@@ -112,8 +112,14 @@ hold() {
       sleep 1
       continue
     fi
+    # "held" the first time every socket exists, which the shadow reads as its forwards
+    # bound; then an empty line, which also proves the session still carries data.
+    if [ "$tries" -gt 0 ]; then
+      printf 'held\n' || exit 0
+    else
+      printf '\n' || exit 0
+    fi
     tries=0
-    printf '\n' || exit 0
     sleep "$interval"
   done
 }

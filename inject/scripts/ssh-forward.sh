@@ -27,24 +27,44 @@ state=${SHADOW_STATE_DIR:?}
 mode=${SHADOW_FORWARD_MODE:?}
 listen=${SHADOW_LISTEN_ADDRESS:-0.0.0.0}
 poll=${SHADOW_POLL_INTERVAL:-5}
+check_interval=${SHADOW_CHECK_INTERVAL:-10}
+check_bound=5 # seconds a check waits for a channel to open
 read -r -a ports <<<"${SHADOW_PORTS:?}"
 : "${SHADOW_SSH_OPTIONS:?}"
 mapfile -t ssh_args < <(ssh_option_words "$SHADOW_SSH_OPTIONS")
 
 for port in "${ports[@]}"; do
-  valid_port "$port" || die "SHADOW_PORTS holds '${port}', not a port number"
+  valid_port "$port" || fail TunnelDown "SHADOW_PORTS holds '${port}', not a port number"
 done
-valid_seconds "$poll" || die "SHADOW_POLL_INTERVAL holds '${poll}', not a number of seconds"
+valid_seconds "$poll" || fail TunnelDown "SHADOW_POLL_INTERVAL holds '${poll}', not a number of seconds"
+valid_seconds "$check_interval" || fail TunnelDown "SHADOW_CHECK_INTERVAL holds '${check_interval}', not a number of seconds"
 check_discovery
 node_poll=$(node_poll "$poll")
-[[ $listen =~ ^[0-9.]+$ ]] || die "SHADOW_LISTEN_ADDRESS holds '${listen}', not an IPv4 address"
+[[ $listen =~ ^[0-9.]+$ ]] || fail TunnelDown "SHADOW_LISTEN_ADDRESS holds '${listen}', not an IPv4 address"
 if [[ $mode == exec ]]; then
   valid_connect_command "${SHADOW_EXEC_CONNECT_COMMAND:?}" \
-    || die "SHADOW_EXEC_CONNECT_COMMAND holds '$(printf '%s' "$SHADOW_EXEC_CONNECT_COMMAND" | printable)', not nc, ncat or netcat with -q N or -w N"
+    || fail TunnelDown "SHADOW_EXEC_CONNECT_COMMAND holds '$(printf '%s' "$SHADOW_EXEC_CONNECT_COMMAND" | printable)', not nc, ncat or netcat with -q N or -w N"
 fi
 
-control="${state}/control"
-pids=()
+control=${state}/control
+# The ssh session's stderr goes to the container's log and to ssh_err, which the checker reads
+# for the reason a channel failed (sshd's reason reaches the master, not the channel's client)
+# and the supervisor for why ssh exited.
+ssh_err=${state}/ssh-forward.err
+ssh_fifo=${state}/ssh-forward.fifo
+pids=() tee_pid='' checker=''
+
+# start_session ARGS... starts the ssh session: -N, the control master at $control, the
+# policy's options, ARGS (the -L forwards); its pid is pids[0].
+start_session() {
+  rm -f -- "$control" "$ssh_fifo"
+  : >"$ssh_err"
+  mkfifo -- "$ssh_fifo"
+  tee -a -- "$ssh_err" <"$ssh_fifo" >&2 &
+  tee_pid=$!
+  ssh -N -o ControlMaster=yes -o "ControlPath=${control}" "${ssh_args[@]}" "$@" -- "$login_host" 2>"$ssh_fifo" &
+  pids=("$!")
+}
 
 start_portforward() {
   local node=$1 target=$1 port forwards=()
@@ -53,18 +73,15 @@ start_portforward() {
     forwards+=(-L "${listen}:${port}:${target}:${port}")
   done
   log "forwarding ports ${ports[*]} to ${node} through ${login_host}"
-  ssh -N "${ssh_args[@]}" "${forwards[@]}" -- "$login_host" &
-  pids=("$!")
+  start_session "${forwards[@]}"
 }
 
 start_exec() {
-  local node=$1 port master
-  ssh -N -o ControlMaster=yes -o "ControlPath=${control}" "${ssh_args[@]}" -- "$login_host" &
-  master=$!
-  pids=("$master")
+  local node=$1 port
+  start_session
   # The listeners open only once the master is up, so no connection pays its own handshake.
   until ssh -o "ControlPath=${control}" -O check -- "$login_host" 2>/dev/null; do
-    kill -0 "$master" 2>/dev/null || return 0 # the supervisor reports its exit
+    kill -0 "${pids[0]}" 2>/dev/null || return 0 # the supervisor reports its exit
     sleep 0.2
   done
   for port in "${ports[@]}"; do
@@ -77,18 +94,117 @@ start_exec() {
   log "relaying ports ${ports[*]} to ${node} with '${SHADOW_EXEC_CONNECT_COMMAND}' on ${login_host}"
 }
 
+# channel_opened OUT says whether OUT, what a check's ssh printed, shows the channel open:
+# the mux client's "master session id" (ssh -v, once the login node confirmed the channel),
+# or the connect command's own word for a connection made, under -v: OpenBSD nc's "Connection
+# to %s %s port [%s] succeeded!", ncat's "Ncat: Connected to %s.", traditional netcat's
+# "%s [%s] %d (%s) open".
+channel_opened() {
+  grep -qs -e 'master session id' -e ' succeeded!$' -e '^Ncat: Connected to ' -e ') open$' -- "$1"
+}
+
+# check_channel NODE PORT OUT opens one channel to NODE:PORT over the session, as traffic
+# does, and returns 0 once it is open; OUT gets what the check printed, $check_status its exit
+# status. It sends nothing (stdin /dev/null) and stops at once when the channel is open, the
+# check ends, or after $check_bound seconds: a node that never answers holds it no longer.
+check_channel() {
+  local node=$1 port=$2 out=$3 target=$1 pid i
+  [[ $node == *:* ]] && target="[${node}]"
+  if [[ $mode == portforward ]]; then
+    timeout "$check_bound" ssh -v -o "ControlPath=${control}" "${ssh_args[@]}" -W "${target}:${port}" -- "$login_host" </dev/null >"$out" 2>&1 &
+  else
+    # -v: OpenBSD nc says nothing of a refused connection without it. Node and port are
+    # checked, and quoted for the login node's shell, as for the relays.
+    timeout "$check_bound" ssh -o "ControlPath=${control}" "${ssh_args[@]}" -T -- "$login_host" \
+      "${SHADOW_EXEC_CONNECT_COMMAND} -v '${node}' '${port}'" </dev/null >"$out" 2>&1 &
+  fi
+  pid=$!
+  for ((i = 0; i < check_bound * 10; i++)); do
+    channel_opened "$out" && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill "$pid" 2>/dev/null || true
+  check_status=0
+  wait "$pid" || check_status=$?
+  channel_opened "$out"
+}
+
+# check_ports NODE proves every port end to end over the live session and reports what it
+# found: Ready when each opened a channel to NODE; else the first port's failure, classified
+# from what the check and the session's master printed meanwhile. Under NodeDiscovery slurm,
+# when Slurm last said the job is not running, that is the reason rather than the channel.
+check_ports() {
+  local node=$1 port from out=${state}/ssh-forward.check said i
+  if ! ssh -o "ControlPath=${control}" -O check -- "$login_host" >/dev/null 2>&1; then
+    report TunnelDown "the ssh session to $(login_name) does not answer on its control socket ${control}"
+    return 0
+  fi
+  for port in "${ports[@]}"; do
+    from=$(($(wc -c <"$ssh_err")))
+    check_channel "$node" "$port" "$out" && continue
+    # sshd's reason reaches the master's stderr, which tee copies a moment later.
+    for ((i = 0; i < 10; i++)); do
+      (($(wc -c <"$ssh_err") > from)) && break
+      sleep 0.1
+    done
+    {
+      tail -c "+$((from + 1))" -- "$ssh_err" || true
+      cat -- "$out"
+    } >"$out.all"
+    classify "$out.all"
+    if [[ $cl_reason == TunnelDown ]]; then
+      # shellcheck disable=SC2034 # cl_said is read by failure_message (common.sh)
+      case $check_status in
+        127) cl_reason=ExecCommandMissing ;;
+        124 | 143) cl_reason=NodeUnreachable cl_said="no connection within ${check_bound} s" ;;
+      esac
+    fi
+    said=$(discovery_said)
+    if [[ $said == NoRunningJob:* ]]; then
+      report NoRunningJob "${said#NoRunningJob: }"
+    else
+      report "$cl_reason" "$(failure_message "$node" "$port")"
+    fi
+    return 0
+  done
+  if [[ $mode == portforward ]]; then
+    report Ready "forwarding ports ${ports[*]} to ${node} through ${login_host}"
+  else
+    report Ready "relaying ports ${ports[*]} to ${node} with '${SHADOW_EXEC_CONNECT_COMMAND}' on ${login_host}"
+  fi
+}
+
+# check_tunnel NODE reports Connecting, then checks the ports as soon as the session is up and
+# every $check_interval seconds after: per check one control message to the master and one
+# channel per port over the session, no login.
+check_tunnel() {
+  report Connecting "logging in to $(login_name) to reach ports ${ports[*]} on $1"
+  until ssh -o "ControlPath=${control}" -O check -- "$login_host" >/dev/null 2>&1; do
+    sleep 0.2
+  done
+  while :; do
+    check_ports "$1"
+    sleep "$check_interval"
+  done
+}
+
 start_tunnel() {
   case $mode in
     portforward) start_portforward "$1" ;;
     exec) start_exec "$1" ;;
-    *) die "SHADOW_FORWARD_MODE is '${mode}', not portforward or exec" ;;
+    *) fail TunnelDown "SHADOW_FORWARD_MODE is '${mode}', not portforward or exec" ;;
   esac
+  check_tunnel "$1" &
+  checker=$!
 }
 
 stop_tunnel() {
-  stop_children "${pids[@]}"
-  pids=()
-  rm -f -- "$control"
+  stop_children "${pids[@]}" ${checker:+"$checker"}
+  # tee ends once ssh, the last writer of its fifo, has gone.
+  [[ -z $tee_pid ]] || wait "$tee_pid" 2>/dev/null || true
+  pids=() tee_pid='' checker=''
+  rm -f -- "$control" "$ssh_fifo"
 }
 
 watcher=
@@ -100,15 +216,22 @@ if [[ $mode == exec ]]; then
 fi
 
 node=$(current_node)
-valid_host "$node" || die "no valid compute node from $(node_source) ('$(printf '%s' "$node" | printable)'); wait-for-node should have waited for one"
+valid_host "$node" || fail TunnelDown "no valid compute node from $(node_source) ('$(printf '%s' "$node" | printable)'); wait-for-node should have waited for one"
 start_tunnel "$node"
 seen=$node
 while :; do
-  watch_node "$seen" "$node_poll" >"${state}/forward-node" &
-  watcher=$!
   done_pid=
   status=0
-  wait -n -p done_pid "${pids[@]}" "$watcher" || status=$?
+  if ! kill -0 "${pids[0]}" 2>/dev/null; then
+    # ssh is gone already (exec mode waits for its master before this): wait -n would not
+    # see a job the shell has reaped, but wait still has its status.
+    done_pid=${pids[0]}
+    wait "$done_pid" || status=$?
+  else
+    watch_node "$seen" "$node_poll" >"${state}/forward-node" &
+    watcher=$!
+    wait -n -p done_pid "${pids[@]}" "$watcher" || status=$?
+  fi
   if [[ $done_pid == "$watcher" ]]; then
     watcher=
     seen=$(<"${state}/forward-node")
@@ -124,10 +247,13 @@ while :; do
     fi
     continue
   fi
-  what=ssh
-  [[ $done_pid != "${pids[0]}" ]] && what="the socat listener"
-  kill "$watcher" 2>/dev/null || true
+  [[ -z $watcher ]] || kill "$watcher" 2>/dev/null || true
   watcher=
+  if [[ $done_pid != "${pids[0]}" ]]; then
+    stop_tunnel
+    fail TunnelDown "the socat listener exited with status ${status} while the compute node is still ${node}"
+  fi
   stop_tunnel
-  die "${what} exited with status ${status} while the compute node is still ${node}; exiting so Kubernetes restarts the tunnel"
+  classify "$ssh_err"
+  fail "$cl_reason" "$(failure_message "$node" "") (ssh exited with status ${status}, the compute node still ${node})"
 done

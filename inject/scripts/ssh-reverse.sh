@@ -39,45 +39,45 @@ mapfile -t forwards <<<"${SHADOW_REVERSE_FORWARDS-}"
 : "${SHADOW_SSH_OPTIONS:?}"
 mapfile -t ssh_args < <(ssh_option_words "$SHADOW_SSH_OPTIONS")
 
-[[ $bind =~ ^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || die "SHADOW_REVERSE_BIND holds '${bind}', not a 127.x.y.z address"
-[[ -z $socks ]] || valid_port "$socks" || die "SHADOW_REVERSE_SOCKS_PORT holds '${socks}', not a port"
-[[ $sshd_mode == node || $sshd_mode == userspace ]] || die "SHADOW_REVERSE_SSHD is '${sshd_mode}', not node or userspace"
-[[ $node_exec == ssh || $node_exec == srun ]] || die "SHADOW_REVERSE_NODE_EXEC is '${node_exec}', not ssh or srun"
+[[ $bind =~ ^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || fail TunnelDown "SHADOW_REVERSE_BIND holds '${bind}', not a 127.x.y.z address"
+[[ -z $socks ]] || valid_port "$socks" || fail TunnelDown "SHADOW_REVERSE_SOCKS_PORT holds '${socks}', not a port"
+[[ $sshd_mode == node || $sshd_mode == userspace ]] || fail TunnelDown "SHADOW_REVERSE_SSHD is '${sshd_mode}', not node or userspace"
+[[ $node_exec == ssh || $node_exec == srun ]] || fail TunnelDown "SHADOW_REVERSE_NODE_EXEC is '${node_exec}', not ssh or srun"
 # The poll interval is also the hold command's, on the compute node.
-valid_seconds "$poll" || die "SHADOW_POLL_INTERVAL holds '${poll}', not a number of seconds"
+valid_seconds "$poll" || fail TunnelDown "SHADOW_POLL_INTERVAL holds '${poll}', not a number of seconds"
 check_discovery
 node_poll=$(node_poll "$poll")
 # While no session runs the loop turns every $poll seconds; it looks at the node every
 # $node_poll seconds at most (whole seconds: sooner when that is below one).
 node_poll_whole=${node_poll%.*}
-valid_port "${SHADOW_REVERSE_NODE_PORT:-22}" || die "SHADOW_REVERSE_NODE_PORT is not a port"
+valid_port "${SHADOW_REVERSE_NODE_PORT:-22}" || fail TunnelDown "SHADOW_REVERSE_NODE_PORT is not a port"
 if [[ ${SHADOW_FORWARD_MODE:?} == exec ]]; then
   valid_connect_command "${SHADOW_EXEC_CONNECT_COMMAND:?}" \
-    || die "SHADOW_EXEC_CONNECT_COMMAND holds '$(printf '%s' "$SHADOW_EXEC_CONNECT_COMMAND" | printable)', not nc, ncat or netcat with -q N or -w N"
+    || fail TunnelDown "SHADOW_EXEC_CONNECT_COMMAND holds '$(printf '%s' "$SHADOW_EXEC_CONNECT_COMMAND" | printable)', not nc, ncat or netcat with -q N or -w N"
 fi
 if [[ $node_exec == srun ]]; then
   # squeue -n "" would list every job of the user: the first one is not necessarily this pod's.
   [[ ${SHADOW_REVERSE_JOB_NAME-} =~ ^[A-Za-z0-9-]+$ ]] \
-    || die "SHADOW_REVERSE_JOB_NAME holds '${SHADOW_REVERSE_JOB_NAME-}', not the pod UID the batch job is named after"
+    || fail TunnelDown "SHADOW_REVERSE_JOB_NAME holds '${SHADOW_REVERSE_JOB_NAME-}', not the pod UID the batch job is named after"
   [[ ${SHADOW_REVERSE_PYTHON:?} =~ ^/?[A-Za-z0-9_.+][A-Za-z0-9_./+-]*$ ]] \
-    || die "SHADOW_REVERSE_PYTHON holds '${SHADOW_REVERSE_PYTHON}', not a command name or absolute path"
+    || fail TunnelDown "SHADOW_REVERSE_PYTHON holds '${SHADOW_REVERSE_PYTHON}', not a command name or absolute path"
 fi
 # The state directory is named in ssh's ProxyCommand, single-quoted, where % starts a token.
-[[ $state == /* && $state != *[\'%]* ]] || die "SHADOW_STATE_DIR holds '${state}', not an absolute path without ' or %"
-[[ ${SHADOW_REVERSE_SSHD_PATH-/} =~ ^/[A-Za-z0-9_./+-]*$ ]] || die "SHADOW_REVERSE_SSHD_PATH is not an absolute path"
+[[ $state == /* && $state != *[\'%]* ]] || fail TunnelDown "SHADOW_STATE_DIR holds '${state}', not an absolute path without ' or %"
+[[ ${SHADOW_REVERSE_SSHD_PATH-/} =~ ^/[A-Za-z0-9_./+-]*$ ]] || fail TunnelDown "SHADOW_REVERSE_SSHD_PATH is not an absolute path"
 
 ports=() remotes=()
 for f in "${forwards[@]}"; do
   [[ -n $f ]] || continue
   read -r listen host port <<<"$f"
   if ! valid_port "$listen" || ! valid_dial_host "$host" || ! valid_port "$port"; then
-    die "SHADOW_REVERSE_FORWARDS holds '${f}', not '<listen port> <host> <port>'"
+    fail TunnelDown "SHADOW_REVERSE_FORWARDS holds '${f}', not '<listen port> <host> <port>'"
   fi
   [[ $host == *:* ]] && host="[${host}]"
   ports+=("$listen")
   remotes+=("${host}:${port}")
 done
-[[ ${#ports[@]} -gt 0 || -n $socks ]] || die "neither SHADOW_REVERSE_FORWARDS nor SHADOW_REVERSE_SOCKS_PORT lists anything to carry"
+[[ ${#ports[@]} -gt 0 || -n $socks ]] || fail TunnelDown "neither SHADOW_REVERSE_FORWARDS nor SHADOW_REVERSE_SOCKS_PORT lists anything to carry"
 ports_csv=$(
   IFS=,
   printf '%s' "${ports[*]}"
@@ -130,12 +130,13 @@ prepare() {
   SHADOW_REVERSE_PREPARED_NODE=$node
 }
 
-# session holds one ssh with the -R forwards given while the hold command on the node runs,
-# watching the sockets of the ports in $2 (comma-separated; empty: only the directory).
+# session NODE IDX PORTS -R... holds one ssh, session IDX, with the -R forwards given while
+# the hold command on the node runs, watching the sockets of PORTS (comma-separated; empty:
+# only the directory); its stderr goes to the log and to session.IDX.err.
 session() {
-  local node=$1 hold=(hold "$SHADOW_REVERSE_PREPARED_DIR" "$poll")
-  [[ -z $2 ]] || hold+=("$2")
-  shift 2
+  local node=$1 idx=$2 hold=(hold "$SHADOW_REVERSE_PREPARED_DIR" "$poll")
+  [[ -z $3 ]] || hold+=("$3")
+  shift 3
   local args=()
   if [[ $sshd_mode == userspace ]]; then
     args=(-o "ProxyCommand=bash '${hop}' sshd" -o HostKeyAlias=shadowgate-reverse
@@ -146,29 +147,75 @@ session() {
   else
     args=(-o "ProxyCommand=bash '${hop}' node %h %p" -o "Port=${SHADOW_REVERSE_NODE_PORT:-22}" "${ssh_args[@]}")
   fi
-  exec ssh "${args[@]}" "$@" -T -- "$node" sh -s -- "${hold[@]}" <"$w/node.sh" >/dev/null
+  rm -f -- "$w/held.$idx" "$w/session.$idx.err"
+  exec ssh "${args[@]}" "$@" -T -- "$node" sh -s -- "${hold[@]}" <"$w/node.sh" \
+    > >(session_held "$idx") 2> >(tee -a -- "$w/session.$idx.err" >&2)
 }
 
-pids=()
+# session_held IDX reads session IDX's output: the hold command's "held" once every socket of
+# its forwards exists on the node, then a line every $poll seconds. While every session holds,
+# each line reports Ready, so the status stays fresh as long as the sessions carry data.
+session_held() {
+  local line i
+  while IFS= read -r line; do
+    [[ $line != held ]] || : >"$w/held.$1"
+    [[ -e $w/held.$1 ]] || continue
+    for ((i = 0; i < sessions; i++)); do
+      [[ -e $w/held.$i ]] || continue 2
+    done
+    report Ready "$holding"
+  done
+  rm -f -- "$w/held.$1"
+}
+
+pids=() sessions=0 holding=''
 start_sessions() {
   local node=$1 i rflags=()
   for i in "${!ports[@]}"; do
     rflags+=(-R "${SHADOW_REVERSE_PREPARED_DIR}/rev-${ports[$i]}.sock:${remotes[$i]}")
   done
+  holding="holding ${bind} ports ${ports[*]:-none} to ${remotes[*]:-nothing}${socks:+, SOCKS5 on 127.0.0.1:${socks}} on ${node}"
+  sessions=0
+  [[ ${#ports[@]} -eq 0 ]] || sessions=$((sessions + 1))
+  [[ -z $socks ]] || sessions=$((sessions + 1))
+  report Connecting "starting the reverse tunnel on ${node}"
   if [[ ${#ports[@]} -gt 0 ]]; then
-    session "$node" "$ports_csv" "${rflags[@]}" &
+    session "$node" "${#pids[@]}" "$ports_csv" "${rflags[@]}" &
     pids+=("$!")
   fi
   if [[ -n $socks ]]; then
-    session "$node" "" -R "127.0.0.1:${socks}" &
+    session "$node" "${#pids[@]}" "" -R "127.0.0.1:${socks}" &
     pids+=("$!")
   fi
   log "reverse tunnel up on ${node}: ${bind} ports ${ports[*]:-none} to ${remotes[*]:-nothing}${socks:+, SOCKS5 on 127.0.0.1:${socks}}"
 }
 
+# report_failure NODE FILE STATUS reports why preparing or holding the tunnel on NODE failed,
+# from what the hop printed in FILE (STATUS 3: the job's relay, or its job, is not there):
+# the login's own failures by their reason, a refused hop to the node as NodeHopRefused. A
+# relay missing for less than a minute is the job starting: Connecting, then NoRunningJob.
+report_failure() {
+  classify "$2"
+  case $cl_reason in
+    NodeConnectionRefused | ExecCommandMissing | ForwardingProhibited) cl_reason=NodeHopRefused ;;
+    TunnelDown)
+      if [[ $3 -eq 3 ]]; then
+        cl_reason=NoRunningJob
+        if (($(date +%s) - waiting_since < 60)); then
+          # shellcheck disable=SC2154 # classify (common.sh) sets cl_said
+          report Connecting "waiting for the job's relay on $1: ${cl_said}"
+          return 0
+        fi
+      fi
+      ;;
+  esac
+  report "$cl_reason" "$(failure_message "$1")"
+}
+
 stop_sessions() {
   stop_children "${pids[@]}"
   pids=()
+  rm -f -- "$w"/held.*
 }
 
 watcher=
@@ -177,8 +224,9 @@ trap 'shutdown stop_sessions' TERM INT
 [[ -z $socks ]] || log "WARNING: pod asks for a SOCKS5 proxy on port ${socks}: it listens on 127.0.0.1 of the compute node, and every user of that node can use it to reach this cluster"
 
 node=$(current_node)
-valid_host "$node" || die "no valid compute node from $(node_source) ('$(printf '%s' "$node" | printable)'); wait-for-node should have waited for one"
+valid_host "$node" || fail TunnelDown "no valid compute node from $(node_source) ('$(printf '%s' "$node" | printable)'); wait-for-node should have waited for one"
 looked=$(date +%s)
+waiting_since=$looked
 seen=$node
 said=
 while :; do
@@ -191,9 +239,11 @@ while :; do
       [[ $status -eq 3 ]] && msg="waiting for the job's relay on ${node}: ${why}"
       [[ $msg == "$said" ]] || log "$msg"
       said=$msg
+      report_failure "$node" "$w/prepare.err" "$status"
       sleep "$poll"
     else
       said=
+      waiting_since=$(date +%s)
       start_sessions "$node"
     fi
   fi
@@ -213,6 +263,10 @@ while :; do
       stop_sessions
       log "the reverse tunnel session on ${node} ended (ssh status ${status}): the socket directory or one of its sockets went, or the connection dropped; rebuilding it once the job's relay is back"
       sleep "$poll"
+      # By now tee has what ssh said last.
+      cat -- "$w"/session.*.err >"$w/session.err" 2>/dev/null || true
+      report_failure "$node" "$w/session.err" 1
+      waiting_since=$(date +%s)
       # The job may have moved: look before preparing on the node it left.
       seen=$(current_node)
       looked=$(date +%s)
@@ -229,6 +283,7 @@ while :; do
     log "compute node changed from ${node} to ${seen}, rebuilding the reverse tunnel"
     stop_sessions
     node=$seen
+    waiting_since=$(date +%s)
     said=
   fi
 done

@@ -3,7 +3,9 @@
 # NodeDiscovery configmap, once the virtual kubelet has written it into the mounted node
 # ConfigMap; with slurm, once Slurm reports the job named after the pod UID running (asked
 # over the login node, see current_node). While the job is queued this is the normal state;
-# after SHADOW_NODE_WAIT_SECONDS it fails with the likely causes.
+# after SHADOW_NODE_WAIT_SECONDS it fails (NodeWaitTimedOut) with the likely causes in the log
+# and, as its termination message, what it waited for and what discovery said last. On success
+# the termination message is "NodeFound: <node>".
 #
 # Environment: SHADOW_NODE_DISCOVERY (configmap, the default, or slurm), SHADOW_NODE_FILE and
 # SHADOW_NODE_CONFIGMAP (<namespace>/<name>) for configmap; for slurm SHADOW_REVERSE_JOB_NAME
@@ -21,8 +23,8 @@ configmap=
 [ "$discovery" = slurm ] || configmap=${SHADOW_NODE_CONFIGMAP:?}
 wait_secs=${SHADOW_NODE_WAIT_SECONDS:?}
 poll=${SHADOW_POLL_INTERVAL:-5}
-case $wait_secs in '' | *[!0-9]*) die "SHADOW_NODE_WAIT_SECONDS holds '${wait_secs}', not a number of seconds" ;; esac
-valid_seconds "$poll" || die "SHADOW_POLL_INTERVAL holds '${poll}', not a number of seconds"
+case $wait_secs in '' | *[!0-9]*) fail TunnelDown "SHADOW_NODE_WAIT_SECONDS holds '${wait_secs}', not a number of seconds" ;; esac
+valid_seconds "$poll" || fail TunnelDown "SHADOW_POLL_INTERVAL holds '${poll}', not a number of seconds"
 poll=$(node_poll "$poll")
 
 deadline=$(($(date +%s) + wait_secs))
@@ -32,8 +34,18 @@ while :; do
   node=$(current_node)
   if valid_host "$node"; then
     log "compute node is ${node}"
+    terminate NodeFound "$node"
     exit 0
   fi
+  # Slurm could not be asked because the login node refused this login or its host key: no
+  # wait mends that (the Secret or ConfigMap must change, and a restarted container mounts the
+  # new one), so fail now, naming why, rather than at NodeWaitTimeout, hours later; Kubernetes
+  # restarts the container with its back-off. A login node that does not answer may come back,
+  # so that one is waited out.
+  said=$(discovery_said)
+  case $said in
+    LoginRefused:* | HostKeyUnknown:* | HostKeyMismatch:* | KerberosFailed:*) fail "${said%%:*}" "${said#*: }" ;;
+  esac
   if [ -n "$node" ] && [ "$node" != "$refused" ]; then
     refused=$node
     log "ignoring compute node '$(printf '%s' "$node" | printable)': not a hostname or IP address the login node may dial (not its loopback, link-local or a metadata service), so it is not passed to ssh"
@@ -52,7 +64,8 @@ Likely causes (the lines above say what Slurm answered last):
   - Slurm's answer was refused ("refusing Slurm's answer" above): a batch host or NodeAddr that is not a hostname or IP address;
   - the virtual kubelet publishes the node after all: set NodeDiscovery: configmap in the policy.
 MSG
-      exit 1
+      said=$(discovery_said)
+      fail NodeWaitTimedOut "no compute node after ${SHADOW_NODE_WAIT_TIMEOUT:-${wait_secs}s} (NodeWaitTimeout): Slurm on ${SHADOW_LOGIN_HOST} has not reported job ${job} running; last: ${said:-no answer yet}"
     fi
     ns=${configmap%%/*}
     name=${configmap#*/}
@@ -66,7 +79,9 @@ Likely causes:
   - the virtual kubelet publishes no node at all (EnableTunnel: false): set NodeDiscovery: slurm in the policy.
 Check: kubectl get configmap ${name} -n ${ns} -o jsonpath='{.data.compute-node}'
 MSG
-    exit 1
+    held=
+    [ -z "$refused" ] || held=" (it holds '$(printf '%s' "$refused" | printable)')"
+    fail NodeWaitTimedOut "no compute node after ${SHADOW_NODE_WAIT_TIMEOUT:-${wait_secs}s} (NodeWaitTimeout): ConfigMap ${configmap} still holds no valid compute-node${held}"
   fi
   sleep "$poll"
 done

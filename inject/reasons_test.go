@@ -1,0 +1,407 @@
+package inject
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/interlink-hq/shadowgate/inject/internal/sshtest"
+	"github.com/interlink-hq/shadowgate/validate/policy"
+)
+
+// contractReasons are the reason tokens of issue 15's contract that the shadow's scripts and
+// its readiness probe may write (CredentialMissing is shadowgate's own, never a script's).
+// internal/tunnelstate holds the same list, with the remedy for each.
+var contractReasons = []string{
+	"Ready", "Connecting", "NodeFound", "WaitingForNode", "NodeWaitTimedOut", "NoRunningJob",
+	"LoginRefused", "HostKeyUnknown", "HostKeyMismatch", "LoginUnreachable", "ForwardingProhibited",
+	"NodeConnectionRefused", "NodeUnreachable", "ExecCommandMissing", "NodeHopRefused",
+	"KerberosFailed", "TunnelDown",
+}
+
+// reasonUses are the ways a script names a reason: the first argument of report, fail,
+// terminate and slurm_say as a command; an assignment to cl_reason or status; a case pattern
+// on a reason line ("LoginRefused:*"); a line the probe prints.
+var reasonUses = []*regexp.Regexp{
+	regexp.MustCompile(`(?:^\s*|[;&|{]\s*|\)\s+|then\s+|else\s+)(?:report|fail|terminate|slurm_say) "?([A-Z][A-Za-z]+)\b`),
+	regexp.MustCompile(`\b(?:cl_reason|status)=([A-Z][A-Za-z]+)\b`),
+	regexp.MustCompile(`\b([A-Z][A-Za-z]+):\*`),
+	regexp.MustCompile(`echo "([A-Z][A-Za-z]+): `),
+}
+
+// TestScriptsEmitOnlyContractReasons holds every script to the contract's tokens: a reason
+// any script names is one of contractReasons, and each of those appears somewhere, so the
+// list and the scripts cannot drift apart.
+func TestScriptsEmitOnlyContractReasons(t *testing.T) {
+	entries, err := scriptFiles.ReadDir("scripts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, e := range entries {
+		for _, line := range strings.Split(string(mustRead(e.Name())), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "#") {
+				continue
+			}
+			for _, re := range reasonUses {
+				for _, m := range re.FindAllStringSubmatch(line, -1) {
+					seen[m[1]] = true
+					if !slices.Contains(contractReasons, m[1]) {
+						t.Errorf("scripts/%s names reason %s, which the contract does not have: %s", e.Name(), m[1], strings.TrimSpace(line))
+					}
+				}
+			}
+		}
+	}
+	for _, r := range contractReasons {
+		if !seen[r] {
+			t.Errorf("no script names the contract's reason %s", r)
+		}
+	}
+}
+
+// runProbe runs the readiness probe as the kubelet does, on a status file holding status
+// (none when status is nil).
+func runProbe(t *testing.T, status *string) (int, string) {
+	t.Helper()
+	pr := statusProbe(containerForward).Exec.Command
+	file := filepath.Join(t.TempDir(), containerForward)
+	if status != nil {
+		if err := os.WriteFile(file, []byte(*status), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(pr[0], append(pr[1:len(pr)-1], file)...)
+	out, err := cmd.Output()
+	code := 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("running the probe: %v", err)
+		}
+		code = ee.ExitCode()
+	}
+	return code, string(out)
+}
+
+func TestTunnelProbe(t *testing.T) {
+	// The line is written when the case runs, so its age is the one the case names.
+	line := func(age int64, reason string) func() *string {
+		return func() *string {
+			s := strconv.FormatInt(time.Now().Unix()-age, 10) + " " + reason + "\n"
+			return &s
+		}
+	}
+	none := func() *string { return nil }
+	empty := func() *string { return new(string) }
+	type want struct {
+		code int
+		out  string
+	}
+	cases := map[string]struct {
+		status func() *string
+		want   want
+	}{
+		"a fresh Ready line is ready":                   {line(2, "Ready: forwarding ports 8888 to 198.18.0.7 through 127.0.0.2"), want{0, ""}},
+		"a Ready line 60 s old is still ready":          {line(59, "Ready: forwarding ports 8888 to 198.18.0.7 through 127.0.0.2"), want{0, ""}},
+		"a Ready line over 60 s old is TunnelDown":      {line(75, "Ready: forwarding ports 8888"), want{1, "TunnelDown: no status for 75 s: the ssh-forward script has stopped updating it\n"}},
+		"no status file yet is Connecting":              {none, want{1, "Connecting: the ssh-forward script has written no status yet\n"}},
+		"an empty status file is Connecting":            {empty, want{1, "Connecting: the ssh-forward script has written no status yet\n"}},
+		"a fresh failure prints its reason line":        {line(1, "NodeConnectionRefused: 198.18.0.7 refused the connection to port 8888 from 127.0.0.2"), want{1, "NodeConnectionRefused: 198.18.0.7 refused the connection to port 8888 from 127.0.0.2\n"}},
+		"a stale failure is TunnelDown, not the reason": {line(300, "LoginRefused: alice@login:22 refused the login"), want{1, "TunnelDown: no status for 300 s: the ssh-forward script has stopped updating it\n"}},
+		"Connecting is not ready":                       {line(0, "Connecting: logging in"), want{1, "Connecting: logging in\n"}},
+		"a token starting with Ready is not Ready":      {line(0, "ReadyNot: x"), want{1, "ReadyNot: x\n"}},
+	}
+	for _, r := range contractReasons {
+		if r != "Ready" {
+			cases["reason "+r+" is not ready and printed as it is"] = struct {
+				status func() *string
+				want   want
+			}{line(3, r+": some message"), want{1, r + ": some message\n"}}
+		}
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			code, out := runProbe(t, tc.status())
+			if code != tc.want.code || out != tc.want.out {
+				t.Errorf("probe: exit %d, output %q; want exit %d, output %q", code, out, tc.want.code, tc.want.out)
+			}
+		})
+	}
+}
+
+// TestProbesAndTerminationLog: the long-running containers have the status probe on their
+// own status file, and every script container names its termination message file.
+func TestProbesAndTerminationLog(t *testing.T) {
+	for _, c := range shadowCases(t) {
+		s, _ := c.shadowOf(t)
+		spec := s.Deployment.Spec.Template.Spec
+		for _, ctr := range append(spec.InitContainers, spec.Containers...) {
+			if got := envValue(ctr, envTerminationLog); got != ctr.TerminationMessagePath || got == "" {
+				t.Errorf("%s: %s is %q, its TerminationMessagePath %q", ctr.Name, envTerminationLog, got, ctr.TerminationMessagePath)
+			}
+			probed := slices.Contains([]string{containerForward, ContainerReverse, containerKrbRefresh}, ctr.Name)
+			if probed != (ctr.ReadinessProbe != nil) {
+				t.Errorf("%s: readiness probe %v, want one: %v", ctr.Name, ctr.ReadinessProbe != nil, probed)
+			}
+			if ctr.LivenessProbe != nil {
+				t.Errorf("%s has a liveness probe: a restart mends none of the failures the scripts report", ctr.Name)
+			}
+			if p := ctr.ReadinessProbe; p != nil {
+				if want := filepath.Join(stateDir, statusDir, ctr.Name); p.Exec.Command[len(p.Exec.Command)-1] != want {
+					t.Errorf("%s: probe reads %s, want %s", ctr.Name, p.Exec.Command[len(p.Exec.Command)-1], want)
+				}
+				if p.PeriodSeconds != 10 || p.TimeoutSeconds != 3 || p.FailureThreshold != 1 || p.SuccessThreshold != 1 {
+					t.Errorf("%s: probe period %d timeout %d thresholds %d/%d", ctr.Name, p.PeriodSeconds, p.TimeoutSeconds, p.FailureThreshold, p.SuccessThreshold)
+				}
+			}
+		}
+	}
+}
+
+// readReason returns the reason line in a status file (without its epoch) or a termination
+// message file, or "" while there is none.
+func readReason(file string) string {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return ""
+	}
+	line := strings.TrimSuffix(string(data), "\n")
+	if at, rest, ok := strings.Cut(line, " "); ok && regexp.MustCompile(`^[0-9]+$`).MatchString(at) {
+		return rest
+	}
+	return line
+}
+
+// failure is one runtime failure made for real, with the reason line it must produce.
+type failure struct {
+	opt siteOptions
+	// set up the failure on the site before ssh-forward starts; return the node to publish
+	setup func(t *testing.T, s *site) string
+	// reason and the values its message must name (%login: user@host:port, %node, %port)
+	reason string
+	names  []string
+	// exits: the reason is the termination message (ssh-forward exits); else the status file
+	exits bool
+	// fix mends it; ssh-forward (started again when it exited) then reports Ready
+	fix func(t *testing.T, s *site)
+}
+
+func TestTunnelFailuresAreNamed(t *testing.T) {
+	onNode := func(_ *testing.T, s *site) string { return s.nodes["node07"] }
+	quiet := func(t *testing.T, s *site) string {
+		addr := sshtest.NodeAddress(t) // nothing listens there
+		s.nodes["quiet"] = addr
+		return addr
+	}
+	serveQuiet := func(t *testing.T, s *site) { sshtest.StartHTTP(t, s.nodes["quiet"], s.port, "quiet") }
+	useNode07 := func(t *testing.T, s *site) { s.publish(t, "node07") }
+	otherKey := func(t *testing.T, s *site) string {
+		key := filepath.Join(t.TempDir(), "other")
+		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key).CombinedOutput(); err != nil {
+			t.Fatalf("ssh-keygen: %v\n%s", err, out)
+		}
+		return key
+	}
+	knownHosts := func(s *site) string { return filepath.Join(s.mounts[knownHostsDir], knownHostsKey) }
+	rightKnownHosts := func(t *testing.T, s *site) { copyFile(t, s.login.KnownHosts, knownHosts(s), 0o644) }
+	cases := map[string]failure{
+		"portforward mode with everything in place is Ready": {opt: siteOptions{mode: policy.ForwardModePortForward, pinned: true},
+			setup: onNode, reason: "Ready", names: []string{"%port", "%node"}},
+		"exec mode with everything in place is Ready": {opt: siteOptions{mode: policy.ForwardModeExec, pinned: true},
+			setup: onNode, reason: "Ready", names: []string{"%port", "%node", "'nc'"}},
+		"a key the login sshd does not accept is LoginRefused": {opt: siteOptions{mode: policy.ForwardModePortForward, pinned: true},
+			setup: func(t *testing.T, s *site) string {
+				copyFile(t, otherKey(t, s), filepath.Join(s.mounts[keyDir], keyFile), 0o400)
+				return s.nodes["node07"]
+			},
+			reason: "LoginRefused", names: []string{"%login", "Secret login-key", "publickey"}, exits: true,
+			fix: func(t *testing.T, s *site) {
+				key := filepath.Join(s.mounts[keyDir], keyFile)
+				_ = os.Chmod(key, 0o600)
+				copyFile(t, s.login.ClientKey, key, 0o400)
+			}},
+		"a known_hosts with another key for the login host is HostKeyMismatch": {opt: siteOptions{mode: policy.ForwardModePortForward, pinned: true},
+			setup: func(t *testing.T, s *site) string {
+				pub := sshtest.ReadFile(t, otherKey(t, s)+".pub")
+				writeAtomically(t, knownHosts(s), fmt.Sprintf("[%s]:%d %s", s.login.Host, s.login.Port, pub))
+				return s.nodes["node07"]
+			},
+			reason: "HostKeyMismatch", names: []string{"%host", "login-known-hosts"}, exits: true, fix: rightKnownHosts},
+		"a known_hosts with no key for the login host is HostKeyUnknown": {opt: siteOptions{mode: policy.ForwardModeExec, pinned: true},
+			setup: func(t *testing.T, s *site) string {
+				writeAtomically(t, knownHosts(s), "")
+				return s.nodes["node07"]
+			},
+			reason: "HostKeyUnknown", names: []string{"%host", "login-known-hosts"}, exits: true, fix: rightKnownHosts},
+		"a login port nothing listens on is LoginUnreachable": {opt: siteOptions{mode: policy.ForwardModePortForward, pinned: true, loginPort: 1},
+			setup: onNode, reason: "LoginUnreachable", names: []string{"Connection refused", ":1"}, exits: true},
+		"a login sshd with AllowTcpForwarding no is ForwardingProhibited in portforward mode": {
+			opt:   siteOptions{mode: policy.ForwardModePortForward, pinned: true, sshdConfig: []string{"AllowTcpForwarding no"}},
+			setup: onNode, reason: "ForwardingProhibited", names: []string{"%node:%port", "administratively prohibited"}},
+		"a node port nothing listens on is NodeConnectionRefused in portforward mode": {opt: siteOptions{mode: policy.ForwardModePortForward, pinned: true},
+			setup: quiet, reason: "NodeConnectionRefused", names: []string{"%node", "port %port", "Connection refused"}, fix: serveQuiet},
+		"a node port nothing listens on is NodeConnectionRefused in exec mode": {opt: siteOptions{mode: policy.ForwardModeExec, pinned: true},
+			setup: quiet, reason: "NodeConnectionRefused", names: []string{"%node", "port %port", "Connection refused"}, fix: serveQuiet},
+		"a node address with no route is NodeUnreachable in portforward mode": {opt: siteOptions{mode: policy.ForwardModePortForward, pinned: true},
+			setup: func(*testing.T, *site) string { return "10.254.0.1" }, reason: "NodeUnreachable", names: []string{"10.254.0.1:%port", "open failed"}, fix: useNode07},
+		"a node address with no route is NodeUnreachable in exec mode": {opt: siteOptions{mode: policy.ForwardModeExec, pinned: true},
+			setup: func(*testing.T, *site) string { return "10.254.0.1" }, reason: "NodeUnreachable", names: []string{"10.254.0.1:%port", "Network is unreachable"}, fix: useNode07},
+		"an ExecConnectCommand the login node lacks is ExecCommandMissing": {opt: siteOptions{mode: policy.ForwardModeExec, pinned: true, connect: "/nonexistent/nc"},
+			setup: onNode, reason: "ExecCommandMissing", names: []string{"'/nonexistent/nc'", "%host"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := newSite(t, tc.opt)
+			node := tc.setup(t, s)
+			writeAtomically(t, s.nodeFile, node)
+			status := filepath.Join(s.mounts[stateDir], statusDir, containerForward)
+			termination := filepath.Join(t.TempDir(), "termination-log")
+			start := func() *process {
+				return runContainer(t, container(t, s.shadow.Deployment, containerForward), s.mounts,
+					"SHADOW_LISTEN_ADDRESS="+s.listen, pollEnv, "SHADOW_CHECK_INTERVAL=0.5", envTerminationLog+"="+termination)
+			}
+			p := start()
+			file := status
+			if tc.exits {
+				file = termination
+				p.expectFailure(t, 30*time.Second, "the tunnel cannot work; want non-zero")
+			}
+			port := strconv.Itoa(s.port)
+			loginPort := s.login.Port
+			if tc.opt.loginPort != 0 {
+				loginPort = tc.opt.loginPort
+			}
+			r := strings.NewReplacer("%login", fmt.Sprintf("%s@%s:%d", s.login.User, s.login.Host, loginPort),
+				"%host", s.login.Host, "%node", node, "%port", port)
+			expectReason(t, file, tc.reason, r, tc.names)
+			if tc.fix == nil {
+				return
+			}
+			tc.fix(t, s)
+			if tc.exits {
+				p = start()
+			}
+			expectReason(t, status, "Ready", r, []string{"%port"})
+			if !p.running() {
+				t.Errorf("ssh-forward exited once the failure was mended:\n%s", p.out)
+			}
+		})
+	}
+}
+
+// expectReason waits until file holds a reason line with reason whose message names each of
+// names (replaced by r).
+func expectReason(t *testing.T, file, reason string, r *strings.Replacer, names []string) {
+	t.Helper()
+	eventually(t, 30*time.Second, func() error {
+		got := readReason(file)
+		if !strings.HasPrefix(got, reason+": ") {
+			return fmt.Errorf("%s holds %q, want reason %s", filepath.Base(file), got, reason)
+		}
+		for _, n := range names {
+			if n = r.Replace(n); !strings.Contains(got, n) {
+				return fmt.Errorf("%s holds %q, which does not name %q", filepath.Base(file), got, n)
+			}
+		}
+		if len(got) > 512 {
+			return fmt.Errorf("the reason line is %d bytes, over 512", len(got))
+		}
+		return nil
+	})
+}
+
+func TestWaitForNodeTerminationMessage(t *testing.T) {
+	t.Run("success is NodeFound with the node", func(t *testing.T) {
+		t.Parallel()
+		s := newSite(t, siteOptions{mode: policy.ForwardModePortForward})
+		term := filepath.Join(t.TempDir(), "termination-log")
+		s.publish(t, "node07")
+		p := runContainer(t, container(t, s.shadow.Deployment, containerWaitForNode), s.mounts, pollEnv, envTerminationLog+"="+term)
+		if code := p.wait(t, 15*time.Second); code != 0 {
+			t.Fatalf("exit code %d with a node published", code)
+		}
+		if got, want := sshtest.ReadFile(t, term), "NodeFound: "+s.nodes["node07"]+"\n"; got != want {
+			t.Errorf("termination message %q, want %q", got, want)
+		}
+	})
+	t.Run("a timeout is NodeWaitTimedOut naming the ConfigMap", func(t *testing.T) {
+		t.Parallel()
+		s := newSite(t, siteOptions{mode: policy.ForwardModePortForward, nodeTimeout: "1s"})
+		term := filepath.Join(t.TempDir(), "termination-log")
+		p := runContainer(t, container(t, s.shadow.Deployment, containerWaitForNode), s.mounts, pollEnv, envTerminationLog+"="+term)
+		p.expectFailure(t, 15*time.Second, "no node was published", "Likely causes")
+		cm := s.shadow.NodeConfigMap.Namespace + "/" + s.shadow.NodeConfigMap.Name
+		expectReason(t, term, "NodeWaitTimedOut", strings.NewReplacer(), []string{"after 1s", "ConfigMap " + cm})
+	})
+}
+
+// kerberosShadow renders a Kerberos shadow and the mounts its kinit and krb-refresh need, with
+// a keytab holding keytab and a krb5.conf whose KDC nothing listens on.
+func kerberosShadow(t *testing.T, keytab string) (*Shadow, map[string]string, []string) {
+	t.Helper()
+	sshtest.Require(t, "kinit")
+	login := sshtest.StartSSHD(t)
+	doc := fmt.Sprintf("virtualNodes:\n  hpc-vk:\n    Network:\n      EnableTunnel: true\n      ShadowMode: ssh\n      SSH:\n"+
+		"        LoginHost: %s\n        Port: %d\n        User: alice\n        Auth: kerberos\n        KeytabSecret: hpc-keytab\n"+
+		"        Principal: alice@EXAMPLE.ORG\n        NodeDiscovery: configmap\n", login.Host, login.Port)
+	shadow, _ := render(t, doc, offloadedPod("notebook", "user", corev1.ContainerPort{ContainerPort: 8888}))
+	mounts := map[string]string{stateDir: t.TempDir(), keytabDir: t.TempDir(), nodeDir: t.TempDir(), knownHostsDir: t.TempDir()}
+	if err := os.WriteFile(filepath.Join(mounts[keytabDir], keytabFile), []byte(keytab), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	kdc := sshtest.Loopback(t) + ":" + strconv.Itoa(sshtest.FreePort(t))
+	conf := filepath.Join(t.TempDir(), "krb5.conf")
+	if err := os.WriteFile(conf, []byte("[libdefaults]\n default_realm = EXAMPLE.ORG\n dns_lookup_kdc = false\n"+
+		"[realms]\n EXAMPLE.ORG = {\n  kdc = "+kdc+"\n }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return shadow, mounts, []string{"KRB5_CONFIG=" + conf}
+}
+
+func TestKerberosFailuresAreNamed(t *testing.T) {
+	for name, keytab := range map[string]string{
+		"a keytab that is no keytab is KerberosFailed":       "not a keytab\n",
+		"a KDC nothing listens on is KerberosFailed as well": validKeytab(t),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			shadow, mounts, env := kerberosShadow(t, keytab)
+			term := filepath.Join(t.TempDir(), "termination-log")
+			kinit := runContainer(t, container(t, shadow.Deployment, containerKinit), mounts, append(env, envTerminationLog+"="+term)...)
+			kinit.expectFailure(t, 60*time.Second, "kinit cannot get a ticket")
+			expectReason(t, term, "KerberosFailed", strings.NewReplacer(), []string{"alice@EXAMPLE.ORG", "kinit"})
+
+			refresh := runContainer(t, container(t, shadow.Deployment, containerKrbRefresh), mounts,
+				append(env, envKrbRefreshSecs+"=1")...)
+			expectReason(t, filepath.Join(mounts[stateDir], statusDir, containerKrbRefresh), "KerberosFailed",
+				strings.NewReplacer(), []string{"renewing", "alice@EXAMPLE.ORG"})
+			if !refresh.running() {
+				t.Errorf("krb-refresh exited on a failed renewal; it retries:\n%s", refresh.out)
+			}
+		})
+	}
+}
+
+// validKeytab is a keytab for alice@EXAMPLE.ORG made by ktutil, so only the KDC is missing.
+func validKeytab(t *testing.T) string {
+	t.Helper()
+	sshtest.Require(t, "ktutil")
+	file := filepath.Join(t.TempDir(), "alice.keytab")
+	cmd := exec.Command("ktutil")
+	cmd.Stdin = strings.NewReader("add_entry -password -p alice@EXAMPLE.ORG -k 1 -e aes256-cts-hmac-sha1-96\nsecret\nwkt " + file + "\nquit\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ktutil: %v\n%s", err, out)
+	}
+	return sshtest.ReadFile(t, file)
+}

@@ -1,0 +1,27 @@
+#!/bin/sh
+# tunnel-probe STATUS_FILE: the readiness probe of ssh-forward, ssh-reverse and krb-refresh. It
+# opens nothing: it reads the status file the container's script keeps ("<epoch> <Reason>:
+# <message>", common.sh: report) and exits 0 only when the reason is Ready and the line is at
+# most SHADOW_STATUS_MAX_AGE (60) seconds old. Otherwise it prints the reason line, which the
+# kubelet puts in the pod's Unhealthy Event, and exits 1. No file yet is Connecting: the probe
+# may run before the script's first line.
+f=$1
+max=${SHADOW_STATUS_MAX_AGE:-60}
+line=$(cat -- "$f" 2>/dev/null) || line=''
+at=${line%% *}
+case $at in
+  '' | *[!0-9]*)
+    echo "Connecting: the ${f##*/} script has written no status yet"
+    exit 1
+    ;;
+esac
+age=$(($(date +%s) - at))
+if [ "$age" -gt "$max" ]; then
+  echo "TunnelDown: no status for ${age} s: the ${f##*/} script has stopped updating it"
+  exit 1
+fi
+case ${line#* } in
+  Ready:*) exit 0 ;;
+esac
+printf '%s\n' "${line#* }"
+exit 1
