@@ -1,6 +1,7 @@
 package offload
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -108,7 +109,7 @@ func TestTunnelFailuresShowOnTheOffloadedPod(t *testing.T) {
 			say: []string{"NodeConnectionRefused", "8888", "0.0.0.0"},
 		},
 		"A job queued past NodeWaitTimeout is NodeWaitTimedOut.": {
-			node: harness.ShortWaitNode, annotations: harness.PendingJobAnnotations, reason: "NodeWaitTimedOut",
+			node: harness.ShortWaitNode, annotations: map[string]string{"slurm-job.vk.io/flags": harness.PendingJobFlags}, reason: "NodeWaitTimedOut",
 			say: []string{"NodeWaitTimedOut", "squeue"},
 		},
 	} {
@@ -184,7 +185,9 @@ func TestALoginNodeThatComesBackRecoversTheTunnel(t *testing.T) {
 func TestADeletedCredentialWithoutReplicationIsCredentialMissing(t *testing.T) {
 	const ns = "tf-credential"
 	kubectl(t, "", "create", "namespace", ns)
-	if err := site.local.ApplySiteCredentials(ns); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := site.local.ApplySiteCredentials(ctx, site.kubectl, ns); err != nil {
 		t.Fatal(err)
 	}
 	user := scientist(t, ns)

@@ -113,10 +113,13 @@ check_channel() {
   if [[ $mode == portforward ]]; then
     timeout "$check_bound" ssh -v -o "ControlPath=${control}" "${ssh_args[@]}" -W "${target}:${port}" -- "$login_host" </dev/null >"$out" 2>&1 &
   else
-    # -v: OpenBSD nc says nothing of a refused connection without it. Node and port are
-    # checked, and quoted for the login node's shell, as for the relays.
+    # -z: connect and close at once. A netcat left connected would outlive the check on the
+    # login node, its session held there until the job's server hangs up, and the login
+    # sshd's MaxSessions would soon refuse the relays real traffic needs. -v: OpenBSD nc says
+    # nothing of a refused connection without it. Node and port are checked, and quoted for
+    # the login node's shell, as for the relays.
     timeout "$check_bound" ssh -o "ControlPath=${control}" "${ssh_args[@]}" -T -- "$login_host" \
-      "${SHADOW_EXEC_CONNECT_COMMAND} -v '${node}' '${port}'" </dev/null >"$out" 2>&1 &
+      "${SHADOW_EXEC_CONNECT_COMMAND} -z -v '${node}' '${port}'" </dev/null >"$out" 2>&1 &
   fi
   pid=$!
   for ((i = 0; i < check_bound * 10; i++)); do
