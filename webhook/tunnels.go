@@ -98,7 +98,9 @@ func (t *TunnelReporter) SetupWithManager(mgr manager.Manager) error {
 			CreateFunc: func(e event.CreateEvent) bool { return isShadowPod(e.Object) || mayHaveShadow(e.Object, anyNode) },
 			// An offloaded pod's own updates are mostly this reporter's annotation, and only
 			// its finishing matters; its shadow pod's are what the tunnel's state is read from.
-			UpdateFunc:  func(e event.UpdateEvent) bool { return isShadowPod(e.ObjectNew) || phaseEnded(e.ObjectOld, e.ObjectNew) },
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return isShadowPod(e.ObjectNew) || phaseEnded(e.ObjectOld, e.ObjectNew)
+			},
 			DeleteFunc:  func(e event.DeleteEvent) bool { return isShadowPod(e.Object) || mayHaveShadow(e.Object, anyNode) },
 			GenericFunc: func(event.GenericEvent) bool { return false },
 		})).Complete(t)
