@@ -66,16 +66,26 @@ type TunnelReporter struct {
 
 	mu     sync.Mutex
 	states map[types.NamespacedName]tunnelstate.State // for the shadowgate_tunnels gauge
+	// written is the state this process last wrote for each pod, with the pod's UID: the
+	// cache may not hold the annotation yet when the next change comes, and reading the one
+	// before would record its Event again.
+	written map[types.NamespacedName]writtenState
 }
 
 var _ reconcile.Reconciler = (*TunnelReporter)(nil)
+
+type writtenState struct {
+	uid    types.UID
+	status tunnelstate.Status
+}
 
 // newTunnelReporter is the reporter of a serving manager.
 func newTunnelReporter(mgr manager.Manager, writer client.Client, policies Policies, recorder events.EventRecorder, metrics *Metrics) *TunnelReporter {
 	return &TunnelReporter{
 		cache: mgr.GetClient(), reader: mgr.GetAPIReader(), writer: writer,
 		policies: policies, recorder: recorder, metrics: metrics, now: time.Now,
-		states: map[types.NamespacedName]tunnelstate.State{},
+		states:  map[types.NamespacedName]tunnelstate.State{},
+		written: map[types.NamespacedName]writtenState{},
 	}
 }
 
@@ -126,7 +136,7 @@ func (t *TunnelReporter) Reconcile(ctx context.Context, req reconcile.Request) (
 		t.forget(req.NamespacedName)
 		return reconcile.Result{}, nil
 	}
-	prev, hadPrev := previousState(pod)
+	prev, hadPrev := t.previousState(pod)
 	if finished(pod) {
 		// The reconciler removes the shadow; what the tunnel came to is said once, on a pod
 		// that had one.
@@ -302,8 +312,15 @@ func (t *TunnelReporter) missingCredentials(ctx context.Context, shadow *corev1.
 	return missing, nil
 }
 
-// previousState is the state the pod's annotation holds, if it holds a readable one.
-func previousState(pod *corev1.Pod) (tunnelstate.Status, bool) {
+// previousState is the state last reported for the pod: what this process wrote, else (a
+// restart, a new leader) what the pod's annotation holds, if it holds a readable one.
+func (t *TunnelReporter) previousState(pod *corev1.Pod) (tunnelstate.Status, bool) {
+	t.mu.Lock()
+	w, ok := t.written[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}]
+	t.mu.Unlock()
+	if ok && w.uid == pod.UID {
+		return w.status, true
+	}
 	v, ok := pod.Annotations[tunnelstate.AnnotationTunnelState]
 	if !ok {
 		return tunnelstate.Status{}, false
@@ -325,6 +342,11 @@ func (t *TunnelReporter) writeState(ctx context.Context, pod *corev1.Pod, st tun
 	err := t.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(tunnelFieldManager), client.ForceOwnership)
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // the pod is gone, or is another pod now: its own reconcile follows
+	}
+	if err == nil {
+		t.mu.Lock()
+		t.written[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}] = writtenState{pod.UID, st}
+		t.mu.Unlock()
 	}
 	return err
 }
@@ -392,6 +414,7 @@ func (t *TunnelReporter) count(key types.NamespacedName, s tunnelstate.State) {
 func (t *TunnelReporter) forget(key types.NamespacedName) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	delete(t.written, key)
 	if _, ok := t.states[key]; ok {
 		delete(t.states, key)
 		t.publish()

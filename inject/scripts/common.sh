@@ -104,10 +104,12 @@ classify() {
       # "kex_exchange_identification: ..." (closed, reset), "Connection closed by %s port %d",
       # "Connection reset by ...", "Connection timed out during banner exchange", "banner
       # exchange: ..."; a session the login node stopped answering: "Timeout, server %s not
-      # responding."
+      # responding."; one it ended (sshd stopped): "Connection to %s closed by remote host.",
+      # "client_loop: send disconnect: Broken pipe".
       "ssh: connect to host "* | "ssh: Could not resolve hostname "* | "kex_exchange_identification: "* | \
         "Connection closed by "*" port "* | "Connection reset by "*" port "* | *"during banner exchange"* | \
-        "banner exchange: "* | "Timeout, server "*" not responding."*)
+        "banner exchange: "* | "Timeout, server "*" not responding."* | \
+        "Connection to "*" closed by remote host."* | "client_loop: send disconnect: "*)
         cl_reason=LoginUnreachable
         ;;
       # channels.c: "channel %d: open failed: %s: %s", the reason and sshd's message: the
@@ -483,6 +485,17 @@ slurm_say() {
   [ "$(cat -- "$ss_file" 2>/dev/null || true)" != "$ss_line" ] || return 0
   printf '%s\n' "$ss_line" >"$ss_file" || true
   log "$2"
+}
+
+# fail_without_node NODE fails for a compute node current_node did not give when a tunnel
+# starts (the container restarted after wait-for-node found one): with what discovery said
+# last (a login that failed, no running job), since that is why; else TunnelDown.
+fail_without_node() {
+  fn_said=$(discovery_said)
+  case $fn_said in
+    '' | NodeFound:*) fail TunnelDown "no valid compute node from $(node_source) ('$(printf '%s' "$1" | printable)')" ;;
+  esac
+  fail "${fn_said%%:*}" "${fn_said#*: }"
 }
 
 # discovery_said prints the reason line slurm_say left last, or nothing (no lookup yet, or the

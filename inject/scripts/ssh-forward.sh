@@ -219,7 +219,7 @@ if [[ $mode == exec ]]; then
 fi
 
 node=$(current_node)
-valid_host "$node" || fail TunnelDown "no valid compute node from $(node_source) ('$(printf '%s' "$node" | printable)'); wait-for-node should have waited for one"
+valid_host "$node" || fail_without_node "$node"
 start_tunnel "$node"
 seen=$node
 while :; do

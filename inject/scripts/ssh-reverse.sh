@@ -224,7 +224,7 @@ trap 'shutdown stop_sessions' TERM INT
 [[ -z $socks ]] || log "WARNING: pod asks for a SOCKS5 proxy on port ${socks}: it listens on 127.0.0.1 of the compute node, and every user of that node can use it to reach this cluster"
 
 node=$(current_node)
-valid_host "$node" || fail TunnelDown "no valid compute node from $(node_source) ('$(printf '%s' "$node" | printable)'); wait-for-node should have waited for one"
+valid_host "$node" || fail_without_node "$node"
 looked=$(date +%s)
 waiting_since=$looked
 seen=$node
