@@ -179,13 +179,7 @@ func lastTunnelEvent(ctx context.Context, cs kubernetes.Interface, pod *corev1.P
 		if !tunnelEvents[e.Reason] {
 			continue
 		}
-		t := e.EventTime.Time
-		if e.Series != nil && e.Series.LastObservedTime.After(t) {
-			t = e.Series.LastObservedTime.Time
-		}
-		if e.LastTimestamp.After(t) {
-			t = e.LastTimestamp.Time
-		}
+		t := tunnelstate.EventTime(e)
 		if newest == nil || !t.Before(at) {
 			newest, at = e, t
 		}

@@ -60,6 +60,13 @@ func TestTheShadowFollowsTheJobToANewAddressInPlace(t *testing.T) {
 	if after != name || afterUID != shadowUID || afterIP != ip {
 		t.Errorf("the shadow pod was replaced: before %s %s %s, after %s %s %s", name, shadowUID, ip, after, afterUID, afterIP)
 	}
+	// The pod's owner is told nothing went wrong: the one TunnelReady stands, no TunnelFailed.
+	if evs := tunnelEventsOf(t, ns, "notebook", "TunnelFailed"); len(evs) != 0 {
+		t.Errorf("following the job to its new address was reported as a failure: %+v", evs)
+	}
+	if evs := tunnelEventsOf(t, ns, "notebook", "TunnelReady"); len(evs) != 1 {
+		t.Errorf("TunnelReady recorded %d times around the move, want once: %+v", len(evs), evs)
+	}
 	if now := restarts(); now != before {
 		previous, _ := kubectlOutput("logs", "-n", s.namespace, name, "-c", "ssh-forward", "--previous")
 		t.Errorf("the shadow's container restarted (restart counts %q before the move, %q after) rather than rebuilding in place; its previous log:\n%s",

@@ -191,7 +191,7 @@ func lastProbeFailure(events []corev1.Event, container string, since time.Time) 
 		if !ok {
 			continue
 		}
-		if at := eventTime(e); !at.Before(since.Truncate(time.Second)) && at.After(newest) {
+		if at := EventTime(e); !at.Before(since.Truncate(time.Second)) && at.After(newest) {
 			newest, line = at, text
 		}
 	}
@@ -202,8 +202,8 @@ func lastProbeFailure(events []corev1.Event, container string, since time.Time) 
 	return reason, msg, true
 }
 
-// eventTime is when an Event was last seen, whichever API wrote it.
-func eventTime(e *corev1.Event) time.Time {
+// EventTime is when an Event was last seen, whichever API wrote it.
+func EventTime(e *corev1.Event) time.Time {
 	t := e.LastTimestamp.Time
 	if e.Series != nil && e.Series.LastObservedTime.After(t) {
 		t = e.Series.LastObservedTime.Time
