@@ -25,6 +25,7 @@ const gracePeriod = 5 * time.Second
 var site struct {
 	root    string
 	bin     string // the shadowgate binary, for shadowgate status
+	sg      *harness.Shadowgate
 	cp      *harness.ControlPlane
 	kubectl harness.Kubectl
 	local   *harness.LocalSite
@@ -32,7 +33,7 @@ var site struct {
 
 func TestMain(m *testing.M) {
 	os.Exit(harness.RunSiteSuite(m, "offload", "../..", gracePeriod, func(s *harness.Suite) error {
-		site.root, site.bin, site.cp, site.kubectl, site.local = s.Root, s.Bin, s.CP, s.Kubectl, s.Site
+		site.root, site.bin, site.sg, site.cp, site.kubectl, site.local = s.Root, s.Bin, s.SG, s.CP, s.Kubectl, s.Site
 		return nil
 	}))
 }
