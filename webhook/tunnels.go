@@ -175,7 +175,10 @@ func (t *TunnelReporter) Reconcile(ctx context.Context, req reconcile.Request) (
 		next.Since = prev.Since
 	}
 	t.count(req.NamespacedName, next.State)
-	if !hadPrev || prev.Changed(next) || prev.Message != next.Message || prev.Service != next.Service {
+	// A new message alone is written only where it says something: each write is a pod
+	// update, which the virtual kubelet sees too.
+	informative := next.State == tunnelstate.Failed || next.State == tunnelstate.WaitingForNode
+	if !hadPrev || prev.Changed(next) || (informative && prev.Message != next.Message) || prev.Service != next.Service {
 		if err := t.writeState(ctx, pod, next); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -356,7 +359,7 @@ func (t *TunnelReporter) record(pod *corev1.Pod, sh *shadowView, prev tunnelstat
 	switch next.State {
 	case tunnelstate.WaitingForNode:
 		t.recorder.Eventf(pod, related(sh.pod), corev1.EventTypeNormal, ReasonTunnelWaitingForNode, "Observe", "%s", truncate(
-			"Waiting for the compute node of the pod's job: "+next.Message+". This is normal while the job is queued; the tunnel opens once it runs."))
+			"Waiting for the compute node: "+next.Message+". This is normal while the job is queued; the tunnel opens once it runs."))
 	case tunnelstate.Ready:
 		reason, note := ReasonTunnelReady, "Tunnel ready: "+reach(sh, next)
 		if hadPrev && prev.State == tunnelstate.Failed {

@@ -72,7 +72,7 @@ func Observe(o Observation) Status {
 			return failed(st, c.Name, last)
 		}
 		if cs.State.Running != nil && c.Name == waitForNode {
-			return with(st, WaitingForNode, ReasonWaitingForNode, c.Name, "waiting for the job's compute node (the job may still be queued)")
+			return with(st, WaitingForNode, ReasonWaitingForNode, c.Name, "the job is not running yet, so its compute node is not known")
 		}
 		return with(st, Starting, "", c.Name, "the shadow pod is starting")
 	}

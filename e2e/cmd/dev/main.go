@@ -88,12 +88,14 @@ func run(root, bin string, port int, grace time.Duration) error {
 		fmt.Printf(`ready: KUBECONFIG=%[1]s
 
   export KUBECONFIG=%[1]s
-  %[2]s get nodes                                           # the cluster node and four virtual nodes
+  %[2]s get nodes                                           # the cluster node and the virtual nodes
   %[2]s apply -f manifests/examples/notebook.yaml           # the guide's notebook, offloaded to %[3]s
   SLURM_CONF=%[4]s squeue           # its batch job, named after the pod's UID
   %[2]s get pod -n user -l interlink.eu/shadow=shadow-notebook-user -o wide   # the shadow, Ready
   curl http://127.0.0.1:8888/                               # the notebook's page, through the shadow
   %[2]s logs -n user notebook                               # the job's output
+  %[2]s describe pod -n user notebook                       # TunnelReady: how to reach it
+  bin/shadowgate status -n user                             # every tunnel's state in the namespace
   sed 's/%[3]s/%[5]s/' manifests/examples/notebook.yaml | %[2]s apply -f -   # after deleting the first:
                                                             # %[5]s's login node refuses forwarding; exec mode relays
 
