@@ -171,7 +171,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	// A finished pod is stored, so its shadow is no orphan of a refused admission: it goes
 	// at once, without the grace period.
 	done := live && finished(pod)
-	objs, err := r.shadowObjects(ctx, req.String())
+	objs, err := shadowObjects(ctx, r.client, req.String())
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -300,10 +300,13 @@ func (r *Reconciler) sayIfSecondShadow(ctx context.Context, pod *corev1.Pod, our
 			"(docs/virtual-kubelet.md), so only shadowgate renders shadows", held.Namespace, held.Name)))
 }
 
-func (r *Reconciler) shadowObjects(ctx context.Context, podKey string) ([]client.Object, error) {
+// shadowObjects are the cached shadow objects that stand in for the pod podKey (<ns>/<name>),
+// of any pod UID: the reconciler tells its pod's from an orphan's, the tunnel reporter keeps
+// its pod's.
+func shadowObjects(ctx context.Context, c client.Reader, podKey string) ([]client.Object, error) {
 	var objs []client.Object
 	for _, list := range shadowKinds() {
-		if err := r.client.List(ctx, list, client.MatchingFields{indexShadowFor: podKey}); err != nil {
+		if err := c.List(ctx, list, client.MatchingFields{indexShadowFor: podKey}); err != nil {
 			return nil, err
 		}
 		err := apimeta.EachListItem(list, func(o runtime.Object) error {

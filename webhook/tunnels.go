@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -81,6 +80,10 @@ type writtenState struct {
 
 // newTunnelReporter is the reporter of a serving manager.
 func newTunnelReporter(mgr manager.Manager, writer client.Client, policies Policies, recorder events.EventRecorder, metrics *Metrics) *TunnelReporter {
+	// Every state is exported from the start, at 0 until a tunnel is in it.
+	for _, s := range []tunnelstate.State{tunnelstate.Starting, tunnelstate.WaitingForNode, tunnelstate.Ready, tunnelstate.Failed} {
+		metrics.tunnels.WithLabelValues(string(s)).Set(0)
+	}
 	return &TunnelReporter{
 		cache: mgr.GetClient(), reader: mgr.GetAPIReader(), writer: writer,
 		policies: policies, recorder: recorder, metrics: metrics, now: time.Now,
@@ -207,32 +210,26 @@ type shadowView struct {
 // shadow), the Deployment's newest live pod, the Service and the node ConfigMap.
 func (t *TunnelReporter) shadowOf(ctx context.Context, pod *corev1.Pod) (*shadowView, error) {
 	key := pod.Namespace + "/" + pod.Name
+	objs, err := shadowObjects(ctx, t.cache, key)
+	if err != nil {
+		return nil, err
+	}
 	sh := &shadowView{}
-	for _, list := range shadowKinds() {
-		if err := t.cache.List(ctx, list, client.MatchingFields{indexShadowFor: key}); err != nil {
-			return nil, err
+	for _, obj := range objs {
+		if types.UID(obj.GetLabels()[inject.LabelPodUID]) != pod.UID {
+			continue
 		}
-		switch l := list.(type) {
-		case *appsv1.DeploymentList:
-			for i := range l.Items {
-				if types.UID(l.Items[i].Labels[inject.LabelPodUID]) == pod.UID {
-					sh.deployment = &l.Items[i]
-				}
+		switch o := obj.(type) {
+		case *appsv1.Deployment:
+			sh.deployment = o
+		case *corev1.Service:
+			sh.service = o.Namespace + "/" + o.Name
+			for _, p := range o.Spec.Ports {
+				sh.ports = append(sh.ports, p.Port)
 			}
-		case *corev1.ServiceList:
-			for _, s := range l.Items {
-				if types.UID(s.Labels[inject.LabelPodUID]) == pod.UID {
-					sh.service = s.Namespace + "/" + s.Name
-					for _, p := range s.Spec.Ports {
-						sh.ports = append(sh.ports, p.Port)
-					}
-				}
-			}
-		case *corev1.ConfigMapList:
-			for _, cm := range l.Items {
-				if types.UID(cm.Labels[inject.LabelPodUID]) == pod.UID && cm.Labels[validate.LabelShadowRole] == validate.ShadowRoleNode {
-					sh.computeNode = strings.TrimSpace(cm.Data[validate.ComputeNodeKey])
-				}
+		case *corev1.ConfigMap:
+			if o.Labels[validate.LabelShadowRole] == validate.ShadowRoleNode {
+				sh.computeNode = strings.TrimSpace(o.Data[validate.ComputeNodeKey])
 			}
 		}
 	}
@@ -240,8 +237,9 @@ func (t *TunnelReporter) shadowOf(ctx context.Context, pod *corev1.Pod) (*shadow
 		return nil, nil
 	}
 	d := sh.deployment
-	if node, ok := validate.VirtualNodeFor(&pod.Spec, t.policies.Current()); ok {
-		ssh := t.policies.Current().VirtualNodes[node].Network.SSH
+	pol := t.policies.Current()
+	if node, ok := validate.VirtualNodeFor(&pod.Spec, pol); ok {
+		ssh := pol.VirtualNodes[node].Network.SSH
 		sh.forwardMode = ssh.ForwardMode
 		sh.context = tunnelstate.Context{Node: node, SSH: ssh}
 	}
@@ -409,8 +407,15 @@ func reach(sh *shadowView, st tunnelstate.Status) string {
 func (t *TunnelReporter) count(key types.NamespacedName, s tunnelstate.State) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	old, had := t.states[key]
+	if had && old == s {
+		return
+	}
+	if had {
+		t.metrics.tunnels.WithLabelValues(string(old)).Dec()
+	}
 	t.states[key] = s
-	t.publish()
+	t.metrics.tunnels.WithLabelValues(string(s)).Inc()
 }
 
 // forget drops a pod that no longer has a tunnel to report from the gauge.
@@ -418,18 +423,8 @@ func (t *TunnelReporter) forget(key types.NamespacedName) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.written, key)
-	if _, ok := t.states[key]; ok {
+	if old, ok := t.states[key]; ok {
 		delete(t.states, key)
-		t.publish()
-	}
-}
-
-func (t *TunnelReporter) publish() {
-	counts := map[tunnelstate.State]float64{tunnelstate.Starting: 0, tunnelstate.WaitingForNode: 0, tunnelstate.Ready: 0, tunnelstate.Failed: 0}
-	for _, s := range t.states {
-		counts[s]++
-	}
-	for s, n := range counts {
-		t.metrics.tunnels.With(prometheus.Labels{"state": string(s)}).Set(n)
+		t.metrics.tunnels.WithLabelValues(string(old)).Dec()
 	}
 }
