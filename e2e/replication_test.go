@@ -15,12 +15,13 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/interlink-hq/shadowgate/e2e/harness"
+	"github.com/interlink-hq/shadowgate/validate"
 )
 
 // The kustomize components that harden an install, as a site's kustomization names them.
 const (
-	noReplicationComponent           = "manifests/components/no-credential-replication"
-	noCopiesInPodNamespacesComponent = "manifests/components/no-credentials-in-pod-namespaces"
+	noReplicationComponent         = "manifests/components/no-credential-replication"
+	copiesInPodNamespacesComponent = "manifests/components/credentials-in-pod-namespaces"
 )
 
 // kustomizeWith renders manifests/base with components, as a site's own kustomization would.
@@ -101,21 +102,26 @@ func TestWithoutCredentialReplicationNoSecretIsGranted(t *testing.T) {
 	}
 }
 
-// The secure setting of --credentials-in-pod-namespaces is one value or one component away:
-// both run serve with it false, and the defaults with neither the flag nor its opposite.
-func TestNoCredentialsInPodNamespacesRendersTheFlag(t *testing.T) {
-	const arg = "--credentials-in-pod-namespaces=false"
+// Copies into pod namespaces are off unless asked for: the chart's default and the kustomize
+// base run serve without the flag (its default is false), and the unsafe setting is one value
+// or one component away, rendering --credentials-in-pod-namespaces=true.
+func TestCredentialsInPodNamespacesAreOptIn(t *testing.T) {
+	const arg = "--credentials-in-pod-namespaces=true"
 	for name, c := range map[string]struct {
 		r    rendered
 		want bool
 	}{
-		"the chart with credentialsInPodNamespaces=false":    {parseRendered(t, helmTemplate(t, "--set", "credentialsInPodNamespaces=false")), true},
-		"kustomize with " + noCopiesInPodNamespacesComponent: {parseRendered(t, kustomizeWith(t, noCopiesInPodNamespacesComponent)), true},
-		"kustomize with both components":                     {parseRendered(t, kustomizeWith(t, noReplicationComponent, noCopiesInPodNamespacesComponent)), true},
-		"the chart's default":                                {parseRendered(t, helmTemplate(t)), false},
+		"the chart with credentialsInPodNamespaces=true":   {parseRendered(t, helmTemplate(t, "--set", "credentialsInPodNamespaces=true")), true},
+		"kustomize with " + copiesInPodNamespacesComponent: {parseRendered(t, kustomizeWith(t, copiesInPodNamespacesComponent)), true},
+		"the chart's default":                              {parseRendered(t, helmTemplate(t)), false},
+		"the kustomize base":                               {parseRendered(t, mustKubectl(t, "", "kustomize", filepath.Join(cluster.root, "manifests/base"))), false},
 	} {
-		if got := slices.Contains(serveArgs(t, c.r), arg); got != c.want {
-			t.Errorf("%s: %s among serve's arguments: %v, want %v: %q", name, arg, got, c.want, serveArgs(t, c.r))
+		args := serveArgs(t, c.r)
+		if got := slices.Contains(args, arg); got != c.want {
+			t.Errorf("%s: %s among serve's arguments: %v, want %v: %q", name, arg, got, c.want, args)
+		}
+		if slices.Contains(args, "--credentials-in-pod-namespaces=false") {
+			t.Errorf("%s passes the default explicitly: %q", name, args)
 		}
 	}
 }
@@ -197,12 +203,25 @@ func TestServeWithoutSecretRightsAdmitsWithoutReplication(t *testing.T) {
 // the namespaces of shadow-same-ns pods.
 const copiesWarning = "WARNING: pods with interlink.eu/shadow-same-ns have the site's key or keytab copied into their own namespace"
 
-// The suite's serve runs with the defaults, replication and copies into pod namespaces both
-// on, and says at start what that exposes and which flag closes it.
-func TestServeWarnsOfCopiesIntoPodNamespaces(t *testing.T) {
-	log := readLog(t, cluster.sg.Log)
-	if !strings.Contains(log, copiesWarning) || !strings.Contains(log, "--credentials-in-pod-namespaces=false") {
-		t.Errorf("serve's log does not warn of copies into pod namespaces, naming the flag: %s", cluster.sg.Log)
+// The suite's serve runs with the defaults, replication on and no copies into pod namespaces,
+// and warns of none; serve given the unsafe --credentials-in-pod-namespaces=true says at start
+// what that exposes, naming the flag.
+func TestServeWarnsOfCopiesIntoPodNamespacesOnlyWhenAskedFor(t *testing.T) {
+	if log := readLog(t, cluster.sg.Log); strings.Contains(log, copiesWarning) {
+		t.Errorf("serve with the defaults warns of copies into pod namespaces: %s", cluster.sg.Log)
+	}
+	s, err := harness.Serve(cluster.kubectl, cluster.cp, harness.ServeOptions{Bin: cluster.bin, Dir: t.TempDir(), GracePeriod: gracePeriod,
+		Args: []string{"--credentials-in-pod-namespaces=true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("serve did not stop cleanly: %v", err)
+		}
+	}()
+	if log := readLog(t, s.Log); !strings.Contains(log, copiesWarning) || !strings.Contains(log, "--credentials-in-pod-namespaces=true") {
+		t.Errorf("serve with --credentials-in-pod-namespaces=true does not warn of copies into pod namespaces, naming the flag: %s", s.Log)
 	}
 }
 
@@ -213,4 +232,36 @@ func readLog(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// A tenant with edit's rights on pods and Secrets in its namespace asks for its shadow
+// beside its pod on a node that replicates the site's key: with serve's defaults kubectl apply
+// is refused, naming the annotation and where the shadow lives instead, and no copy of the key
+// reaches the namespace; without the annotation the same pod is admitted, its shadow and the
+// copy in <ns>-shadow, where the tenant may read nothing.
+func TestATenantCannotHaveTheSiteKeyCopiedIntoItsNamespace(t *testing.T) {
+	const ns, tenant = "tenant-same-ns", "tenant-same-ns-author"
+	createNamespaces(t, ns)
+	// edit's rules on pods and Secrets, granted directly: no controller manager aggregates edit here.
+	mustKubectl(t, "", "create", "role", "author", "-n", ns, "--verb=get,list,watch,create,update,patch,delete", "--resource=pods,secrets")
+	mustKubectl(t, "", "create", "rolebinding", "author", "-n", ns, "--role=author", "--user="+tenant)
+	as := "--as=" + tenant
+	p := offloaded{name: "notebook", namespace: ns, node: "hpc-vk", ports: []int32{8888},
+		annotations: map[string]string{validate.AnnotationShadowSameNS: "true"}}
+	r := kubectl(t, p.json(), as, "apply", "-f", "-")
+	if r.Err == nil {
+		t.Fatalf("the same-ns pod was admitted:\n%s", r.Output())
+	}
+	expectContains(t, r.Stderr, "metadata.annotations[interlink.eu/shadow-same-ns]: Forbidden",
+		"Secret hpc-ssh-key of virtual node hpc-vk", "the shadow lives in "+ns+"-shadow")
+	if ok, out := exists(t, "secret", "hpc-ssh-key", "-n", ns); ok {
+		t.Errorf("the refused pod had the site's key copied into its namespace: %s", out)
+	}
+
+	delete(p.annotations, validate.AnnotationShadowSameNS)
+	mustKubectl(t, p.json(), as, "apply", "-f", "-")
+	mustKubectl(t, "", "get", "secret", "hpc-ssh-key", "-n", p.shadowNamespace())
+	if out := kubectl(t, "", "auth", "can-i", "get", "secrets", "-n", p.shadowNamespace(), as); strings.TrimSpace(out.Stdout) != "no" {
+		t.Errorf("the tenant may read Secrets in %s: %s", p.shadowNamespace(), out.Output())
+	}
 }

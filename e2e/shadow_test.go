@@ -59,15 +59,14 @@ func TestAdmittedPodsHaveTheirShadowsAppliedByShadowgate(t *testing.T) {
 	}
 	notebook := getObject(t, "pod", "notebook", "-n", "user")
 
-	// The virtual kubelet's own names: <pod>-<ns> in <ns>-shadow, and shadow-<pod>-<ns> in the
-	// pod's namespace for the notebook, which asks for shadow-same-ns.
+	// The virtual kubelet's own names: <pod>-<ns> in <ns>-shadow.
 	for _, c := range []struct {
 		pod             object
 		name, namespace string // the shadow's
 		kinds           []string
 	}{
 		{trainer, "trainer-user", "user-shadow", []string{"deployment", "configmap"}}, // no port: no Service
-		{notebook, "shadow-notebook-user", "user", []string{"deployment", "service", "configmap"}},
+		{notebook, "notebook-user", "user-shadow", []string{"deployment", "service", "configmap"}},
 	} {
 		name := c.name
 		if got := inject.ShadowName(c.pod.Metadata.Name, "user", c.namespace == "user"); got != name {
@@ -114,12 +113,15 @@ func TestAdmittedPodsHaveTheirShadowsAppliedByShadowgate(t *testing.T) {
 	for _, c := range []struct{ kind, name, namespace string }{
 		{"secret", "hpc-ssh-key", "user-shadow"},
 		{"configmap", "hpc-known-hosts", "user-shadow"},
-		{"secret", "hpc-ssh-key", "user"},
 	} {
 		o := getObject(t, c.kind, c.name, "-n", c.namespace)
 		if got := o.Metadata.Annotations[validate.AnnotationReplicatedFrom]; got != "shadowgate-system/"+c.name {
 			t.Errorf("%s %s/%s: replicated-from %q, want shadowgate-system/%s", c.kind, c.namespace, c.name, got, c.name)
 		}
+	}
+	// Nothing of the site's reaches the pods' own namespace, where their authors could read it.
+	if ok, out := exists(t, "secret", "hpc-ssh-key", "-n", "user"); ok {
+		t.Errorf("the site's key was copied into the pods' namespace: %s", out)
 	}
 }
 

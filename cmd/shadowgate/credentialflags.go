@@ -12,13 +12,14 @@ import (
 type credentialFlags struct {
 	// replication is false where the ServiceAccount may not write Secrets.
 	replication bool
-	// inPodNamespaces lets shadow-same-ns pods have the site's Secret copied.
+	// inPodNamespaces lets shadow-same-ns pods have the site's Secret copied: off by default,
+	// since the copy is readable by everyone who may create pods in that namespace.
 	inPodNamespaces bool
 }
 
 func (c *credentialFlags) addFlags(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&c.replication, validate.CredentialReplicationFlag, true, "copy the credentials a virtual node's policy names into shadow namespaces (ReplicateCredentials); false where the ServiceAccount may not write Secrets, and a policy asking for replication is then refused")
-	cmd.Flags().BoolVar(&c.inPodNamespaces, validate.CredentialsInPodNamespacesFlag, true, "copy the site's Secret into a pod's own namespace when it sets interlink.eu/shadow-same-ns, where its author can read it; false refuses such a pod or template on a node that replicates credentials")
+	cmd.Flags().BoolVar(&c.inPodNamespaces, validate.CredentialsInPodNamespacesFlag, false, "UNSAFE with a site-wide key or keytab: copy the site's Secret into a pod's own namespace when it sets interlink.eu/shadow-same-ns, where its author can read it; false (the default) refuses such a pod or template on a node that replicates credentials")
 }
 
 func (c *credentialFlags) rules() validate.CredentialRules {

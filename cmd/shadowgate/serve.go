@@ -126,8 +126,8 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 	}
 	if o.credentials.replication && o.credentials.inPodNamespaces {
 		logger.Info("WARNING: pods with interlink.eu/shadow-same-ns have the site's key or keytab copied into their own namespace, " +
-			"where their authors can read it; run with --" + validate.CredentialsInPodNamespacesFlag + "=false " +
-			"(chart value credentialsInPodNamespaces: false, kustomize component no-credentials-in-pod-namespaces) unless every such pod's author may hold the site's credentials")
+			"where their authors can read it, because serve runs with --" + validate.CredentialsInPodNamespacesFlag + "=true " +
+			"(chart value credentialsInPodNamespaces: true, kustomize component credentials-in-pod-namespaces); drop it unless every such pod's author may hold the site's credentials")
 	}
 	clientCA, err := o.clientCA(logger.WithName("client-ca"))
 	if err != nil {

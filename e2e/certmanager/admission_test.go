@@ -37,12 +37,11 @@ func TestApplyOverCertManagerTLS(t *testing.T) {
 	if !strings.Contains(out, "pod/notebook created") {
 		t.Errorf("kubectl apply printed:\n%s", out)
 	}
-	// shadow-same-ns: the shadow lives beside the pod.
-	shadow := inject.ShadowName("notebook", "user", true)
-	managed := mustKubectl(ctx, t, "", "get", "deployment", shadow, "-n", "user",
+	shadow, shadowNS := inject.ShadowName("notebook", "user", false), inject.ShadowNamespace("user", false)
+	managed := mustKubectl(ctx, t, "", "get", "deployment", shadow, "-n", shadowNS,
 		"-o", `jsonpath={.metadata.labels.app\.kubernetes\.io/managed-by}`)
 	if managed != inject.ManagedBy {
-		t.Errorf("shadow Deployment user/%s is managed by %q, want %q", shadow, managed, inject.ManagedBy)
+		t.Errorf("shadow Deployment %s/%s is managed by %q, want %q", shadowNS, shadow, managed, inject.ManagedBy)
 	}
 }
 

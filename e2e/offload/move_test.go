@@ -18,7 +18,7 @@ func TestTheShadowFollowsTheJobToANewAddressInPlace(t *testing.T) {
 	kubectl(t, "", "create", "namespace", ns)
 	kubectl(t, notebook(t, ns, harness.HPCNode), "apply", "-f", "-")
 	uid := kubectl(t, "", "get", "pod", "-n", ns, "notebook", "-o", "jsonpath={.metadata.uid}")
-	s := shadowOf("notebook", ns, true)
+	s := shadowOf("notebook", ns, false)
 	t.Cleanup(func() { deleteAndWaitGone(t, ns, "notebook", uid, s) })
 
 	waitForJob(t, uid, "RUNNING", 2*time.Minute)

@@ -26,7 +26,7 @@ func TestTheGuidesNotebookServesItsPageThroughTheShadow(t *testing.T) {
 			user := scientist(t, c.namespace)
 			kubectl(t, notebook(t, c.namespace, c.node), "apply", "-f", "-")
 			uid := kubectl(t, "", "get", "pod", "-n", c.namespace, "notebook", "-o", "jsonpath={.metadata.uid}")
-			s := shadowOf("notebook", c.namespace, true)
+			s := shadowOf("notebook", c.namespace, false)
 			deleted := false
 			t.Cleanup(func() {
 				if !deleted {
@@ -49,7 +49,7 @@ func TestTheGuidesNotebookServesItsPageThroughTheShadow(t *testing.T) {
 			})
 			// The pod says once that its tunnel is ready and how to reach it, and never that
 			// it failed; shadowgate status shows it Ready, leading to the job's node.
-			ready := waitForTunnelEvent(t, time.Minute, c.namespace, "notebook", "TunnelReady", "notebook-"+c.namespace+"."+c.namespace+".svc port 8888", "("+c.forwardMode+")")
+			ready := waitForTunnelEvent(t, time.Minute, c.namespace, "notebook", "TunnelReady", s.name+"."+s.namespace+".svc port 8888", "("+c.forwardMode+")")
 			row := wantStatus(t, user, c.namespace, "Ready", "Ready")
 			if row.Tunnel.ComputeNode != site.local.HPC.ComputeAddress || row.Tunnel.ForwardMode != c.forwardMode {
 				t.Errorf("shadowgate status shows compute node %q, mode %q; want %q, %q", row.Tunnel.ComputeNode, row.Tunnel.ForwardMode, site.local.HPC.ComputeAddress, c.forwardMode)

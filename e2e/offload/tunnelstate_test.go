@@ -17,11 +17,12 @@ import (
 // a failed check, the 45s startup grace a job's server is given to come up.
 const failureBound = 2 * time.Minute
 
-// offloadedPod is a pod on node in ns forwarding port 8888, its shadow in its own namespace,
-// with the annotations and command given (none: the stand-in notebook).
+// offloadedPod is a pod on node in ns forwarding port 8888, its shadow in <ns>-shadow unless
+// the annotations say shadow-same-ns, with the annotations and command given (none: the
+// stand-in notebook).
 func offloadedPod(ns, node string, annotations map[string]string, command ...string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: notebook\n  namespace: %s\n  annotations:\n    interlink.eu/shadow-same-ns: \"true\"\n", ns)
+	fmt.Fprintf(&b, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: notebook\n  namespace: %s\n  annotations:\n", ns)
 	for k, v := range annotations {
 		fmt.Fprintf(&b, "    %s: %q\n", k, v)
 	}
@@ -57,7 +58,7 @@ func startOffloaded(t *testing.T, ns, manifest string) (uid string, s shadow, us
 	user = scientist(t, ns)
 	kubectl(t, manifest, "apply", "-f", "-")
 	uid = kubectl(t, "", "get", "pod", "-n", ns, "notebook", "-o", "jsonpath={.metadata.uid}")
-	s = shadowOf("notebook", ns, true)
+	s = shadowOf("notebook", ns, false)
 	t.Cleanup(func() { deleteAndWaitGone(t, ns, "notebook", uid, s) })
 	return uid, s, user
 }
@@ -199,7 +200,7 @@ func TestADeletedCredentialWithoutReplicationIsCredentialMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	user := scientist(t, ns)
-	kubectl(t, offloadedPod(ns, harness.NoReplicationNode, nil), "apply", "-f", "-")
+	kubectl(t, offloadedPod(ns, harness.NoReplicationNode, map[string]string{"interlink.eu/shadow-same-ns": "true"}), "apply", "-f", "-")
 	uid := kubectl(t, "", "get", "pod", "-n", ns, "notebook", "-o", "jsonpath={.metadata.uid}")
 	s := shadowOf("notebook", ns, true)
 	t.Cleanup(func() { deleteAndWaitGone(t, ns, "notebook", uid, s) })

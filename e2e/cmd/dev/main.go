@@ -91,7 +91,7 @@ func run(root, bin string, port int, grace time.Duration) error {
   %[2]s get nodes                                           # the cluster node and the virtual nodes
   %[2]s apply -f manifests/examples/notebook.yaml           # the guide's notebook, offloaded to %[3]s
   SLURM_CONF=%[4]s squeue           # its batch job, named after the pod's UID
-  %[2]s get pod -n user -l interlink.eu/shadow=shadow-notebook-user -o wide   # the shadow, Ready
+  %[2]s get pod -n user-shadow -l interlink.eu/shadow=notebook-user -o wide   # the shadow, Ready
   curl http://127.0.0.1:8888/                               # the notebook's page, through the shadow
   %[2]s logs -n user notebook                               # the job's output
   %[2]s describe pod -n user notebook                       # TunnelReady: how to reach it
