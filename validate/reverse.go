@@ -103,7 +103,7 @@ func destinationProblem(host, namespace string, allowed *policy.AllowedDestinati
 			return ""
 		}
 	}
-	ns, inCluster := serviceNamespace(lower)
+	ns, inCluster := ServiceNamespace(lower)
 	if !inCluster {
 		return fmt.Sprintf("the name is no Service name of the cluster (<service>.<namespace>[.svc[.%s]]) and ends in none of AllowedDestinations.NameSuffixes %v%s its domain to Network.SSH.Reverse.AllowedDestinations.NameSuffixes",
 			clusterDomain, allowed.NameSuffixes, ask)
@@ -119,10 +119,12 @@ func destinationProblem(host, namespace string, allowed *policy.AllowedDestinati
 		ns, allowed.Namespaces, own, ask, ns)
 }
 
-// serviceNamespace reads the namespace of a cluster DNS name of a Service or of one of its
+// ServiceNamespace reads the namespace of a cluster DNS name of a Service or of one of its
 // endpoints, lower-case: <svc>.<ns> and <host>.<svc>.<ns>, bare or followed by .svc or by
-// .svc.<clusterDomain>. inCluster is false for any other name.
-func serviceNamespace(name string) (ns string, inCluster bool) {
+// .svc.<clusterDomain>. inCluster is false for any other name. inject renders the shadow's
+// NetworkPolicy by it, so the policy opens what this rule admits.
+func ServiceNamespace(name string) (ns string, inCluster bool) {
+	name = strings.ToLower(name)
 	rest := strings.TrimSuffix(name, ".svc."+clusterDomain)
 	if rest == name {
 		rest = strings.TrimSuffix(name, ".svc")
