@@ -61,7 +61,7 @@ func TestRenderTheNotebookInEachMode(t *testing.T) {
 				t.Fatalf("objects %q, want %q", got, want)
 			}
 			var d appsv1.Deployment
-			if err := json.Unmarshal(mustJSON(t, items[3].Object), &d); err != nil {
+			if err := json.Unmarshal(mustJSON(t, items[len(items)-1].Object), &d); err != nil {
 				t.Fatal(err)
 			}
 			var initNames, names []string
