@@ -29,7 +29,7 @@ virtualNodes:
         LoginHost: login.hpc.example.org
         User: alice
         KeySecret: hpc-ssh-key
-        Reverse: {Enabled: true, AllowSocks: true}
+        Reverse: {Enabled: true, AllowedDestinations: {Namespaces: [default]}, AllowSocks: true}
 `
 
 func mustPolicy(t *testing.T, doc string) *policy.Policy {

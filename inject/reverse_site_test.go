@@ -190,7 +190,7 @@ func newReverseSite(t *testing.T, opt reverseOptions) *reverseSite {
 		socks = fmt.Sprintf("interlink.eu/reverse-socks-port: %q", strconv.Itoa(s.socks))
 	}
 	doc := loginPolicy(s.login, jobUser, fmt.Sprintf("KnownHostsConfigMap: site-known-hosts\nForwardMode: %s\nNodeDiscovery: %s\n"+
-		"Reverse: {Enabled: true, AllowSocks: %t, Sshd: %s, NodeExec: %s}", forwardMode, discovery, opt.socks, opt.sshd, opt.nodeExec))
+		"Reverse: {Enabled: true, AllowedDestinations: {CIDRs: [127.0.0.0/8]}, AllowSocks: %t, Sshd: %s, NodeExec: %s}", forwardMode, discovery, opt.socks, opt.sshd, opt.nodeExec))
 	s.pod = offloadedPod("trainer", "user")
 	s.pod.UID = jobUID
 	s.pod.Annotations = map[string]string{validate.AnnotationReverseForwards: forwards}

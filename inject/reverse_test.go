@@ -40,7 +40,7 @@ func TestReverseContainer(t *testing.T) {
 	const publickey = "        KeySecret: hpc-ssh-key\n"
 	const kerberos = "        Auth: kerberos\n        KeytabSecret: keytab\n        Principal: alice@EXAMPLE.ORG\n"
 	t.Run("a pod with reverse forwards and no TCP port has a shadow of ssh-reverse alone", func(t *testing.T) {
-		_, s := reverseShadow(t, publickey+"        Reverse: {Enabled: true}\n")
+		_, s := reverseShadow(t, publickey+"        Reverse: {Enabled: true, AllowedDestinations: {Namespaces: [default]}}\n")
 		if s.Service != nil {
 			t.Error("a Service without a port to front")
 		}
@@ -53,12 +53,12 @@ func TestReverseContainer(t *testing.T) {
 		}
 	})
 	t.Run("it sits beside ssh-forward when the pod also exposes a port", func(t *testing.T) {
-		_, s := reverseShadow(t, publickey+"        Reverse: {Enabled: true}\n", corev1.ContainerPort{ContainerPort: 8888})
+		_, s := reverseShadow(t, publickey+"        Reverse: {Enabled: true, AllowedDestinations: {Namespaces: [default]}}\n", corev1.ContainerPort{ContainerPort: 8888})
 		container(t, s.Deployment, containerForward)
 		container(t, s.Deployment, ContainerReverse)
 	})
 	t.Run("it dials a bare Service name in the pod's namespace, on the recorded bind address", func(t *testing.T) {
-		pod, s := reverseShadow(t, publickey+"        Reverse: {Enabled: true}\n")
+		pod, s := reverseShadow(t, publickey+"        Reverse: {Enabled: true, AllowedDestinations: {Namespaces: [default]}}\n")
 		c := container(t, s.Deployment, ContainerReverse)
 		if got, want := envValue(c, envReverseForwards), "9000 minio.user 9000\n6443 kubernetes.default.svc.cluster.local 443"; got != want {
 			t.Errorf("%s = %q, want %q", envReverseForwards, got, want)
@@ -74,9 +74,9 @@ func TestReverseContainer(t *testing.T) {
 		ssh      string
 		delegate bool
 	}{
-		"Kerberos delegates the ticket on the login hop with NodeExec srun": {kerberos + "        Reverse: {Enabled: true, NodeExec: srun}\n", true},
-		"Kerberos does not delegate it with NodeExec ssh":                   {kerberos + "        Reverse: {Enabled: true, NodeExec: ssh}\n", false},
-		"public keys have nothing to delegate":                              {publickey + "        Reverse: {Enabled: true, NodeExec: srun}\n", false},
+		"Kerberos delegates the ticket on the login hop with NodeExec srun": {kerberos + "        Reverse: {Enabled: true, AllowedDestinations: {Namespaces: [default]}, NodeExec: srun}\n", true},
+		"Kerberos does not delegate it with NodeExec ssh":                   {kerberos + "        Reverse: {Enabled: true, AllowedDestinations: {Namespaces: [default]}, NodeExec: ssh}\n", false},
+		"public keys have nothing to delegate":                              {publickey + "        Reverse: {Enabled: true, AllowedDestinations: {Namespaces: [default]}, NodeExec: srun}\n", false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, s := reverseShadow(t, c.ssh)
@@ -95,7 +95,7 @@ func TestReverseContainer(t *testing.T) {
 // writes out, as the container gets them, with the shell of their #! line.
 func TestReverseScriptsPassSyntaxChecksAndShellcheck(t *testing.T) {
 	sshtest.Require(t, "shellcheck", "bash", "sh")
-	_, s := reverseShadow(t, "        KeySecret: hpc-ssh-key\n        Reverse: {Enabled: true}\n")
+	_, s := reverseShadow(t, "        KeySecret: hpc-ssh-key\n        Reverse: {Enabled: true, AllowedDestinations: {Namespaces: [default]}}\n")
 	c := container(t, s.Deployment, ContainerReverse)
 	for name, text := range map[string]string{
 		"ssh-reverse": c.Command[2], envReverseHop: envValue(c, envReverseHop), envReverseNodeScript: envValue(c, envReverseNodeScript),
@@ -125,7 +125,7 @@ func TestReverseScriptRefusesValuesItWouldPassOn(t *testing.T) {
 		"a poll interval of a number and more":                                {"ssh", "SHADOW_POLL_INTERVAL=1.5.2", "not a number of seconds"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, s := reverseShadow(t, "        KeySecret: hpc-ssh-key\n        Reverse: {Enabled: true, NodeExec: "+c.nodeExec+"}\n")
+			_, s := reverseShadow(t, "        KeySecret: hpc-ssh-key\n        Reverse: {Enabled: true, AllowedDestinations: {Namespaces: [default]}, NodeExec: "+c.nodeExec+"}\n")
 			mounts := map[string]string{nodeDir: t.TempDir(), stateDir: t.TempDir(), keyDir: t.TempDir()}
 			p := runContainer(t, container(t, s.Deployment, ContainerReverse), mounts, c.env)
 			if code := p.wait(t, 15*time.Second); code == 0 || !strings.Contains(p.out.String(), c.want) {

@@ -3,6 +3,7 @@ package inject
 import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -16,6 +17,7 @@ type Shadow struct {
 	Namespace     *corev1.Namespace // nil with interlink.eu/shadow-same-ns
 	NodeConfigMap *corev1.ConfigMap
 	Service       *corev1.Service // nil when no TCP port is forwarded
+	NetworkPolicy *networkingv1.NetworkPolicy
 	Deployment    *appsv1.Deployment
 
 	credentials []Credential
@@ -45,6 +47,7 @@ func buildShadow(pod *corev1.Pod, o *validate.Offload) (*Shadow, []string) {
 	s := &Shadow{
 		NodeConfigMap: b.nodeConfigMap(),
 		Service:       b.service(),
+		NetworkPolicy: b.networkPolicy(),
 		Deployment:    b.deployment(),
 		credentials:   b.credentials(),
 	}
@@ -55,7 +58,8 @@ func buildShadow(pod *corev1.Pod, o *validate.Offload) (*Shadow, []string) {
 }
 
 // Objects returns the shadow's objects in apply order: Namespace, node ConfigMap, Service,
-// Deployment, leaving out the ones it does not have. Credentials go between the node ConfigMap
+// NetworkPolicy, Deployment, leaving out the ones it does not have. The NetworkPolicy goes
+// before the Deployment, so the shadow pod never runs unfenced. Credentials go between the node ConfigMap
 // and the Deployment; they are not among these because copying them needs the source objects.
 func (s *Shadow) Objects() []client.Object {
 	var objs []client.Object
@@ -66,7 +70,7 @@ func (s *Shadow) Objects() []client.Object {
 	if s.Service != nil {
 		objs = append(objs, s.Service)
 	}
-	return append(objs, s.Deployment)
+	return append(objs, s.NetworkPolicy, s.Deployment)
 }
 
 // Credentials returns what to copy into the shadow's namespace: the key or keytab Secret, and

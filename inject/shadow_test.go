@@ -61,8 +61,8 @@ func TestObjectsComeInApplyOrder(t *testing.T) {
 		annotations map[string]string
 		want        []string
 	}{
-		"a shadow in <ns>-shadow starts with its Namespace": {nil, []string{"Namespace", "ConfigMap", "Service", "Deployment"}},
-		"a shadow beside its pod applies no Namespace":      {map[string]string{validate.AnnotationShadowSameNS: "true"}, []string{"ConfigMap", "Service", "Deployment"}},
+		"a shadow in <ns>-shadow starts with its Namespace": {nil, []string{"Namespace", "ConfigMap", "Service", "NetworkPolicy", "Deployment"}},
+		"a shadow beside its pod applies no Namespace":      {map[string]string{validate.AnnotationShadowSameNS: "true"}, []string{"ConfigMap", "Service", "NetworkPolicy", "Deployment"}},
 	} {
 		t.Run(sentence, func(t *testing.T) {
 			pod := offloadedPod("notebook", "user", corev1.ContainerPort{ContainerPort: 8888})

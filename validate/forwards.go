@@ -26,6 +26,8 @@ type Forward struct {
 	// DialHost is what the shadow dials: Host, or Host.<pod namespace> for a bare Service name,
 	// since the shadow usually runs in another namespace.
 	DialHost string
+	// Entry is the annotation's entry this endpoint was parsed from, for messages.
+	Entry string
 }
 
 // bracketed matches an endpoint whose host is an IPv6 literal: [listen:][addr]:port.
@@ -125,7 +127,7 @@ func parseForward(entry, namespace string, p *field.Path) (Forward, field.ErrorL
 			"%s %d is below %d and cannot be bound by the unprivileged sshd on the compute node; give a listen port, as in %d:%s:%d, and connect to that port",
 			what, listenNum, minUnprivilegedPort, suggestListen(portNum), host, portNum))}
 	}
-	return Forward{ListenPort: listenNum, Host: host, Port: portNum, DialHost: dialHost(host, namespace)}, nil
+	return Forward{ListenPort: listenNum, Host: host, Port: portNum, DialHost: dialHost(host, namespace), Entry: entry}, nil
 }
 
 // hostProblem says what is wrong with a forward's host, or "": the shared host rule for a host

@@ -134,6 +134,9 @@ func (o *Offload) parseAnnotations(ann map[string]string, namespace string, annP
 	if v, ok := ann[AnnotationReverseForwards]; ok {
 		o.Forwards, errs = ParseForwards(v, namespace, annPath.Key(AnnotationReverseForwards))
 		d.Errors = append(d.Errors, errs...)
+		if o.Node.Network.ReverseEnabled() {
+			d.Errors = append(d.Errors, o.refusedDestinations(annPath.Key(AnnotationReverseForwards))...)
+		}
 	}
 	if v, ok := ann[AnnotationReverseSocksPort]; ok {
 		o.SocksPort, errs = parseSocksPort(v, annPath.Key(AnnotationReverseSocksPort))

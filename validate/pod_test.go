@@ -14,13 +14,46 @@ import (
 	vt "github.com/interlink-hq/shadowgate/validate/validatetest"
 )
 
-// testPolicy has a node for every case the rules distinguish.
+// testPolicy has a node for every case the rules distinguish. hpc-vk allows the destinations
+// its cases forward to, so they judge the other rules of forwards; dest-vk, own-vk (the
+// defaults) and none-vk are TestReverseDestinations'.
 const testPolicy = `virtualNodes:
   hpc-vk:
     Network:
       EnableTunnel: true
       ShadowMode: ssh
+      SSH:
+        LoginHost: login.hpc.example.org
+        User: alice
+        KeySecret: hpc-ssh-key
+        Reverse:
+          Enabled: true
+          AllowedDestinations: {Namespaces: [default, b, d, f], CIDRs: [10.96.0.0/12, "fd00::/8"]}
+  dest-vk:
+    Network:
+      EnableTunnel: true
+      ShadowMode: ssh
+      SSH:
+        LoginHost: login.hpc.example.org
+        User: alice
+        KeySecret: hpc-ssh-key
+        Reverse:
+          Enabled: true
+          AllowedDestinations: {Namespaces: [shared], NameSuffixes: [example.org], CIDRs: [10.20.0.0/16, "fd00:20::/64"]}
+  own-vk:
+    Network:
+      EnableTunnel: true
+      ShadowMode: ssh
       SSH: {LoginHost: login.hpc.example.org, User: alice, KeySecret: hpc-ssh-key, Reverse: {Enabled: true}}
+  none-vk:
+    Network:
+      EnableTunnel: true
+      ShadowMode: ssh
+      SSH:
+        LoginHost: login.hpc.example.org
+        User: alice
+        KeySecret: hpc-ssh-key
+        Reverse: {Enabled: true, AllowedDestinations: {PodNamespace: false, Namespaces: [shared]}}
   socks-vk:
     Network:
       EnableTunnel: true
@@ -240,8 +273,8 @@ func TestOffloadParsesWhatInjectNeeds(t *testing.T) {
 		t.Fatal(d.Errors)
 	}
 	want := []validate.Forward{
-		{ListenPort: 9000, Host: "minio", Port: 9000, DialHost: "minio.user"},
-		{ListenPort: 6443, Host: "kubernetes.default.svc.cluster.local", Port: 443, DialHost: "kubernetes.default.svc.cluster.local"},
+		{ListenPort: 9000, Host: "minio", Port: 9000, DialHost: "minio.user", Entry: "minio:9000"},
+		{ListenPort: 6443, Host: "kubernetes.default.svc.cluster.local", Port: 443, DialHost: "kubernetes.default.svc.cluster.local", Entry: "6443:kubernetes.default.svc.cluster.local:443"},
 	}
 	if len(o.Forwards) != 2 || o.Forwards[0] != want[0] || o.Forwards[1] != want[1] {
 		t.Errorf("forwards = %+v, want %+v", o.Forwards, want)

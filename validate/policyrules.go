@@ -1,6 +1,8 @@
 package validate
 
 import (
+	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -257,6 +259,43 @@ func validateReverse(r *policy.Reverse, p *field.Path) field.ErrorList {
 	}
 	if !syntax.Program(r.PythonPath) {
 		errs = append(errs, field.Invalid(p.Child("PythonPath"), r.PythonPath, "must be a command name or absolute path such as python3 or /usr/bin/python3"))
+	}
+	return append(errs, validateAllowedDestinations(&r.AllowedDestinations, p.Child("AllowedDestinations"))...)
+}
+
+// validateAllowedDestinations holds each entry to what the destination rule and the shadow's
+// NetworkPolicy can express: namespace names, DNS suffixes outside the cluster's own names, and
+// CIDRs written masked.
+func validateAllowedDestinations(a *policy.AllowedDestinations, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, ns := range a.Namespaces {
+		for _, msg := range validation.IsDNS1123Label(ns) {
+			errs = append(errs, field.Invalid(p.Child("Namespaces").Index(i), ns, "must be a namespace name: "+msg))
+		}
+	}
+	for i, suffix := range a.NameSuffixes {
+		at := p.Child("NameSuffixes").Index(i)
+		lower := strings.ToLower(suffix)
+		_, notIP := netip.ParseAddr(suffix)
+		switch ok, why := syntax.Host(suffix, syntax.DialedByShadow); {
+		case !ok:
+			errs = append(errs, field.Invalid(at, suffix, "must be a DNS domain such as example.org: it is "+why))
+		case notIP == nil:
+			errs = append(errs, field.Invalid(at, suffix, "is an IP address; list addresses in AllowedDestinations.CIDRs"))
+		case !strings.Contains(suffix, "."):
+			errs = append(errs, field.Invalid(at, suffix, "is a single label, which would also allow <service>."+suffix+", a Service of namespace "+suffix+"; give a domain such as example.org, or list the namespace in AllowedDestinations.Namespaces"))
+		case lower == "svc" || strings.HasSuffix(lower, ".svc") || lower == clusterDomain || strings.HasSuffix(lower, "."+clusterDomain):
+			errs = append(errs, field.Invalid(at, suffix, "names the cluster's own Services, which AllowedDestinations.Namespaces allows by namespace; list the namespaces there"))
+		}
+	}
+	for i, cidr := range a.CIDRs {
+		prefix, err := netip.ParsePrefix(cidr)
+		switch {
+		case err != nil:
+			errs = append(errs, field.Invalid(p.Child("CIDRs").Index(i), cidr, "must be a CIDR such as 10.20.0.0/16 or fd00:20::/64"))
+		case prefix != prefix.Masked():
+			errs = append(errs, field.Invalid(p.Child("CIDRs").Index(i), cidr, fmt.Sprintf("has bits set past its prefix length; write %s", prefix.Masked())))
+		}
 	}
 	return errs
 }

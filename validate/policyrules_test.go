@@ -35,6 +35,9 @@ func indent(s string, n int) string {
 
 var ssh = field.NewPath("virtualNodes").Key("cern-vk").Child("Network", "SSH")
 
+// dest is the path of cern-vk's Reverse.AllowedDestinations.
+var dest = ssh.Child("Reverse", "AllowedDestinations")
+
 func TestParse(t *testing.T) {
 	cases := map[string]struct {
 		doc  string
@@ -92,6 +95,24 @@ func TestParse(t *testing.T) {
 		"a Reverse.Sshd other than node or userspace is refused": {doc: sshNode("Reverse:\n  Sshd: dropbear\n"),
 			want: []vt.Err{{Type: field.ErrorTypeNotSupported, Field: ssh.Child("Reverse", "Sshd").String(), Value: "dropbear"}}},
 		"srun and userspace are valid": {doc: sshNode("Reverse:\n  Enabled: true\n  NodeExec: srun\n  Sshd: userspace\n")},
+		"AllowedDestinations of namespaces, suffixes and CIDRs is valid": {
+			doc: sshNode("Reverse:\n  AllowedDestinations: {PodNamespace: false, Namespaces: [shared], NameSuffixes: [example.org], CIDRs: [10.20.0.0/16, \"fd00:20::/64\"]}\n")},
+		"a misspelt AllowedDestinations key is refused": {doc: sshNode("Reverse:\n  AllowedDestinations: {Namespace: [shared]}\n"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: dest.Child("Namespace").String(), Value: "Namespace"}}},
+		"a namespace that is no namespace name is refused": {doc: sshNode("Reverse:\n  AllowedDestinations: {Namespaces: [Kube_System]}\n"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: dest.Child("Namespaces").Index(0).String(), Value: "Kube_System"}}},
+		"a single-label suffix, which is a namespace, is refused": {doc: sshNode("Reverse:\n  AllowedDestinations: {NameSuffixes: [victim]}\n"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: dest.Child("NameSuffixes").Index(0).String(), Value: "victim"}}},
+		"a suffix of the cluster's own names is refused": {doc: sshNode("Reverse:\n  AllowedDestinations: {NameSuffixes: [svc.cluster.local]}\n"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: dest.Child("NameSuffixes").Index(0).String(), Value: "svc.cluster.local"}}},
+		"a suffix that is an address is refused": {doc: sshNode("Reverse:\n  AllowedDestinations: {NameSuffixes: [10.0.0.1]}\n"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: dest.Child("NameSuffixes").Index(0).String(), Value: "10.0.0.1"}}},
+		"a suffix that is a metadata name is refused": {doc: sshNode("Reverse:\n  AllowedDestinations: {NameSuffixes: [metadata.google.internal]}\n"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: dest.Child("NameSuffixes").Index(0).String(), Value: "metadata.google.internal"}}},
+		"a CIDR that does not parse is refused": {doc: sshNode("Reverse:\n  AllowedDestinations: {CIDRs: [10.20.0.0]}\n"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: dest.Child("CIDRs").Index(0).String(), Value: "10.20.0.0"}}},
+		"a CIDR with host bits set is refused": {doc: sshNode("Reverse:\n  AllowedDestinations: {CIDRs: [10.20.3.4/16]}\n"),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: dest.Child("CIDRs").Index(0).String(), Value: "10.20.3.4/16"}}},
 		"a relative SshdPath is refused": {doc: sshNode("Reverse:\n  SshdPath: sshd\n"),
 			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: ssh.Child("Reverse", "SshdPath").String(), Value: "sshd"}}},
 		"ExtraOptions written Key=Value are valid": {doc: sshNode("ExtraOptions:\n- ServerAliveCountMax=3\n- Ciphers=aes256-gcm@openssh.com\n")},
@@ -246,7 +267,7 @@ func TestDefaults(t *testing.T) {
 	if s.Port != 22 || s.Auth != "publickey" || s.ForwardMode != "portforward" || s.ExecConnectCommand != "nc" ||
 		s.KeySecretKey != "id_ed25519" || s.KeytabSecretKey != "user.keytab" || !s.ReplicateCredentials ||
 		s.NodeWait() != 2*time.Hour || s.Reverse.NodeExec != "ssh" || s.Reverse.Sshd != "node" ||
-		s.Reverse.SshdPath != "/usr/sbin/sshd" || s.Reverse.PythonPath != "python3" || s.Reverse.Enabled || s.Reverse.AllowSocks ||
+		s.Reverse.SshdPath != "/usr/sbin/sshd" || s.Reverse.PythonPath != "python3" || s.Reverse.Enabled || s.Reverse.AllowSocks || !s.Reverse.AllowedDestinations.PodNamespace ||
 		s.NodeDiscovery != "slurm" {
 		t.Errorf("defaults differ from the user guide's table: %+v", s)
 	}

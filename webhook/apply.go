@@ -46,9 +46,9 @@ type Applier struct {
 }
 
 // Apply applies a shadow: its namespace first (unless applied lately: knownNamespaces), then
-// the node ConfigMap, Service and credentials together, then the Deployment, which mounts
-// them, so its pods never start before what they mount exists. A nil NodeConfigMap, Service
-// or Deployment is left alone (the reconciler applies only what is missing). On an error the
+// the node ConfigMap, Service, NetworkPolicy and credentials together, then the Deployment,
+// which mounts them, so its pods never start before what they mount exists nor unfenced. A nil
+// NodeConfigMap, Service, NetworkPolicy or Deployment is left alone (the reconciler applies only what is missing). On an error the
 // objects this call created are removed in the background, once the caller has its answer,
 // but not the namespace nor the credential copies: every shadow of the pod's namespace shares
 // them, and concurrent admissions may rely on them. A dry run applies with dry-run and
@@ -101,6 +101,9 @@ func (a *Applier) applyObjects(ctx context.Context, s *inject.Shadow, dryRun boo
 	}
 	if s.Service != nil {
 		g.Go(func() error { _, err := a.applyObject(ctx, s.Service, dryRun, created); return err })
+	}
+	if s.NetworkPolicy != nil {
+		g.Go(func() error { _, err := a.applyObject(ctx, s.NetworkPolicy, dryRun, created); return err })
 	}
 	for _, c := range s.Credentials() {
 		g.Go(func() error { return a.replicate(ctx, c, dryRun) })

@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,7 +61,7 @@ var _ reconcile.Reconciler = (*Reconciler)(nil)
 
 // shadowKinds are the namespaced shadow objects, which the manager's cache holds.
 func shadowKinds() []client.ObjectList {
-	return []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}}
+	return []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}, &networkingv1.NetworkPolicyList{}}
 }
 
 // SetupWithManager indexes shadow objects by pod and starts the controller on the leader.
@@ -94,7 +95,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager) 
 		DeleteFunc:  func(e event.DeleteEvent) bool { return mayHaveShadow(e.Object, anyNode) },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}))
-	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}} {
+	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}, &networkingv1.NetworkPolicy{}} {
 		if err := mgr.GetFieldIndexer().IndexField(ctx, obj, indexShadowFor, shadowForIndex); err != nil {
 			return err
 		}
@@ -259,10 +260,13 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 	if missing.Service != nil && present[objectKey(missing.Service)] {
 		missing.Service = nil
 	}
+	if present[objectKey(missing.NetworkPolicy)] {
+		missing.NetworkPolicy = nil
+	}
 	if present[objectKey(missing.Deployment)] {
 		missing.Deployment = nil
 	}
-	if missing.NodeConfigMap == nil && missing.Service == nil && missing.Deployment == nil {
+	if missing.NodeConfigMap == nil && missing.Service == nil && missing.NetworkPolicy == nil && missing.Deployment == nil {
 		return nil
 	}
 	if missing.Deployment != nil {

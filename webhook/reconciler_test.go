@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -183,12 +184,12 @@ func TestReconcilerDeletesTheShadowOfAFinishedPod(t *testing.T) {
 	} {
 		stored := p.DeepCopy()
 		stored.Status.Phase = c.phase
-		objs := []client.Object{stored, shadow.NodeConfigMap.DeepCopy(), shadow.Service.DeepCopy()}
+		objs := []client.Object{stored, shadow.NodeConfigMap.DeepCopy(), shadow.Service.DeepCopy(), shadow.NetworkPolicy.DeepCopy()}
 		if !c.deploymentGone {
 			objs = append(objs, shadow.Deployment.DeepCopy())
 		}
 		b := fake.NewClientBuilder().WithObjects(objs...)
-		for _, kind := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}} {
+		for _, kind := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}, &networkingv1.NetworkPolicy{}} {
 			b = b.WithIndex(kind, indexShadowFor, shadowForIndex)
 		}
 		applier := &recordingApplier{}

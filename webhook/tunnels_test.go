@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -66,6 +67,7 @@ func TestTheTunnelReporterBelievesOnlyTheShadowsOwnPod(t *testing.T) {
 				WithIndex(&appsv1.Deployment{}, indexShadowFor, shadowForIndex).
 				WithIndex(&corev1.Service{}, indexShadowFor, shadowForIndex).
 				WithIndex(&corev1.ConfigMap{}, indexShadowFor, shadowForIndex).
+				WithIndex(&networkingv1.NetworkPolicy{}, indexShadowFor, shadowForIndex).
 				Build()
 			r := &TunnelReporter{cache: c, policies: fixedPolicy{&policy.Policy{}}}
 			sh, err := r.shadowOf(context.Background(), victim)

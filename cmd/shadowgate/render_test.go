@@ -56,12 +56,12 @@ func TestRenderTheNotebookInEachMode(t *testing.T) {
 		t.Run(sentence, func(t *testing.T) {
 			pod := strings.ReplaceAll(string(example), "hpc-vk", tc.node)
 			items := renderList(t, pod, "-f", "-")
-			want := []string{"Pod user/notebook", "Namespace /user-shadow", "ConfigMap user-shadow/notebook-user-node", "Service user-shadow/notebook-user", "Deployment user-shadow/notebook-user"}
+			want := []string{"Pod user/notebook", "Namespace /user-shadow", "ConfigMap user-shadow/notebook-user-node", "Service user-shadow/notebook-user", "NetworkPolicy user-shadow/notebook-user", "Deployment user-shadow/notebook-user"}
 			if got := kindsAndNames(items); !slices.Equal(got, want) {
 				t.Fatalf("objects %q, want %q", got, want)
 			}
 			var d appsv1.Deployment
-			if err := json.Unmarshal(mustJSON(t, items[4].Object), &d); err != nil {
+			if err := json.Unmarshal(mustJSON(t, items[len(items)-1].Object), &d); err != nil {
 				t.Fatal(err)
 			}
 			var initNames, names []string

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -229,10 +230,12 @@ func (o *serveOptions) managerOptions(namespace string, webhookServer ctrlwebhoo
 		Logger: logger,
 		Cache: cache.Options{
 			ByObject: map[client.Object]cache.ByObject{
-				// Only shadow objects: the reconciler needs no other Deployment, Service or ConfigMap.
-				&appsv1.Deployment{}: shadows,
-				&corev1.Service{}:    shadows,
-				&corev1.ConfigMap{}:  shadows,
+				// Only shadow objects: the reconciler needs no other Deployment, Service,
+				// ConfigMap or NetworkPolicy.
+				&appsv1.Deployment{}:          shadows,
+				&corev1.Service{}:             shadows,
+				&corev1.ConfigMap{}:           shadows,
+				&networkingv1.NetworkPolicy{}: shadows,
 			},
 			// The cache holds every pod in the cluster (the reconciler watches them all), in a
 			// container of 256Mi; managedFields are often a pod's largest part, and nothing reads

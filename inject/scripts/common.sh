@@ -228,8 +228,13 @@ host_rule() {
   # of digits (1.2.3.4.5), are no names.
   [ "$hr_numeric" = no ] || return 1
   case $hr_label in *[!0-9]*) ;; *) return 1 ;; esac
+  hr_lower=$(printf '%s' "$2" | tr '[:upper:]' '[:lower:]')
+  # Metadata services' names (validate/syntax's metadataNames).
+  case $hr_lower in
+    metadata | metadata.google.internal | metadata.goog | metadata.azure.internal | instance-data | instance-data.ec2.internal | metadata.tencentyun.com) return 1 ;;
+  esac
   if [ "$1" = node ]; then
-    case $(printf '%s' "$2" | tr '[:upper:]' '[:lower:]') in
+    case $hr_lower in
       localhost | *.localhost) return 1 ;;
     esac
   fi
@@ -308,14 +313,15 @@ ipv6_groups() {
 # says: not unspecified, link-local, a metadata service, or loopback for a compute node.
 ipv4_allowed() {
   case $2 in
-    00000000 | a9fe???? | e00000?? | 646464c8) return 1 ;;
+    00000000 | a9fe???? | e00000?? | 646464c8 | a83f8110) return 1 ;;
     7f??????) [ "$1" != node ] ;;
     *) return 0 ;;
   esac
 }
 
 # ipv6_allowed USE HEX is ipv4_allowed for an IPv6 address of 32 hex digits; an IPv4 address
-# written inside IPv6 (mapped, NAT64, IPv4-compatible) is judged as itself.
+# written inside IPv6 (mapped, NAT64, IPv4-compatible, SIIT-translated, 6to4, Teredo's server
+# and inverted client) is judged as itself; the local-use NAT64 prefix is refused whole.
 ipv6_allowed() {
   case $2 in
     00000000000000000000000000000000) return 1 ;;
@@ -325,8 +331,14 @@ ipv6_allowed() {
     fd2000ce000000000000000000000254 | fd0000c10000000000000000a9fea9fe) return 1 ;;
   esac
   case $2 in
-    00000000000000000000ffff* | 0064ff9b0000000000000000* | 000000000000000000000000*)
+    0064ff9b0001*) return 1 ;;
+    00000000000000000000ffff* | 0064ff9b0000000000000000* | 000000000000000000000000* | 0000000000000000ffff0000*)
       ipv4_allowed "$1" "$(printf '%s' "$2" | cut -c 25-32)"
+      ;;
+    2002*) ipv4_allowed "$1" "$(printf '%s' "$2" | cut -c 5-12)" ;;
+    20010000*)
+      ipv4_allowed "$1" "$(printf '%s' "$2" | cut -c 9-16)" &&
+        ipv4_allowed "$1" "$(printf '%08x' $((0x$(printf '%s' "$2" | cut -c 25-32) ^ 0xffffffff)))"
       ;;
   esac
 }

@@ -58,6 +58,23 @@ type Reverse struct {
 	Sshd       string `json:"Sshd"`
 	SshdPath   string `json:"SshdPath"`
 	PythonPath string `json:"PythonPath"`
+	// AllowedDestinations is where the reverse forwards of pods on this node may lead.
+	AllowedDestinations AllowedDestinations `json:"AllowedDestinations"`
+}
+
+// AllowedDestinations lists where reverse forwards may lead. The job's traffic leaves from the
+// shadow pod, so the pod namespace's own egress NetworkPolicies do not hold it: this does.
+// Names are judged as written, never resolved; an IP address is allowed only inside CIDRs.
+type AllowedDestinations struct {
+	// PodNamespace allows Services of the pod's own namespace, by bare name or qualified with
+	// it. It is on by default: the pod's author may already reach them from the pod itself.
+	PodNamespace bool `json:"PodNamespace"`
+	// Namespaces allows Services of these namespaces.
+	Namespaces []string `json:"Namespaces"`
+	// NameSuffixes allows names equal to or ending in .<suffix>, such as example.org.
+	NameSuffixes []string `json:"NameSuffixes"`
+	// CIDRs allows IP addresses inside these prefixes.
+	CIDRs []string `json:"CIDRs"`
 }
 
 // Option values.
@@ -114,6 +131,9 @@ func Defaults() VirtualNode {
 				Sshd:       SshdNode,
 				SshdPath:   "/usr/sbin/sshd",
 				PythonPath: "python3",
+				AllowedDestinations: AllowedDestinations{
+					PodNamespace: true,
+				},
 			},
 		},
 	}}

@@ -28,7 +28,8 @@ const maxHostLen = 253
 // case) whose last label is not all digits and which the C library does not read as a numeric
 // address shorthand (0x7f.1, 2130706433, 127.1, 0177.0.0.1); or an IP literal without a zone
 // that is not the unspecified address, link-local, a cloud metadata service, or, dialled by
-// the login node, loopback (an IPv4 address written inside IPv6 is judged as itself). The
+// the login node, loopback (an IPv4 address written inside IPv6 by mapping, NAT64, SIIT, 6to4
+// or Teredo is judged as itself); and no metadata service's name. The
 // same rule is common.sh's valid_host (DialedByLoginNode) and valid_dial_host (DialedByShadow);
 // testdata/hosts.txt holds the table both are tested with.
 func Host(s string, use HostUse) (ok bool, reason string) {
@@ -65,8 +66,12 @@ func Host(s string, use HostUse) (ok bool, reason string) {
 	if last := labels[len(labels)-1]; strings.Trim(last, "0123456789") == "" {
 		return false, fmt.Sprintf("a name whose last label %q is all digits, which no top-level domain is and resolvers may read as an address; write an address as a.b.c.d, or use a DNS name", last)
 	}
+	lower := strings.ToLower(s)
+	if what, ok := metadataNames[lower]; ok {
+		return false, what + ", refused by name"
+	}
 	if use == DialedByLoginNode {
-		if lower := strings.ToLower(s); lower == "localhost" || strings.HasSuffix(lower, ".localhost") {
+		if lower == "localhost" || strings.HasSuffix(lower, ".localhost") {
 			return false, "a name of loopback (RFC 6761), the login node's own services"
 		}
 	}
@@ -97,11 +102,39 @@ var metadataAddrs = map[netip.Addr]string{
 	netip.MustParseAddr("fd20:ce::254"):       "Google Cloud's metadata server (IPv6)",
 	netip.MustParseAddr("fd00:c1::a9fe:a9fe"): "Oracle Cloud's instance metadata service (IPv6)",
 	netip.MustParseAddr("100.100.100.200"):    "Alibaba Cloud's metadata service",
+	netip.MustParseAddr("168.63.129.16"):      "Azure's WireServer, which hands out the VM's configuration and certificates",
 }
 
+// metadataNames are the names clouds give their metadata services. A name is not resolved at
+// admission, so these are refused by name; a bare "metadata" or "instance-data" reaches them
+// through the node's DNS search domains (google.internal, ec2.internal).
+var metadataNames = map[string]string{
+	"metadata":                   "a bare metadata name, which the node's search domains resolve to the cloud's metadata service",
+	"metadata.google.internal":   "Google Cloud's metadata server",
+	"metadata.goog":              "Google Cloud's metadata server",
+	"metadata.azure.internal":    "Azure's metadata service",
+	"instance-data":              "a bare name of AWS's instance metadata service",
+	"instance-data.ec2.internal": "AWS's instance metadata service",
+	"metadata.tencentyun.com":    "Tencent Cloud's metadata service",
+}
+
+// nat64LocalUse is RFC 8215's local-use NAT64 prefix: where in it the IPv4 address sits
+// depends on the prefix length the site chose, so no embedded address can be judged.
+var nat64LocalUse = netip.MustParsePrefix("64:ff9b:1::/48")
+
+// sixToFour is 6to4 (RFC 3056): bits 16-47 are the IPv4 address of the relay a packet is sent to.
+var sixToFour = netip.MustParsePrefix("2002::/16")
+
+// teredo is Teredo (RFC 4380): bits 32-63 are the server's IPv4 address, and the last 32
+// bits the client's, inverted.
+var teredo = netip.MustParsePrefix("2001::/32")
+
 // embedsIPv4 are the IPv6 prefixes whose last 32 bits are an IPv4 address a connection can
-// end up at: NAT64's well-known prefix and the deprecated IPv4-compatible addresses.
-var embedsIPv4 = []netip.Prefix{netip.MustParsePrefix("64:ff9b::/96"), netip.MustParsePrefix("::/96")}
+// end up at: NAT64's well-known prefix, the deprecated IPv4-compatible addresses and SIIT's
+// IPv4-translated addresses (::ffff:0:a.b.c.d; IPv4-mapped ones are unmapped before).
+var embedsIPv4 = []netip.Prefix{
+	netip.MustParsePrefix("64:ff9b::/96"), netip.MustParsePrefix("::/96"), netip.MustParsePrefix("::ffff:0:0:0/96"),
+}
 
 // refusedAddr says why addr must not be dialled as use says, or "". A link-local address is
 // the node's or the cloud's metadata service, never a cluster Service or a compute node, and
@@ -119,12 +152,28 @@ func refusedAddr(addr netip.Addr, use HostUse) string {
 	if what, ok := metadataAddrs[addr]; ok {
 		return what
 	}
+	if !addr.Is6() {
+		return ""
+	}
+	if nat64LocalUse.Contains(addr) {
+		return "in the local-use NAT64 prefix 64:ff9b:1::/48, where the IPv4 address it reaches cannot be told without the site's prefix length"
+	}
+	b := addr.As16()
+	var embedded [][4]byte
 	for _, prefix := range embedsIPv4 {
-		if addr.Is6() && prefix.Contains(addr) {
-			b := addr.As16()
-			if why := refusedAddr(netip.AddrFrom4([4]byte(b[12:])), use); why != "" {
-				return why + " written inside IPv6"
-			}
+		if prefix.Contains(addr) {
+			embedded = append(embedded, [4]byte(b[12:]))
+		}
+	}
+	switch {
+	case sixToFour.Contains(addr):
+		embedded = append(embedded, [4]byte(b[2:6]))
+	case teredo.Contains(addr):
+		embedded = append(embedded, [4]byte(b[4:8]), [4]byte{^b[12], ^b[13], ^b[14], ^b[15]})
+	}
+	for _, v4 := range embedded {
+		if why := refusedAddr(netip.AddrFrom4(v4), use); why != "" {
+			return why + " written inside IPv6"
 		}
 	}
 	return ""
