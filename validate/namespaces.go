@@ -106,8 +106,10 @@ func placementPath(spec *corev1.PodSpec, specPath *field.Path) *field.Path {
 // PolicyWarnings are what an admin is told about a valid policy at `shadowgate policy check`,
 // at apply of its ConfigMap and when serve loads it: the virtual kubelet's keys it ignores,
 // and each virtual node any namespace may use, whose pods all run as its one site account.
-func PolicyWarnings(p *policy.Policy) []string {
+// docPath prefixes the paths, as for Policy.
+func PolicyWarnings(p *policy.Policy, docPath *field.Path) []string {
 	warnings := append([]string{}, p.Ignored...)
+	nodesPath := policyChild(docPath, "virtualNodes")
 	for _, name := range p.NodeNames() {
 		vn := p.VirtualNodes[name]
 		if vn.NamespaceBound() {
@@ -118,8 +120,8 @@ func PolicyWarnings(p *policy.Policy) []string {
 			account = fmt.Sprintf("its one site account (User: %s)", user)
 		}
 		warnings = append(warnings, fmt.Sprintf(
-			"virtualNodes[%s]: any namespace may use virtual node %s, and every pod on it runs its job as %s, so a pod's job can reach the others' jobs and forwards; bind the node to its tenant's namespaces with AllowedNamespaces or AllowedNamespaceSelector, and give each tenant that needs isolation a virtual node and User of its own (docs/security.md)",
-			name, name, account))
+			"%s: any namespace may use virtual node %s, and every pod on it runs its job as %s, so a pod's job can reach the others' jobs and forwards; bind the node to its tenant's namespaces with AllowedNamespaces or AllowedNamespaceSelector, and give each tenant that needs isolation a virtual node and User of its own (docs/security.md)",
+			nodesPath.Key(name), name, account))
 	}
 	return warnings
 }

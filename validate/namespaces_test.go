@@ -73,7 +73,7 @@ func TestPolicyWarnsOfUnboundNodes(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			warnings := validate.PolicyWarnings(mustPolicy(t, tc.doc))
+			warnings := validate.PolicyWarnings(mustPolicy(t, tc.doc), nil)
 			switch {
 			case tc.want == "" && len(warnings) > 0:
 				t.Errorf("warnings = %q; want none", warnings)

@@ -3,6 +3,7 @@ package validate
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
@@ -60,7 +61,7 @@ func ConfigMap(cm *corev1.ConfigMap, cfg Config) Decision {
 		pol, errs := judgePolicyConfigMap(cm, cfg.Credentials)
 		d := Decision{Errors: errs}
 		if pol != nil {
-			d.Warnings = PolicyWarnings(pol)
+			d.Warnings = PolicyWarnings(pol, field.NewPath("data").Key(policy.DataKey))
 		}
 		return d
 	}

@@ -138,7 +138,7 @@ func (s *PolicyStore) load(obj any) {
 // logPolicyWarnings says each of validate.PolicyWarnings on a line of its own, so the one an
 // admin looks for (a virtual node any namespace may use) is not lost in a list.
 func logPolicyWarnings(log logr.Logger, pol *policy.Policy) {
-	for _, w := range validate.PolicyWarnings(pol) {
+	for _, w := range validate.PolicyWarnings(pol, field.NewPath("data").Key(policy.DataKey)) {
 		log.Info("policy warning", "warning", w)
 	}
 }

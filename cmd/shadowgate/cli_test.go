@@ -46,8 +46,8 @@ func TestCheckExamplesAreAdmitted(t *testing.T) {
 	// The example's virtual nodes are bound to no namespace, which the policy ConfigMap's
 	// admission says of each (validate.PolicyWarnings).
 	want := "Pod user/notebook: admitted\nPod user/trainer: admitted\n" +
-		"ConfigMap shadowgate-system/shadowgate-policy: Warning: virtualNodes[cern-vk]: any namespace may use virtual node cern-vk\n" +
-		"ConfigMap shadowgate-system/shadowgate-policy: Warning: virtualNodes[hpc-vk]: any namespace may use virtual node hpc-vk\n" +
+		"ConfigMap shadowgate-system/shadowgate-policy: Warning: data[policy.yaml].virtualNodes[cern-vk]: any namespace may use virtual node cern-vk\n" +
+		"ConfigMap shadowgate-system/shadowgate-policy: Warning: data[policy.yaml].virtualNodes[hpc-vk]: any namespace may use virtual node hpc-vk\n" +
 		"ConfigMap shadowgate-system/shadowgate-policy: admitted\n"
 	if got := unboundWarningsCut.ReplaceAllString(out, ""); got != want {
 		t.Errorf("output:\n%s\nwant:\n%s", got, want)
