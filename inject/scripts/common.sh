@@ -471,8 +471,9 @@ slurm_query='exec 2>&1
 jobs=$(squeue --me --noheader --states=all --name="$1" --format="%T %B")
 echo "squeue $?"
 [ -z "$jobs" ] || printf "%s\n" "$jobs" | sed "s/^/job /"
-[ "$(printf "%s\n" "$jobs" | grep -c "^RUNNING ")" -le 1 ] ||
-  squeue --me --noheader --states=RUNNING --name="$1" --format="%i" | sed "s/^/jobid /"
+ended="^(BOOT_FAIL|CANCELLED|COMPLETED|DEADLINE|FAILED|NODE_FAIL|OUT_OF_MEMORY|PREEMPTED|REVOKED|TIMEOUT) "
+[ "$(printf "%s\n" "$jobs" | grep -Evc "$ended|^$")" -le 1 ] ||
+  squeue --me --noheader --states=all --name="$1" --format="%i %T" | sed "s/^/jobid /"
 host=$(printf "%s\n" "$jobs" | sed -n "s/^RUNNING //p")
 case $host in "" | -* | *[!A-Za-z0-9.-]*) exit 0 ;; esac
 scontrol show node --oneliner "$host" | sed "s/^/node /"'
@@ -514,7 +515,7 @@ discovery_said() {
 # host squeue reports, and the address is the one Slurm itself reaches that node at: NodeAddr
 # of scontrol show node. One ssh login asks both (slurm_query). Everything the login node
 # prints is checked before any of it is used: the batch host and NodeAddr must pass
-# valid_host; a second running job, a job line that is not <state> <host>, more or fewer than
+# valid_host; a second job of that name that has not ended, a job line that is not <state> <host>, more or fewer than
 # one node line, or an answer over 16 KiB refuses the whole answer; and what is refused
 # reaches the log only through printable.
 slurm_node() {
@@ -556,11 +557,20 @@ slurm_answer() {
   while IFS= read -r sn_line || [ -n "$sn_line" ]; do
     case $sn_line in
       'squeue '*) sn_status=${sn_line#squeue } ;;
-      # Asked only when several running jobs have the pod's name: their ids, for the refusal.
+      # Asked only when several jobs of the pod's name have not ended: their ids, for the
+      # refusal.
       'jobid '*)
-        case ${sn_line#jobid } in
-          '' | *[!0-9]*) ;;
-          *) sn_ids="${sn_ids:+${sn_ids}, }${sn_line#jobid }" ;;
+        sn_id=${sn_line#jobid }
+        sn_id_state=${sn_id#* }
+        sn_id=${sn_id%% *}
+        case $sn_id_state in
+          BOOT_FAIL | CANCELLED | COMPLETED | DEADLINE | FAILED | NODE_FAIL | OUT_OF_MEMORY | PREEMPTED | REVOKED | TIMEOUT) ;;
+          *)
+            case $sn_id in
+              '' | *[!0-9]*) ;;
+              *) sn_ids="${sn_ids:+${sn_ids}, }${sn_id}" ;;
+            esac
+            ;;
         esac
         ;;
       'node '*)
@@ -596,10 +606,11 @@ EOF
     slurm_say TunnelDown "could not ask Slurm on ${sn_login} for job ${sn_job}: squeue failed (status ${sn_status:-unknown}): $(printable <"$sn_out")"
   elif [ -n "$sn_bad" ]; then
     slurm_say TunnelDown "refusing Slurm's answer on ${sn_login} for job ${sn_job}: ${sn_bad}"
-  elif [ "$sn_running" -gt 1 ]; then
+  elif [ "$sn_running" -gt 1 ] || { [ "$sn_running" -eq 1 ] && [ -n "$sn_waiting" ]; }; then
     # Every pod of the virtual node runs its job as one site account: a co-tenant can name a
-    # job of its own after this pod's UID to receive its traffic. Neither is picked.
-    slurm_say DuplicateJobName "refusing Slurm's answer on ${sn_login} for job ${sn_job}: ${sn_running} running jobs have that name (job ids ${sn_ids:-not given}), so which one is the pod's is not known; another job of the same site account may be named after this pod's UID"
+    # job of its own after this pod's UID to receive its traffic, and run it while the pod's
+    # own job is still queued. Neither is picked.
+    slurm_say DuplicateJobName "refusing Slurm's answer on ${sn_login} for job ${sn_job}: ${sn_running} running job(s) and ${sn_waiting:-none} waiting have that name (job ids ${sn_ids:-not given}), so which one is the pod's is not known; another job of the same site account may be named after this pod's UID"
   elif [ "$sn_running" -eq 1 ]; then
     slurm_address
   elif [ -n "$sn_waiting" ]; then
