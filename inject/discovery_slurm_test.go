@@ -201,22 +201,23 @@ func TestSlurmDiscoveryFindsTheJobsNodeAndFollowsIt(t *testing.T) {
 }
 
 // hostileStub is a squeue and a scontrol for the login node that print what a case gives them:
-// the files <dir>/<job name>.squeue and <dir>/<host>.scontrol. Real Slurm cannot be made to
-// print hostile answers, so this table alone runs these stubs instead of it; everything else
-// about the lookup is real (OpenSSH, the login shell, the rendered scripts).
+// the files <dir>/<job name>.squeue and <dir>/<host>.scontrol, and <dir>/<job name>.ids when
+// squeue is asked for job ids (--format=%i ...). Real Slurm cannot be made to print hostile
+// answers, so this table alone runs these stubs instead of it; everything else about the
+// lookup is real (OpenSSH, the login shell, the rendered scripts).
 const hostileStub = `#!/bin/sh
-key=
+key= ext=%s
 for a; do
-  case $a in --name=*) key=${a#--name=} ;; -*) ;; *) key=$a ;; esac
+  case $a in --name=*) key=${a#--name=} ;; --format=%%i*) ext=ids ;; -*) ;; *) key=$a ;; esac
 done
-cat -- "%s/$key.%s"
+cat -- "%s/$key.$ext"
 `
 
 func TestSlurmDiscoveryRefusesHostileAnswers(t *testing.T) {
 	sshtest.Require(t, "ssh", "timeout")
 	stubs := t.TempDir()
 	for _, cmd := range []string{"squeue", "scontrol"} {
-		writeExecutable(t, filepath.Join(stubs, cmd), fmt.Sprintf(hostileStub, stubs, cmd))
+		writeExecutable(t, filepath.Join(stubs, cmd), fmt.Sprintf(hostileStub, cmd, stubs))
 	}
 	login := sshtest.StartSSHD(t, "SetEnv PATH="+stubs+":/usr/bin:/bin")
 	pwned := filepath.Join(t.TempDir(), "pwned")
@@ -234,7 +235,13 @@ func TestSlurmDiscoveryRefusesHostileAnswers(t *testing.T) {
 		"a NodeAddr longer than a hostname can be is refused": {"RUNNING h3\n", node("h3", long), "NodeAddr '" + long[:100]},
 		"a batch host with shell characters is refused":       {"RUNNING h4;touch " + pwned + "\n", "", "batch host 'h4;touch " + pwned + "' is not a hostname"},
 		"a batch host that starts with '-' is refused":        {"RUNNING -oProxyCommand=x\n", "", "batch host '-oProxyCommand=x' is not a hostname"},
-		"two running jobs of the pod's name are refused":      {"RUNNING h5\nRUNNING h6\n", "", "2 running jobs have that name"},
+		// A co-tenant of the same site account named a job after the pod's UID: neither is
+		// taken, and the refusal names both.
+		"two running jobs of the pod's name are refused, naming both": {"RUNNING h5\nRUNNING h6\n", "",
+			"DuplicateJobName: refusing Slurm's answer on %s for job %s: 2 running job(s) and none waiting have that name (job ids 4101, 4102)"},
+		// The co-tenant's job runs while the pod's own is still queued: it is not taken either.
+		"a running job beside a queued one of the pod's name is refused, naming both": {"RUNNING h11\nPENDING n/a\n", "",
+			"DuplicateJobName: refusing Slurm's answer on %s for job %s: 1 running job(s) and PENDING waiting have that name (job ids 4101, 4102)"},
 		"two node lines for the batch host are refused": {"RUNNING h7\n", node("h7", "10.0.0.7") + node("h7", "10.0.0.8"),
 			"scontrol show node h7 printed 2 lines, want 1"},
 		"a node line of another node is refused":        {"RUNNING h8\n", node("other", "10.0.0.9"), "printed no NodeAddr for that node"},
@@ -249,6 +256,12 @@ func TestSlurmDiscoveryRefusesHostileAnswers(t *testing.T) {
 		i++
 		if err := os.WriteFile(filepath.Join(stubs, uid+".squeue"), []byte(c.squeue), 0o644); err != nil {
 			t.Fatal(err)
+		}
+		if strings.HasPrefix(c.want, "DuplicateJobName") {
+			if err := os.WriteFile(filepath.Join(stubs, uid+".ids"), []byte("4101 RUNNING\n4102 PENDING\n4000 COMPLETED\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			c.want = fmt.Sprintf(c.want, login.Host, uid)
 		}
 		host, _, _ := strings.Cut(strings.TrimPrefix(c.squeue, "RUNNING "), "\n")
 		if c.scontrol != "" {

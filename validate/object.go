@@ -3,6 +3,7 @@ package validate
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
@@ -19,13 +20,17 @@ func (r PolicyRef) Is(cm *corev1.ConfigMap) bool {
 }
 
 // Config is what a decision depends on besides the object: the policy in force, where the
-// policy ConfigMap lives, and what this shadowgate may do with the site's credentials. The
-// webhook builds one per request from the policy it serves and its flags; the CLI from
-// --policy and the same flags.
+// policy ConfigMap lives, what this shadowgate may do with the site's credentials, and the
+// labels of the object's namespace. The webhook builds one per request from the policy it
+// serves, its flags and the namespace it reads once for the request; the CLI from --policy,
+// the same flags and the Namespace objects among its input.
 type Config struct {
 	Policy      *policy.Policy
 	PolicyRef   PolicyRef
 	Credentials CredentialRules
+	// NamespaceLabels are the labels of the namespace of the object judged, which a virtual
+	// node's AllowedNamespaceSelector matches.
+	NamespaceLabels map[string]string
 }
 
 // Object judges any object shadowgate admits: Pods, pod templates of workloads, node
@@ -56,7 +61,7 @@ func ConfigMap(cm *corev1.ConfigMap, cfg Config) Decision {
 		pol, errs := judgePolicyConfigMap(cm, cfg.Credentials)
 		d := Decision{Errors: errs}
 		if pol != nil {
-			d.Warnings = pol.Ignored
+			d.Warnings = PolicyWarnings(pol, field.NewPath("data").Key(policy.DataKey))
 		}
 		return d
 	}

@@ -65,6 +65,9 @@ func Pod(pod *corev1.Pod, cfg Config) (*Offload, Decision) {
 // and returns what the pod asks of its virtual node.
 func judgePodSpec(meta *metav1.ObjectMeta, spec *corev1.PodSpec, namespace string, cfg Config, at Paths) (*Offload, Decision) {
 	o, d := podSpec(meta, spec, namespace, cfg.Policy, at)
+	if o != nil && !namespaceAllowed(&o.Node, namespace, cfg.NamespaceLabels) {
+		d.Errors = append(d.Errors, namespaceRefusal(o, spec, at))
+	}
 	d.Errors = append(d.Errors, cfg.Credentials.secretInPodNamespace(o, namespace, at)...)
 	return o, d
 }

@@ -94,6 +94,7 @@ func Policy(p *policy.Policy, rules CredentialRules, docPath *field.Path) field.
 			errs = append(errs, field.Invalid(nodePath, name, "a virtual node is named by its node name: "+msg))
 		}
 		vn := p.VirtualNodes[name]
+		errs = append(errs, validateNamespaceBinding(&vn, nodePath)...)
 		errs = append(errs, validateNetwork(&vn.Network, nodePath.Child("Network"))...)
 		errs = append(errs, rules.validateReplication(&vn.Network, nodePath.Child("Network"))...)
 	}

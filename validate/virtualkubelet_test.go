@@ -67,7 +67,8 @@ func TestThePolicyConfigMapWarnsOfIgnoredKeys(t *testing.T) {
 	if !d.Allowed() {
 		t.Fatal(d.Errors)
 	}
-	expectWarnings(t, d.Warnings, []string{"data[policy.yaml].virtualNodes[cern-vk].Network.WildcardDNS is ignored"})
+	expectWarnings(t, d.Warnings, []string{"data[policy.yaml].virtualNodes[cern-vk].Network.WildcardDNS is ignored",
+		"data[policy.yaml].virtualNodes[cern-vk]: any namespace may use virtual node cern-vk"})
 }
 
 // The reverse tunnel rides the SSH shadow, which EnableTunnel turns on: a pod asking for it on

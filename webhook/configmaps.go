@@ -34,8 +34,9 @@ func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) 
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	// A valid policy this serve cannot carry out would be refused at its next reload, so it is
-	// refused here too.
-	cfg := v.configs.now()
+	// refused here too. No namespace's labels are read: neither the policy ConfigMap's rules
+	// nor a node ConfigMap's compute node depend on them.
+	cfg, _ := v.configs.now(ctx, "")
 	d, inTime := decideBy(ctx, func() validate.Decision { d, _ := validate.Object(cm, cfg); return d })
 	if !inTime {
 		return tooLate(ctx)

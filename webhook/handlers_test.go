@@ -36,8 +36,8 @@ func handlers(t testing.TB) (*PodMutator, *PodValidator, *WorkloadValidator, *Co
 	}
 	fixed := validate.Config{PolicyRef: validate.PolicyRef{Namespace: "shadowgate-system", Name: policy.ConfigMapName}}
 	src := fixedPolicy{pol}
-	return NewPodMutator(src, fixed), NewPodValidator(src, fixed, nil, nil, nil),
-		NewWorkloadValidator(src, fixed), NewConfigMapValidator(src, fixed), pol
+	return NewPodMutator(src, fixed, nil), NewPodValidator(src, fixed, nil, nil, nil, nil),
+		NewWorkloadValidator(src, fixed, nil), NewConfigMapValidator(src, fixed), pol
 }
 
 func request(t testing.TB, op admissionv1.Operation, kind metav1.GroupVersionKind, obj any) admission.Request {

@@ -34,9 +34,10 @@ type PodMutator struct {
 
 var _ admission.Handler = (*PodMutator)(nil)
 
-// NewPodMutator is /mutate-pods' handler, deciding by the policy policies holds and by fixed.
-func NewPodMutator(policies Policies, fixed validate.Config) *PodMutator {
-	return &PodMutator{configs: configs{policies: policies, fixed: fixed}}
+// NewPodMutator is /mutate-pods' handler, deciding by the policy policies holds, by fixed and
+// by the labels namespaces reads.
+func NewPodMutator(policies Policies, fixed validate.Config, namespaces Namespaces) *PodMutator {
+	return &PodMutator{configs: configs{policies: policies, fixed: fixed, namespaces: namespaces}}
 }
 
 // Handle implements admission.Handler.
@@ -45,7 +46,10 @@ func (m *PodMutator) Handle(ctx context.Context, req admission.Request) admissio
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	cfg := m.configs.now()
+	cfg, err := m.configs.now(ctx, pod.Namespace)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
 	mutation, inTime := decideBy(ctx, func() inject.Mutation { return inject.Mutate(pod, cfg) })
 	if !inTime {
 		return tooLate(ctx)
@@ -71,10 +75,10 @@ type PodValidator struct {
 var _ admission.Handler = (*PodValidator)(nil)
 
 // NewPodValidator is /validate-pods' handler: it decides by the policy policies holds and by
-// fixed, asks reader whether a pod's name is taken, applies shadows with shadows, and records
+// fixed and the labels namespaces reads, asks reader whether a pod's name is taken, applies shadows with shadows, and records
 // the SOCKS proxy's Event with events (none when nil).
-func NewPodValidator(policies Policies, fixed validate.Config, reader client.Reader, shadows ShadowApplier, events *PodEvents) *PodValidator {
-	return &PodValidator{configs: configs{policies: policies, fixed: fixed}, reader: reader, shadows: shadows, events: events}
+func NewPodValidator(policies Policies, fixed validate.Config, namespaces Namespaces, reader client.Reader, shadows ShadowApplier, events *PodEvents) *PodValidator {
+	return &PodValidator{configs: configs{policies: policies, fixed: fixed, namespaces: namespaces}, reader: reader, shadows: shadows, events: events}
 }
 
 // Handle implements admission.Handler.
@@ -83,7 +87,10 @@ func (v *PodValidator) Handle(ctx context.Context, req admission.Request) admiss
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	cfg := v.configs.now()
+	cfg, err := v.configs.now(ctx, pod.Namespace)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
 	if req.Operation != admissionv1.Create {
 		d, inTime := decideBy(ctx, func() validate.Decision { _, d := validate.Pod(pod, cfg); return d })
 		if !inTime {
@@ -120,16 +127,4 @@ func (v *PodValidator) Handle(ctx context.Context, req admission.Request) admiss
 		v.events.socksProxyOnceStored(pod, a.Offload.SocksPort)
 	}
 	return respond(podKind, objectName(pod), d)
-}
-
-// configs gives each decision its validate.Config: the policy in force, with the fixed rest.
-type configs struct {
-	policies Policies
-	fixed    validate.Config
-}
-
-func (c configs) now() validate.Config {
-	cfg := c.fixed
-	cfg.Policy = c.policies.Current()
-	return cfg
 }

@@ -78,7 +78,8 @@ func NewPolicyStore(ctx context.Context, cs kubernetes.Interface, ref validate.P
 		log:      log,
 	}
 	s.current.Store(&loadedPolicy{policy: pol, resourceVersion: cm.ResourceVersion})
-	log.Info("policy loaded", "configMap", ref.Namespace+"/"+ref.Name, "resourceVersion", cm.ResourceVersion, "virtualNodes", pol.NodeNames(), "ignored", pol.Ignored)
+	log.Info("policy loaded", "configMap", ref.Namespace+"/"+ref.Name, "resourceVersion", cm.ResourceVersion, "virtualNodes", pol.NodeNames())
+	logPolicyWarnings(log, pol)
 	return s, nil
 }
 
@@ -130,7 +131,16 @@ func (s *PolicyStore) load(obj any) {
 	}
 	s.current.Store(&loadedPolicy{policy: pol, resourceVersion: cm.ResourceVersion})
 	s.metrics.policyReloads.WithLabelValues(reloadValid).Inc()
-	s.log.Info("policy loaded", "resourceVersion", cm.ResourceVersion, "virtualNodes", pol.NodeNames(), "ignored", pol.Ignored)
+	s.log.Info("policy loaded", "resourceVersion", cm.ResourceVersion, "virtualNodes", pol.NodeNames())
+	logPolicyWarnings(s.log, pol)
+}
+
+// logPolicyWarnings says each of validate.PolicyWarnings on a line of its own, so the one an
+// admin looks for (a virtual node any namespace may use) is not lost in a list.
+func logPolicyWarnings(log logr.Logger, pol *policy.Policy) {
+	for _, w := range validate.PolicyWarnings(pol, field.NewPath("data").Key(policy.DataKey)) {
+		log.Info("policy warning", "warning", w)
+	}
 }
 
 func (s *PolicyStore) deleted(obj any) {

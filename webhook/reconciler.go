@@ -45,10 +45,12 @@ type Reconciler struct {
 	client   client.Client // the manager's: cached reads of pods and shadow objects
 	reader   client.Reader // uncached: what holds a shadow's name when the cache has none of ours
 	policies Policies
-	applier  ShadowApplier
-	grace    time.Duration
-	rules    validate.CredentialRules // as /validate-pods: no site Secret copied into a pod's namespace unless allowed
-	recorder events.EventRecorder     // says on the pod why its shadow is not re-applied
+	// namespaces gives a re-judged pod its namespace's labels, as the webhook had them.
+	namespaces Namespaces
+	applier    ShadowApplier
+	grace      time.Duration
+	rules      validate.CredentialRules // as /validate-pods: no site Secret copied into a pod's namespace unless allowed
+	recorder   events.EventRecorder     // says on the pod why its shadow is not re-applied
 
 	mu sync.Mutex
 	// gone holds the UIDs of pods seen deleted, with when.
@@ -217,7 +219,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // none: /validate-pods refuses such a pod, so one that exists came in while the webhooks were
 // not called, and its shadow would forward for a job that runs without its tunnel.
 func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.Object) error {
-	a := inject.Admit(pod, validate.Config{Policy: r.policies.Current(), Credentials: r.rules})
+	cfg, err := configs{policies: r.policies, fixed: validate.Config{Credentials: r.rules}, namespaces: r.namespaces}.now(ctx, pod.Namespace)
+	if err != nil {
+		return err
+	}
+	a := inject.Admit(pod, cfg)
 	if a.Offload == nil {
 		return nil // under the policy now in force the pod is on no virtual node
 	}

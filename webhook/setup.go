@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -68,12 +69,18 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 	}
 	events := newPodEvents(mgr.GetClient(), recorder)
 	fixed := validate.Config{PolicyRef: opts.Policy, Credentials: opts.Rules}
+	// The namespace informer is asked for now, so it starts and syncs with the manager's cache
+	// rather than on the first pod; it holds the namespaces' metadata only.
+	if _, err := mgr.GetCache().GetInformer(ctx, &metav1.PartialObjectMetadata{TypeMeta: namespaceMeta}); err != nil {
+		return nil, err
+	}
+	namespaces := cachedNamespaces{cache: mgr.GetCache(), live: mgr.GetAPIReader()}
 	server := mgr.GetWebhookServer()
 	for path, h := range map[string]admission.Handler{
-		PathMutatePods:         NewPodMutator(store, fixed),
-		PathValidatePods:       NewPodValidator(store, fixed, mgr.GetAPIReader(), applier, events),
+		PathMutatePods:         NewPodMutator(store, fixed, namespaces),
+		PathValidatePods:       NewPodValidator(store, fixed, namespaces, mgr.GetAPIReader(), applier, events),
 		PathValidateConfigMaps: NewConfigMapValidator(store, fixed),
-		PathValidateWorkloads:  NewWorkloadValidator(store, fixed),
+		PathValidateWorkloads:  NewWorkloadValidator(store, fixed, namespaces),
 	} {
 		server.Register(path, serving.Route(path, h, decisions))
 	}
@@ -83,15 +90,16 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 		}
 	}
 	reconciler := &Reconciler{
-		client:   mgr.GetClient(),
-		reader:   mgr.GetAPIReader(),
-		policies: store,
-		applier:  applier,
-		grace:    opts.ShadowGracePeriod,
-		rules:    opts.Rules,
-		recorder: recorder,
-		gone:     map[types.UID]time.Time{},
-		orphaned: map[types.UID]time.Time{},
+		client:     mgr.GetClient(),
+		reader:     mgr.GetAPIReader(),
+		policies:   store,
+		namespaces: namespaces,
+		applier:    applier,
+		grace:      opts.ShadowGracePeriod,
+		rules:      opts.Rules,
+		recorder:   recorder,
+		gone:       map[types.UID]time.Time{},
+		orphaned:   map[types.UID]time.Time{},
 	}
 	if err := reconciler.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err

@@ -26,9 +26,9 @@ type WorkloadValidator struct {
 var _ admission.Handler = (*WorkloadValidator)(nil)
 
 // NewWorkloadValidator is /validate-workloads' handler, deciding by the policy policies holds
-// and by fixed.
-func NewWorkloadValidator(policies Policies, fixed validate.Config) *WorkloadValidator {
-	return &WorkloadValidator{configs: configs{policies: policies, fixed: fixed}}
+// by fixed and by the labels namespaces reads.
+func NewWorkloadValidator(policies Policies, fixed validate.Config, namespaces Namespaces) *WorkloadValidator {
+	return &WorkloadValidator{configs: configs{policies: policies, fixed: fixed, namespaces: namespaces}}
 }
 
 // workloadKinds are the kinds /validate-workloads judges, as the webhook configurations'
@@ -82,7 +82,10 @@ func (v *WorkloadValidator) Handle(ctx context.Context, req admission.Request) a
 	}
 	// Every workload kind is judged: the template's pods, and the credentials they would
 	// have copied, under the template's path.
-	cfg := v.configs.now()
+	cfg, err := v.configs.now(ctx, req.Namespace)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
 	d, inTime := decideBy(ctx, func() validate.Decision { d, _ := validate.Object(obj, cfg); return d })
 	if !inTime {
 		return tooLate(ctx)

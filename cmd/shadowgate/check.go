@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/interlink-hq/shadowgate/validate"
 )
@@ -30,6 +31,15 @@ func (o *checkOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	// The Namespace objects among the input give their labels to the objects in them, which a
+	// virtual node's AllowedNamespaceSelector matches; any other namespace is known by its
+	// name alone (the label kubernetes.io/metadata.name).
+	nsLabels := map[string]map[string]string{}
+	for _, in := range objs {
+		if ns, ok := in.obj.(*corev1.Namespace); ok {
+			nsLabels[ns.Name] = ns.Labels
+		}
+	}
 	results := make([]result, 0, len(objs))
 	denied := false
 	for _, in := range objs {
@@ -37,6 +47,7 @@ func (o *checkOptions) run(cmd *cobra.Command) error {
 		var d validate.Decision
 		judged := false
 		if in.obj != nil {
+			cfg.NamespaceLabels = nsLabels[in.ns]
 			d, judged = validate.Object(in.obj, cfg)
 		}
 		if !judged {

@@ -41,7 +41,7 @@ Exit 0: valid. Exit 1: invalid. Exit 2: unreadable file or bad flags.`,
 			pol, errs := validate.ParsePolicy(data, credentials.rules())
 			warnings := []string{}
 			if pol != nil {
-				warnings = append(warnings, pol.Ignored...)
+				warnings = append(warnings, validate.PolicyWarnings(pol, nil)...)
 			}
 			out := cmd.OutOrStdout()
 			if output == "json" {

@@ -109,7 +109,7 @@ func throughTheWebhook(t *testing.T, pol *policy.Policy, podYAML []byte) (*unstr
 			Kind:   metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
 			Object: runtime.RawExtension{Raw: object}}})
 	}
-	mutated := review(webhook.NewPodMutator(policies, fixed), raw)
+	mutated := review(webhook.NewPodMutator(policies, fixed, nil), raw)
 	if !mutated.Allowed {
 		t.Fatalf("/mutate-pods refused the pod: %+v", mutated.Result)
 	}
@@ -127,7 +127,7 @@ func throughTheWebhook(t *testing.T, pol *policy.Policy, podYAML []byte) (*unstr
 		}
 	}
 	applier := &catchingApplier{}
-	validated := review(webhook.NewPodValidator(policies, fixed, noPods{}, applier, nil), raw)
+	validated := review(webhook.NewPodValidator(policies, fixed, nil, noPods{}, applier, nil), raw)
 	if !validated.Allowed {
 		t.Fatalf("/validate-pods refused the pod: %+v", validated.Result)
 	}

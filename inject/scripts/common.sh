@@ -128,6 +128,7 @@ classify() {
       # error: ... Invalid job id ...", and reverse-hop when squeue lists no running job.
       "srun: error: "*) cl_reason=NodeHopRefused ;;
       "no running job named "*) cl_reason=NoRunningJob ;;
+      "several running jobs named "*) cl_reason=DuplicateJobName ;;
       # GSSAPI under Auth kerberos: no ticket, or one the login node's KDC refuses.
       *"No Kerberos credentials available"* | *"Ticket expired"* | *"Cannot contact any KDC"*) cl_reason=KerberosFailed ;;
       *)
@@ -482,6 +483,9 @@ slurm_query='exec 2>&1
 jobs=$(squeue --me --noheader --states=all --name="$1" --format="%T %B")
 echo "squeue $?"
 [ -z "$jobs" ] || printf "%s\n" "$jobs" | sed "s/^/job /"
+ended="^(BOOT_FAIL|CANCELLED|COMPLETED|DEADLINE|FAILED|NODE_FAIL|OUT_OF_MEMORY|PREEMPTED|REVOKED|TIMEOUT) "
+[ "$(printf "%s\n" "$jobs" | grep -Evc "$ended|^$")" -le 1 ] ||
+  squeue --me --noheader --states=all --name="$1" --format="%i %T" | sed "s/^/jobid /"
 host=$(printf "%s\n" "$jobs" | sed -n "s/^RUNNING //p")
 case $host in "" | -* | *[!A-Za-z0-9.-]*) exit 0 ;; esac
 scontrol show node --oneliner "$host" | sed "s/^/node /"'
@@ -489,8 +493,8 @@ scontrol show node --oneliner "$host" | sed "s/^/node /"'
 # slurm_say REASON MESSAGE logs MESSAGE unless it is what this script said last about the
 # node, so a lookup every poll interval logs a line only when something changes. The last
 # reason line stays in the state directory, in node-discovery.<container>, as where discovery
-# stands (discovery_said): NodeFound, WaitingForNode, NoRunningJob, or why Slurm could not be
-# asked (a login failure's reason, or TunnelDown).
+# stands (discovery_said): NodeFound, WaitingForNode, NoRunningJob, DuplicateJobName, or why
+# Slurm could not be asked (a login failure's reason, or TunnelDown).
 slurm_say() {
   ss_file=${SHADOW_STATE_DIR:?}/node-discovery.${0##*/}
   ss_line=$(reason_line "$1" "$2")
@@ -523,7 +527,7 @@ discovery_said() {
 # host squeue reports, and the address is the one Slurm itself reaches that node at: NodeAddr
 # of scontrol show node. One ssh login asks both (slurm_query). Everything the login node
 # prints is checked before any of it is used: the batch host and NodeAddr must pass
-# valid_host; a second running job, a job line that is not <state> <host>, more or fewer than
+# valid_host; a second job of that name that has not ended, a job line that is not <state> <host>, more or fewer than
 # one node line, or an answer over 16 KiB refuses the whole answer; and what is refused
 # reaches the log only through printable.
 slurm_node() {
@@ -561,10 +565,26 @@ EOF
 
 # slurm_answer reads the answer slurm_node got, in $sn_out; part of slurm_node.
 slurm_answer() {
-  sn_status='' sn_running=0 sn_host='' sn_waiting='' sn_ended='' sn_nodes=0 sn_node='' sn_bad=''
+  sn_status='' sn_running=0 sn_host='' sn_waiting='' sn_ended='' sn_nodes=0 sn_node='' sn_bad='' sn_ids=''
   while IFS= read -r sn_line || [ -n "$sn_line" ]; do
     case $sn_line in
       'squeue '*) sn_status=${sn_line#squeue } ;;
+      # Asked only when several jobs of the pod's name have not ended: their ids, for the
+      # refusal.
+      'jobid '*)
+        sn_id=${sn_line#jobid }
+        sn_id_state=${sn_id#* }
+        sn_id=${sn_id%% *}
+        case $sn_id_state in
+          BOOT_FAIL | CANCELLED | COMPLETED | DEADLINE | FAILED | NODE_FAIL | OUT_OF_MEMORY | PREEMPTED | REVOKED | TIMEOUT) ;;
+          *)
+            case $sn_id in
+              '' | *[!0-9]*) ;;
+              *) sn_ids="${sn_ids:+${sn_ids}, }${sn_id}" ;;
+            esac
+            ;;
+        esac
+        ;;
       'node '*)
         sn_nodes=$((sn_nodes + 1))
         sn_node=${sn_line#node }
@@ -598,8 +618,11 @@ EOF
     slurm_say TunnelDown "could not ask Slurm on ${sn_login} for job ${sn_job}: squeue failed (status ${sn_status:-unknown}): $(printable <"$sn_out")"
   elif [ -n "$sn_bad" ]; then
     slurm_say TunnelDown "refusing Slurm's answer on ${sn_login} for job ${sn_job}: ${sn_bad}"
-  elif [ "$sn_running" -gt 1 ]; then
-    slurm_say TunnelDown "refusing Slurm's answer on ${sn_login} for job ${sn_job}: ${sn_running} running jobs have that name, so which one is the pod's is not known"
+  elif [ "$sn_running" -gt 1 ] || { [ "$sn_running" -eq 1 ] && [ -n "$sn_waiting" ]; }; then
+    # Every pod of the virtual node runs its job as one site account: a co-tenant can name a
+    # job of its own after this pod's UID to receive its traffic, and run it while the pod's
+    # own job is still queued. Neither is picked.
+    slurm_say DuplicateJobName "refusing Slurm's answer on ${sn_login} for job ${sn_job}: ${sn_running} running job(s) and ${sn_waiting:-none} waiting have that name (job ids ${sn_ids:-not given}), so which one is the pod's is not known; another job of the same site account may be named after this pod's UID"
   elif [ "$sn_running" -eq 1 ]; then
     slurm_address
   elif [ -n "$sn_waiting" ]; then

@@ -54,7 +54,18 @@ run() {
   # The plugin names the batch job after the pod's UID; the relay and the socket directory
   # are on its batch host, so every step is pinned there.
   # stdin is for the command on the node, not for squeue.
-  found=$(ssh "${srun_args[@]}" -T -- "$login_host" squeue -h --me -t R -n "$job" -o %i,%B </dev/null | head -n 1)
+  found=$(ssh "${srun_args[@]}" -T -- "$login_host" squeue -h --me -t R -n "$job" -o %i,%B </dev/null | head -n 8)
+  # Every pod of the virtual node runs its job as one site account, so a co-tenant can name a
+  # job of its own after this pod's UID: with two running jobs of that name, srun steps into
+  # neither.
+  if [[ $found == *$'\n'* ]]; then
+    local ids='' line
+    while IFS= read -r line; do
+      [[ ${line%%,*} =~ ^[0-9]+$ ]] && ids+="${ids:+, }${line%%,*}"
+    done <<<"$found"
+    echo "several running jobs named ${job}: squeue on ${login_host} lists job ids ${ids:-that are not numbers}, so srun steps into none; another job of the same site account may be named after this pod's UID" >&2
+    exit 3
+  fi
   id=${found%%,*} batch=${found#*,}
   if [[ ! $id =~ ^[0-9]+$ || -z $batch || $batch == -* || $batch == *[!A-Za-z0-9.-]* ]]; then
     echo "no running job named ${job} on ${node}: squeue on ${login_host} listed '${found}'" >&2

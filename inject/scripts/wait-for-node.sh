@@ -41,10 +41,11 @@ while :; do
   # wait mends that (the Secret or ConfigMap must change, and a restarted container mounts the
   # new one), so fail now, naming why, rather than at NodeWaitTimeout, hours later; Kubernetes
   # restarts the container with its back-off. A login node that does not answer may come back,
-  # so that one is waited out.
+  # so that one is waited out. Two running jobs named after the pod fail now too: one may be a
+  # co-tenant's, and the admin must cancel it before the pod's traffic goes anywhere.
   said=$(discovery_said)
   case $said in
-    LoginRefused:* | HostKeyUnknown:* | HostKeyMismatch:* | KerberosFailed:*) fail "${said%%:*}" "${said#*: }" ;;
+    LoginRefused:* | HostKeyUnknown:* | HostKeyMismatch:* | KerberosFailed:* | DuplicateJobName:*) fail "${said%%:*}" "${said#*: }" ;;
   esac
   if [ -n "$node" ] && [ "$node" != "$refused" ]; then
     refused=$node

@@ -23,9 +23,14 @@ const (
 	// NodeFound: wait-for-node's termination message on success, `NodeFound: <node>`.
 	ReasonNodeFound Reason = "NodeFound"
 	// WaitingForNode: the job is not running yet; the normal state while it is queued.
-	ReasonWaitingForNode        Reason = "WaitingForNode"
-	ReasonNodeWaitTimedOut      Reason = "NodeWaitTimedOut"
-	ReasonNoRunningJob          Reason = "NoRunningJob"
+	ReasonWaitingForNode   Reason = "WaitingForNode"
+	ReasonNodeWaitTimedOut Reason = "NodeWaitTimedOut"
+	ReasonNoRunningJob     Reason = "NoRunningJob"
+	// DuplicateJobName: Slurm runs more than one job named after the pod's UID, among the
+	// site account's jobs. All pods of a virtual node share that account, so one may be a
+	// co-tenant's, named so to receive the pod's traffic; discovery and the srun carrier
+	// pick neither.
+	ReasonDuplicateJobName      Reason = "DuplicateJobName"
 	ReasonLoginRefused          Reason = "LoginRefused"
 	ReasonHostKeyUnknown        Reason = "HostKeyUnknown"
 	ReasonHostKeyMismatch       Reason = "HostKeyMismatch"
@@ -47,7 +52,7 @@ const (
 // troubleshooting list.
 var ScriptReasons = []Reason{
 	ReasonReady, ReasonConnecting, ReasonNodeFound, ReasonWaitingForNode, ReasonNodeWaitTimedOut,
-	ReasonNoRunningJob, ReasonLoginRefused, ReasonHostKeyUnknown, ReasonHostKeyMismatch,
+	ReasonNoRunningJob, ReasonDuplicateJobName, ReasonLoginRefused, ReasonHostKeyUnknown, ReasonHostKeyMismatch,
 	ReasonLoginUnreachable, ReasonForwardingProhibited, ReasonNodeConnectionRefused,
 	ReasonNodeUnreachable, ReasonExecCommandMissing, ReasonNodeHopRefused, ReasonKerberosFailed,
 	ReasonTunnelDown,
@@ -113,6 +118,8 @@ func Remedy(r Reason, c Context) string {
 		return fmt.Sprintf("The job has not started within NodeWaitTimeout (%s): check it with squeue --me on the login node; the shadow keeps retrying.", s.NodeWaitTimeout)
 	case ReasonNoRunningJob:
 		return "The pod's batch job is not running on the site: it ended, was cancelled, or was never submitted. Check the pod's status and the interLink plugin's log; delete and recreate the pod to run it again."
+	case ReasonDuplicateJobName:
+		return fmt.Sprintf("More than one running job of %s on %s is named after this pod's UID, and every pod of virtual node %s runs as that one account: one may be another tenant's, made to receive this pod's traffic. The shadow uses neither. The cluster admin cancels the job that is not the pod's (scancel, after checking with squeue --me on the login node), and gives tenants that need isolation a virtual node and User each, bound with AllowedNamespaces.", s.User, s.LoginHost, c.Node)
 	case ReasonLoginRefused:
 		if s.Auth == policy.AuthKerberos {
 			return fmt.Sprintf("The login node refused the Kerberos ticket of %s for %s: the cluster admin checks that the principal may log in as %s (its .k5login) and that keytab Secret %s of virtual node %s holds it.", s.Principal, login, s.User, s.KeytabSecret, c.Node)

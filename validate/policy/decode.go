@@ -154,6 +154,8 @@ func checkShape(v any, t reflect.Type, p *field.Path) (errs field.ErrorList, kee
 		return nil, true // an empty value leaves the default in place
 	}
 	switch t.Kind() {
+	case reflect.Pointer:
+		return checkShape(v, t.Elem(), p)
 	case reflect.Struct:
 		m, ok := v.(map[string]any)
 		if !ok {

@@ -3,6 +3,8 @@ package policy
 import (
 	"sort"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Policy is the parsed, defaulted document held in the policy ConfigMap under DataKey.
@@ -17,6 +19,17 @@ type Policy struct {
 // VirtualNode is one virtual node's settings.
 type VirtualNode struct {
 	Network Network `json:"Network"`
+	// AllowedNamespaces and AllowedNamespaceSelector bind the node to the namespaces whose pods
+	// may use it: every pod of a virtual node runs its job as the node's one site account, so
+	// the namespaces sharing a node share that account. A pod's namespace may use the node when
+	// it is listed or its labels match the selector. With neither set, any namespace may.
+	AllowedNamespaces        []string              `json:"AllowedNamespaces"`
+	AllowedNamespaceSelector *metav1.LabelSelector `json:"AllowedNamespaceSelector"`
+}
+
+// NamespaceBound reports whether the node names the namespaces that may use it.
+func (v *VirtualNode) NamespaceBound() bool {
+	return v.AllowedNamespaces != nil || v.AllowedNamespaceSelector != nil
 }
 
 // Network mirrors the virtual kubelet's Network block; option names are the user guide's.
@@ -174,4 +187,15 @@ func (p *Policy) NodeNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// SelectsNamespaces reports whether a virtual node of the policy is bound to namespaces by
+// labels, so that a decision needs the labels of the pod's namespace.
+func (p *Policy) SelectsNamespaces() bool {
+	for _, vn := range p.VirtualNodes {
+		if vn.AllowedNamespaceSelector != nil {
+			return true
+		}
+	}
+	return false
 }
