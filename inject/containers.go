@@ -233,10 +233,11 @@ func (b *builder) checkedLogin() []string {
 // to the login node (the forwards, their checks, exec relays, Slurm lookups, the reverse
 // tunnel's hops) goes through the bastion with no script reading or writing a file, and the
 // node hops the reverse tunnel makes keep their own ProxyCommand, which they give first. ssh
-// runs it with /bin/sh -c: every word is single-quoted, and none can hold a quote or a '%'
-// (the host and user rules, fixed paths, ExtraOptions' printable values without quotes), so
-// only %h and %p, the login host and port, are expanded. The hop gets GSSAPIDelegateCredentials=no
-// like every login: a ticket never reaches the bastion.
+// runs it with "$SHELL -c" (/bin/sh without SHELL, as in the shadow): every word is
+// single-quoted, and none can hold a quote or a '%' (the host and user rules, fixed paths,
+// ExtraOptions' printable values without quotes), so only %h and %p, the login host and port,
+// are expanded. The hop gets GSSAPIDelegateCredentials=no like every login: a ticket never
+// reaches the bastion.
 func (b *builder) bastionHop() string {
 	opts := append([]string{"User=" + b.ssh.BastionUser(), "Port=" + strconv.Itoa(b.ssh.Bastion.Port)}, b.checkedLogin()...)
 	opts = append(append(opts, b.ssh.ExtraOptions...), tuningDefaults...)
