@@ -113,3 +113,19 @@ func TestBastionHopCarriesTheLoginsOptions(t *testing.T) {
 		})
 	}
 }
+
+// Slurm is asked over the same login: behind a bastion whose host key is not pinned,
+// wait-for-node fails at once with HostKeyUnknown naming the bastion, as it does for the login
+// node's, rather than waiting out NodeWaitTimeout.
+func TestSlurmDiscoveryBehindAnUnpinnedBastionFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, siteOptions{mode: policy.ForwardModePortForward, pinned: true, bastion: true, bastionUnpinned: true,
+		discovery: policy.NodeDiscoverySlurm, nodeTimeout: "1h"})
+	term := filepath.Join(t.TempDir(), "termination-log")
+	p := runContainer(t, container(t, s.shadow.Deployment, containerWaitForNode), s.mounts, pollEnv,
+		"SHADOW_SLURM_POLL_INTERVAL=0.3", envTerminationLog+"="+term)
+	p.expectFailure(t, 30*time.Second, "the bastion's host key is unknown; want a failure, not a wait")
+	expectReason(t, term, "HostKeyUnknown", strings.NewReplacer(), []string{
+		fmt.Sprintf("through the bastion %s@%s:%d", s.login.User, s.bastion.Host, s.bastion.Port),
+		fmt.Sprintf("host key is known for [%s]:%d", s.bastion.Host, s.bastion.Port)})
+}

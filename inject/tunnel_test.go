@@ -50,7 +50,8 @@ type siteOptions struct {
 	// its host key is in the same known_hosts as the login node's unless bastionUnpinned.
 	bastion         bool
 	bastionUnpinned bool
-	bastionPort     int // the policy's Bastion.Port when not the bastion sshd's: one nothing listens on
+	bastionPort     int    // the policy's Bastion.Port when not the bastion sshd's: one nothing listens on
+	discovery       string // NodeDiscovery, default configmap
 }
 
 const pollEnv = "SHADOW_POLL_INTERVAL=0.1"
@@ -76,8 +77,12 @@ func newSite(t *testing.T, opt siteOptions) *site {
 	if connect == "" {
 		connect = "nc"
 	}
-	doc := loginPolicy(s.login, s.login.User, fmt.Sprintf("ForwardMode: %s\nExecConnectCommand: %s\nNodeWaitTimeout: %s\nNodeDiscovery: configmap\n%s",
-		opt.mode, connect, timeout, knownHosts))
+	discovery := opt.discovery
+	if discovery == "" {
+		discovery = policy.NodeDiscoveryConfigMap
+	}
+	doc := loginPolicy(s.login, s.login.User, fmt.Sprintf("ForwardMode: %s\nExecConnectCommand: %s\nNodeWaitTimeout: %s\nNodeDiscovery: %s\n%s",
+		opt.mode, connect, timeout, discovery, knownHosts))
 	if opt.loginPort != 0 {
 		doc = strings.Replace(doc, fmt.Sprintf("Port: %d\n", s.login.Port), fmt.Sprintf("Port: %d\n", opt.loginPort), 1)
 	}

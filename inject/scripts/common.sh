@@ -559,7 +559,7 @@ EOF
     slurm_say TunnelDown "refusing Slurm's answer on ${sn_login} for job ${sn_job}: longer than ${sn_max} bytes: $(printable <"$sn_out")"
   elif [ "$sn_rc" != 0 ]; then
     classify "$sn_out"
-    slurm_say "$cl_reason" "could not ask Slurm on $(login_name) for job ${sn_job}: ssh exited with status ${sn_rc:-unknown}: ${cl_said}"
+    slurm_say "$cl_reason" "could not ask Slurm on $(login_name)${SHADOW_BASTION:+ through the bastion ${SHADOW_BASTION}} for job ${sn_job}: ssh exited with status ${sn_rc:-unknown}: ${cl_said}"
   else
     slurm_answer
   fi
