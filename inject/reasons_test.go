@@ -227,6 +227,10 @@ func TestTunnelFailuresAreNamed(t *testing.T) {
 	}
 	knownHosts := func(s *site) string { return filepath.Join(s.mounts[knownHostsDir], knownHostsKey) }
 	rightKnownHosts := func(t *testing.T, s *site) { copyFile(t, s.login.KnownHosts, knownHosts(s), 0o644) }
+	pinBastion := func(t *testing.T, s *site) {
+		appendFile(t, knownHosts(s), "\n"+sshtest.ReadFile(t, s.bastion.KnownHosts))
+	}
+	bastionKeys := func(s *site) string { return filepath.Join(filepath.Dir(s.bastion.ClientKey), "authorized_keys") }
 	cases := map[string]failure{
 		"portforward mode with everything in place is Ready": {opt: siteOptions{mode: policy.ForwardModePortForward, pinned: true},
 			setup: onNode, reason: "Ready", names: []string{"%port", "%node"}},
@@ -256,6 +260,24 @@ func TestTunnelFailuresAreNamed(t *testing.T) {
 				return s.nodes["node07"]
 			},
 			reason: "HostKeyUnknown", names: []string{"%host", "login-known-hosts"}, exits: true, fix: rightKnownHosts},
+		"a bastion whose host key the known_hosts lacks is HostKeyUnknown naming the bastion": {
+			opt:   siteOptions{mode: policy.ForwardModePortForward, pinned: true, bastion: true, bastionUnpinned: true},
+			setup: onNode, reason: "HostKeyUnknown", names: []string{"no key for the bastion %bastion", "login-known-hosts"}, exits: true, fix: pinBastion},
+		"a bastion that does not accept the key is LoginRefused naming the bastion": {
+			opt: siteOptions{mode: policy.ForwardModeExec, pinned: true, bastion: true},
+			setup: func(t *testing.T, s *site) string {
+				writeAtomically(t, bastionKeys(s), sshtest.ReadFile(t, s.bastion.ClientKey+".pub"))
+				return s.nodes["node07"]
+			},
+			reason: "LoginRefused", names: []string{"the bastion %user@%bastion:", "Secret login-key"}, exits: true,
+			fix: func(t *testing.T, s *site) {
+				appendFile(t, bastionKeys(s), "\n"+sshtest.ReadFile(t, s.login.ClientKey+".pub"))
+			}},
+		// The login sshd is up and reachable directly: LoginUnreachable shows the shadow does
+		// not go around a bastion that is down.
+		"a bastion nothing listens on is LoginUnreachable though the login node is up": {
+			opt:   siteOptions{mode: policy.ForwardModePortForward, pinned: true, bastion: true, bastionPort: 1},
+			setup: onNode, reason: "LoginUnreachable", names: []string{"%login through the bastion %user@%bastion:1", "Connection refused"}, exits: true},
 		"a login port nothing listens on is LoginUnreachable": {opt: siteOptions{mode: policy.ForwardModePortForward, pinned: true, loginPort: 1},
 			setup: onNode, reason: "LoginUnreachable", names: []string{"Connection refused", ":1"}, exits: true},
 		"a login sshd with AllowTcpForwarding no is ForwardingProhibited in portforward mode": {
@@ -295,8 +317,12 @@ func TestTunnelFailuresAreNamed(t *testing.T) {
 			if tc.opt.loginPort != 0 {
 				loginPort = tc.opt.loginPort
 			}
+			bastion := ""
+			if s.bastion != nil {
+				bastion = s.bastion.Host
+			}
 			r := strings.NewReplacer("%login", fmt.Sprintf("%s@%s:%d", s.login.User, s.login.Host, loginPort),
-				"%host", s.login.Host, "%node", node, "%port", port)
+				"%host", s.login.Host, "%node", node, "%port", port, "%bastion", bastion, "%user", s.login.User)
 			expectReason(t, file, tc.reason, r, tc.names)
 			if tc.fix == nil {
 				return

@@ -99,6 +99,10 @@ type reverseOptions struct {
 	socks          bool
 	nodeConfig     []string // lines for the compute node's sshd_config
 	slurmDiscovery bool     // NodeDiscovery slurm (with NodeExec srun), else configmap
+	// bastion puts a second sshd in front of the login node, as SSH.Bastion, which lets the
+	// job's key in and opens channels to the login sshd alone; its host key is pinned beside
+	// the others.
+	bastion bool
 }
 
 // reverseSite is one login node, one compute node, an echo service and a pod with a reverse
@@ -106,6 +110,7 @@ type reverseOptions struct {
 type reverseSite struct {
 	job, other account
 	login      *sshtest.Server
+	bastion    *sshtest.Server // with reverseOptions.bastion
 	node       *sshtest.Server
 	authorized string // the authorized_keys of the job's account on every node
 	echo       string // the echo service's address
@@ -178,6 +183,12 @@ func newReverseSite(t *testing.T, opt reverseOptions) *reverseSite {
 		forwardMode = policy.ForwardModeExec
 	}
 	s.login = sshtest.StartSSHD(t, loginConfig...)
+	bastion, bastionHosts := "", ""
+	if opt.bastion {
+		s.bastion = sshtest.StartSSHD(t, "AuthorizedKeysFile "+s.authorized, fmt.Sprintf("PermitOpen %s:%d", s.login.Host, s.login.Port), "ForceCommand /bin/false")
+		bastion = fmt.Sprintf("\nBastion: {Host: %s, Port: %d}", s.bastion.Host, s.bastion.Port)
+		bastionHosts = sshtest.ReadFile(t, s.bastion.KnownHosts)
+	}
 
 	s.echo = startEcho(t)
 	s.listen = sshtest.FreePort(t, "127.0.0.1")
@@ -190,7 +201,7 @@ func newReverseSite(t *testing.T, opt reverseOptions) *reverseSite {
 		socks = fmt.Sprintf("interlink.eu/reverse-socks-port: %q", strconv.Itoa(s.socks))
 	}
 	doc := loginPolicy(s.login, jobUser, fmt.Sprintf("KnownHostsConfigMap: site-known-hosts\nForwardMode: %s\nNodeDiscovery: %s\n"+
-		"Reverse: {Enabled: true, AllowedDestinations: {CIDRs: [127.0.0.0/8]}, AllowSocks: %t, Sshd: %s, NodeExec: %s}", forwardMode, discovery, opt.socks, opt.sshd, opt.nodeExec))
+		"Reverse: {Enabled: true, AllowedDestinations: {CIDRs: [127.0.0.0/8]}, AllowSocks: %t, Sshd: %s, NodeExec: %s}%s", forwardMode, discovery, opt.socks, opt.sshd, opt.nodeExec, bastion))
 	s.pod = offloadedPod("trainer", "user")
 	s.pod.UID = jobUID
 	s.pod.Annotations = map[string]string{validate.AnnotationReverseForwards: forwards}
@@ -206,7 +217,7 @@ func newReverseSite(t *testing.T, opt reverseOptions) *reverseSite {
 
 	s.mounts = map[string]string{nodeDir: t.TempDir(), stateDir: t.TempDir(), keyDir: t.TempDir(), knownHostsDir: t.TempDir()}
 	copyFile(t, key, filepath.Join(s.mounts[keyDir], keyFile), 0o400)
-	hosts := sshtest.ReadFile(t, s.login.KnownHosts) + nodeKnownHosts
+	hosts := sshtest.ReadFile(t, s.login.KnownHosts) + nodeKnownHosts + bastionHosts
 	writeAtomically(t, filepath.Join(s.mounts[knownHostsDir], knownHostsKey), hosts)
 	writeAtomically(t, filepath.Join(s.mounts[nodeDir], validate.ComputeNodeKey), s.nodeName)
 	return s

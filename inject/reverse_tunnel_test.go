@@ -19,12 +19,14 @@ import (
 
 func TestReverseTunnelCarriesTheJobsConnectionsIntoTheCluster(t *testing.T) {
 	for name, opt := range map[string]reverseOptions{
-		"the node's sshd, reached through the checked node hop":                   {sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH},
-		"a user-space sshd started through the node hop":                          {sshd: policy.SshdUserspace, nodeExec: policy.NodeExecSSH},
-		"a user-space sshd started with srun in a real Slurm job":                 {sshd: policy.SshdUserspace, nodeExec: policy.NodeExecSrun},
-		"the node's sshd, reached through srun in a real Slurm job":               {sshd: policy.SshdNode, nodeExec: policy.NodeExecSrun},
-		"the node's sshd through srun, the node found by asking Slurm":            {sshd: policy.SshdNode, nodeExec: policy.NodeExecSrun, slurmDiscovery: true},
-		"the node's sshd through a login node without TCP forwarding (exec mode)": {sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH, exec: true},
+		"the node's sshd, reached through the checked node hop":                                  {sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH},
+		"a user-space sshd started through the node hop":                                         {sshd: policy.SshdUserspace, nodeExec: policy.NodeExecSSH},
+		"a user-space sshd started with srun in a real Slurm job":                                {sshd: policy.SshdUserspace, nodeExec: policy.NodeExecSrun},
+		"the node's sshd, reached through srun in a real Slurm job":                              {sshd: policy.SshdNode, nodeExec: policy.NodeExecSrun},
+		"the node's sshd through srun, the node found by asking Slurm":                           {sshd: policy.SshdNode, nodeExec: policy.NodeExecSrun, slurmDiscovery: true},
+		"the node's sshd through a login node without TCP forwarding (exec mode)":                {sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH, exec: true},
+		"the node's sshd through the checked node hop, the login node behind a bastion":          {sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH, bastion: true},
+		"the node's sshd through srun, the node asked of Slurm, the login node behind a bastion": {sshd: policy.SshdNode, nodeExec: policy.NodeExecSrun, slurmDiscovery: true, bastion: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -54,6 +56,9 @@ func TestReverseTunnelCarriesTheJobsConnectionsIntoTheCluster(t *testing.T) {
 			})
 			if strings.Contains(shadow.out.String(), "could not prepare") {
 				t.Errorf("the shadow could not prepare the node:\n%s", shadow.out)
+			}
+			if opt.bastion && !strings.Contains(s.bastion.Log(), "Accepted publickey for "+jobUser) {
+				t.Errorf("the bastion's log shows no login of %s:\n%s", jobUser, s.bastion.Log())
 			}
 		})
 	}

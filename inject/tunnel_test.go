@@ -29,6 +29,7 @@ import (
 // whose mounts are emulated by temporary directories.
 type site struct {
 	login    *sshtest.Server
+	bastion  *sshtest.Server   // nil unless siteOptions.bastion
 	nodes    map[string]string // compute node name to its address
 	port     int
 	listen   string
@@ -44,6 +45,13 @@ type siteOptions struct {
 	nodeTimeout string
 	connect     string // ExecConnectCommand, default nc
 	loginPort   int    // the policy's Port when not the login sshd's: one nothing listens on
+	// bastion puts a second sshd in front of the login node, as SSH.Bastion, which lets the
+	// shadow's key in and opens channels to the login sshd alone (PermitOpen); with pinned,
+	// its host key is in the same known_hosts as the login node's unless bastionUnpinned.
+	bastion         bool
+	bastionUnpinned bool
+	bastionPort     int    // the policy's Bastion.Port when not the bastion sshd's: one nothing listens on
+	discovery       string // NodeDiscovery, default configmap
 }
 
 const pollEnv = "SHADOW_POLL_INTERVAL=0.1"
@@ -69,10 +77,24 @@ func newSite(t *testing.T, opt siteOptions) *site {
 	if connect == "" {
 		connect = "nc"
 	}
-	doc := loginPolicy(s.login, s.login.User, fmt.Sprintf("ForwardMode: %s\nExecConnectCommand: %s\nNodeWaitTimeout: %s\nNodeDiscovery: configmap\n%s",
-		opt.mode, connect, timeout, knownHosts))
+	discovery := opt.discovery
+	if discovery == "" {
+		discovery = policy.NodeDiscoveryConfigMap
+	}
+	doc := loginPolicy(s.login, s.login.User, fmt.Sprintf("ForwardMode: %s\nExecConnectCommand: %s\nNodeWaitTimeout: %s\nNodeDiscovery: %s\n%s",
+		opt.mode, connect, timeout, discovery, knownHosts))
 	if opt.loginPort != 0 {
 		doc = strings.Replace(doc, fmt.Sprintf("Port: %d\n", s.login.Port), fmt.Sprintf("Port: %d\n", opt.loginPort), 1)
+	}
+	if opt.bastion {
+		s.bastion = sshtest.StartSSHD(t, fmt.Sprintf("PermitOpen %s:%d", s.login.Host, s.login.Port), "ForceCommand /bin/false", "PermitTTY no")
+		// One credential for both hops, as the policy has one KeySecret: the login node's key.
+		appendFile(t, filepath.Join(filepath.Dir(s.bastion.ClientKey), "authorized_keys"), "\n"+sshtest.ReadFile(t, s.login.ClientKey+".pub"))
+		port := s.bastion.Port
+		if opt.bastionPort != 0 {
+			port = opt.bastionPort
+		}
+		doc += fmt.Sprintf("        Bastion: {Host: %s, Port: %d}\n", s.bastion.Host, port)
 	}
 	s.shadow, _ = render(t, doc, offloadedPod("notebook", "user", corev1.ContainerPort{ContainerPort: int32(s.port)}))
 
@@ -80,6 +102,9 @@ func newSite(t *testing.T, opt siteOptions) *site {
 	s.nodeFile = filepath.Join(s.mounts[nodeDir], validate.ComputeNodeKey)
 	copyFile(t, s.login.ClientKey, filepath.Join(s.mounts[keyDir], keyFile), 0o400)
 	copyFile(t, s.login.KnownHosts, filepath.Join(s.mounts[knownHostsDir], knownHostsKey), 0o644)
+	if opt.bastion && !opt.bastionUnpinned {
+		appendFile(t, filepath.Join(s.mounts[knownHostsDir], knownHostsKey), "\n"+sshtest.ReadFile(t, s.bastion.KnownHosts))
+	}
 	writeAtomically(t, s.nodeFile, "")
 	return s
 }
@@ -351,6 +376,20 @@ func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(to, data, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func appendFile(t *testing.T, name, content string) {
+	t.Helper()
+	f, err := os.OpenFile(name, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(content); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -29,9 +29,11 @@ var refusedOptions = func() map[string]refusal {
 			m[k] = r
 		}
 	}
-	refuse(refusal{"runs a command on the shadow's side", "reach the login node directly"},
-		"proxycommand", "localcommand")
-	refuse(refusal{"opens the jump hop with none of the options shadowgate sets: no pinned host key, no BatchMode, no key, so it fails in the shadow image or trusts a host nobody checked", "reach the login node directly; shadowgate does not support a bastion yet"},
+	refuse(refusal{"runs a command on the shadow's side", "to reach the login node through a jump host, set SSH.Bastion (Host, Port, User): shadowgate runs the hop itself, with the login's host key checking and credential"},
+		"proxycommand")
+	refuse(refusal{"runs a command on the shadow's side", "remove it"},
+		"localcommand")
+	refuse(refusal{"opens the jump hop with none of the options shadowgate sets: no pinned host key, no BatchMode, no key, so it fails in the shadow image or trusts a host nobody checked", "set SSH.Bastion (Host, Port, User) instead: shadowgate reaches the login node through it with the login's host key checking, BatchMode and credential on the hop too"},
 		"proxyjump")
 	refuse(refusal{"lets LocalCommand run a command on the shadow's side", "remove it"},
 		"permitlocalcommand")
@@ -181,13 +183,11 @@ func validateSSH(s *policy.SSH, p *field.Path) field.ErrorList {
 	}
 	if s.User == "" {
 		errs = append(errs, field.Required(p.Child("User"), "the SSH shadow needs the login name on the login node"))
-	} else if !syntax.UserName(s.User) {
-		errs = append(errs, field.Invalid(p.Child("User"), s.User,
-			"a login name has only letters, digits, '_', '.' and '-', does not start with '-' or '.', and has at most 64 characters"))
+	} else {
+		errs = append(errs, validateUser(p.Child("User"), s.User)...)
 	}
-	if s.Port < 1 || s.Port > 65535 {
-		errs = append(errs, field.Invalid(p.Child("Port"), s.Port, "must be a TCP port between 1 and 65535"))
-	}
+	errs = append(errs, validatePort(p.Child("Port"), s.Port)...)
+	errs = append(errs, validateBastion(s, p.Child("Bastion"))...)
 	if !syntax.Image(s.Image) {
 		errs = append(errs, field.Invalid(p.Child("Image"), s.Image, "must be a container image reference such as ghcr.io/interlink-hq/interlink/ssh-tunnel:0.6.0"))
 	}
@@ -219,6 +219,45 @@ func validateSSH(s *policy.SSH, p *field.Path) field.ErrorList {
 		errs = append(errs, validateExtraOption(p.Child("ExtraOptions").Index(i), opt)...)
 	}
 	return append(errs, validateReverse(&s.Reverse, p.Child("Reverse"))...)
+}
+
+// validateBastion judges the jump host by the rules of the login node it stands in front of:
+// the one host rule (syntax.Host, dialled by the shadow like LoginHost), the login name rule
+// and a TCP port. Port and User without Host are refused rather than ignored, since the admin
+// who wrote them expects a bastion.
+func validateBastion(s *policy.SSH, p *field.Path) field.ErrorList {
+	b := s.Bastion
+	if b.Host == "" {
+		if b.User != "" || b.Port != policy.Defaults().Network.SSH.Bastion.Port {
+			return field.ErrorList{field.Required(p.Child("Host"), "Bastion.Port and Bastion.User need the bastion's Host; remove them to reach the login node directly")}
+		}
+		return nil
+	}
+	var errs field.ErrorList
+	if ok, why := syntax.Host(b.Host, syntax.DialedByShadow); !ok {
+		errs = append(errs, field.Invalid(p.Child("Host"), b.Host,
+			why+"; give the bastion's hostname (bastion.hpc.example.org) or IP address"))
+	}
+	errs = append(errs, validatePort(p.Child("Port"), b.Port)...)
+	if b.User != "" {
+		errs = append(errs, validateUser(p.Child("User"), b.User)...)
+	}
+	return errs
+}
+
+func validateUser(p *field.Path, user string) field.ErrorList {
+	if syntax.UserName(user) {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(p, user,
+		"a login name has only letters, digits, '_', '.' and '-', does not start with '-' or '.', and has at most 64 characters")}
+}
+
+func validatePort(p *field.Path, port int) field.ErrorList {
+	if port < 1 || port > 65535 {
+		return field.ErrorList{field.Invalid(p, port, "must be a TCP port between 1 and 65535")}
+	}
+	return nil
 }
 
 func validateAuth(s *policy.SSH, p *field.Path) field.ErrorList {

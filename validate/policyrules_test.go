@@ -361,3 +361,66 @@ func TestExecConnectCommandRefusalSaysWhy(t *testing.T) {
 		})
 	}
 }
+
+func TestBastion(t *testing.T) {
+	bastion := ssh.Child("Bastion")
+	cases := map[string]struct {
+		bastion string
+		want    []vt.Err
+	}{
+		"no bastion is valid":                           {bastion: ""},
+		"a bastion with only its Host is valid":         {bastion: "Host: bastion.hpc.example.org"},
+		"a bastion with its own port and user is valid": {bastion: "Host: bastion.hpc.example.org\n  Port: 2222\n  User: alice-jump"},
+		"a bastion that is an IP literal is valid":      {bastion: "Host: \"fd00::23\""},
+		"a bastion Host carrying an ssh option is refused": {bastion: "Host: \"bastion -oProxyCommand=x\"",
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: bastion.Child("Host").String(), Value: "bastion -oProxyCommand=x"}}},
+		"a bastion Host that is the metadata service is refused": {bastion: "Host: 169.254.169.254",
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: bastion.Child("Host").String(), Value: "169.254.169.254"}}},
+		"a bastion Host whose last label is all digits is refused": {bastion: "Host: 1.2.3.4.5",
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: bastion.Child("Host").String(), Value: "1.2.3.4.5"}}},
+		"a bastion User with a shell character is refused": {bastion: "Host: b.example.org\n  User: \"alice;id\"",
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: bastion.Child("User").String(), Value: "alice;id"}}},
+		"a bastion port out of range is refused": {bastion: "Host: b.example.org\n  Port: 70000",
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: bastion.Child("Port").String(), Value: 70000}}},
+		"a bastion port or user without its Host is refused": {bastion: "User: alice",
+			want: []vt.Err{{Type: field.ErrorTypeRequired, Field: bastion.Child("Host").String(), Value: ""}}},
+		"a misspelt bastion key is refused by the strict decoder": {bastion: "Hostname: b.example.org",
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: bastion.Child("Hostname").String(), Value: "Hostname"}}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			doc := ""
+			if tc.bastion != "" {
+				doc = "Bastion:\n  " + tc.bastion + "\n"
+			}
+			_, errs := validate.ParsePolicy([]byte(sshNode(doc)), validate.CredentialRules{})
+			vt.Expect(t, errs, tc.want)
+		})
+	}
+}
+
+// TestBastionHostFollowsTheLoginHostRule runs the shared host table against Bastion.Host:
+// the bastion is dialled by the shadow as LoginHost is, so each verdict is the LoginHost one.
+// An empty Host is the one exception: it means no bastion.
+func TestBastionHostFollowsTheLoginHostRule(t *testing.T) {
+	for name, tc := range vt.HostCases(t) {
+		if tc.Host == "" {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			_, errs := validate.ParsePolicy([]byte(sshNode("Bastion:\n  Host: "+strconv.Quote(tc.Host)+"\n")), validate.CredentialRules{})
+			if got := len(errs) == 0; got != tc.ByShadow {
+				t.Errorf("Bastion.Host %q admitted %v, want %v (as LoginHost): %v", tc.Host, got, tc.ByShadow, errs)
+			}
+		})
+	}
+}
+
+func TestProxyRefusalsPointToBastion(t *testing.T) {
+	for _, opt := range []string{"ProxyJump=bastion.example.org", "ProxyCommand=nc"} {
+		_, errs := validate.ParsePolicy([]byte(sshNode("ExtraOptions:\n- "+opt+"\n")), validate.CredentialRules{})
+		if len(errs) != 1 || !strings.Contains(errs[0].Detail, "SSH.Bastion") {
+			t.Errorf("%s: errors %v, want one pointing to SSH.Bastion", opt, errs)
+		}
+	}
+}

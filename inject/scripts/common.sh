@@ -73,11 +73,18 @@ login_name() {
 # first recognised line wins: ssh names the failure first, and what follows is its fallout
 # (a ProxyCommand's login failure, then the outer ssh's "Connection closed"). Lines naming a
 # host are judged by whether that host is the login node: a refusal by any other host is the
-# reverse tunnel's hop to the compute node. SHADOW_EXEC_CONNECT_COMMAND, when set, names the
-# program whose absence is ExecCommandMissing.
+# reverse tunnel's hop to the compute node, except the bastion's (SHADOW_BASTION, user@host:port,
+# when the login goes through one): its refusals are the login's, and cl_hop says which of the
+# two named it (login or bastion). SHADOW_EXEC_CONNECT_COMMAND, when set, names the program whose
+# absence is ExecCommandMissing.
 classify() {
-  cl_reason='' cl_said=''
+  cl_reason='' cl_said='' cl_hop=login
   cl_login=${SHADOW_LOGIN_HOST-}
+  cl_bastion=${SHADOW_BASTION-}
+  cl_bastion=${cl_bastion#*@}
+  cl_bastion=${cl_bastion%:*}
+  # No host holds a '/', so without a bastion its patterns below match no line.
+  [ -n "$cl_bastion" ] || cl_bastion=/
   cl_prog=${SHADOW_EXEC_CONNECT_COMMAND-}
   cl_prog=${cl_prog%% *}
   cl_gss=no
@@ -89,15 +96,21 @@ classify() {
         cl_reason=LoginRefused
         [ "$cl_gss" = no ] || cl_reason=KerberosFailed
         ;;
+      *"@${cl_bastion}: Permission denied ("*)
+        cl_reason=LoginRefused cl_hop=bastion
+        [ "$cl_gss" = no ] || cl_reason=KerberosFailed
+        ;;
       *"Permission denied ("*) cl_reason=NodeHopRefused ;;
       # sshconnect.c, StrictHostKeyChecking=yes and no key for the host: "No %s host key is
       # known for %.200s and you have requested strict checking."; the host is [host]:port
       # off port 22.
       "No "*" host key is known for ${cl_login} "* | "No "*" host key is known for [${cl_login}]:"*) cl_reason=HostKeyUnknown ;;
+      "No "*" host key is known for ${cl_bastion} "* | "No "*" host key is known for [${cl_bastion}]:"*) cl_reason=HostKeyUnknown cl_hop=bastion ;;
       "No "*" host key is known for "*) cl_reason=NodeHopRefused ;;
       # sshconnect.c, under "WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!": "Host key for
       # %.200s has changed and you have requested strict checking."
       "Host key for ${cl_login} has changed"* | "Host key for [${cl_login}]:"*" has changed"*) cl_reason=HostKeyMismatch ;;
+      "Host key for ${cl_bastion} has changed"* | "Host key for [${cl_bastion}]:"*" has changed"*) cl_reason=HostKeyMismatch cl_hop=bastion ;;
       "Host key for "*" has changed"*) cl_reason=NodeHopRefused ;;
       # ssh.c and sshconnect.c: "ssh: connect to host %s port %s: %s" (refused, timed out, no
       # route), "ssh: Could not resolve hostname %s: %s"; before authentication:
@@ -157,25 +170,31 @@ EOF
 }
 
 # failure_message [NODE [PORT]] prints the message of the reason line for cl_reason and
-# cl_said (classify): what failed, with the login, the node and port, the credential and the
-# known-hosts ConfigMap the environment names, then what ssh said.
+# cl_said (classify): what failed, with the login (or the bastion, when cl_hop says it refused),
+# the node and port, the credential and the known-hosts ConfigMap the environment names, then
+# what ssh said.
 failure_message() {
   fm_login=$(login_name)
+  fm_host=${SHADOW_LOGIN_HOST-} fm_port=$(ssh_option Port)
+  if [ "${cl_hop-}" = bastion ]; then
+    fm_login="the bastion ${SHADOW_BASTION-}"
+    fm_host="the bastion ${cl_bastion}" fm_port=${SHADOW_BASTION##*:}
+  fi
   fm_to=${1-}${2:+:$2}
   fm_hosts="the known hosts $(ssh_option UserKnownHostsFile)${SHADOW_KNOWN_HOSTS_CONFIGMAP:+ (ConfigMap ${SHADOW_KNOWN_HOSTS_CONFIGMAP})}"
   case $cl_reason in
     LoginRefused) fm="${fm_login} refused the login with ${SHADOW_KEY_SECRET:+the key of Secret ${SHADOW_KEY_SECRET}, }$(ssh_option PreferredAuthentications)" ;;
     KerberosFailed) fm="${fm_login} refused the Kerberos login${SHADOW_KRB_PRINCIPAL:+ of ${SHADOW_KRB_PRINCIPAL}}" ;;
-    HostKeyUnknown) fm="${fm_hosts} hold no key for ${SHADOW_LOGIN_HOST-} (port $(ssh_option Port)), and StrictHostKeyChecking is yes" ;;
-    HostKeyMismatch) fm="the host key of ${SHADOW_LOGIN_HOST-} (port $(ssh_option Port)) is not the one in ${fm_hosts}" ;;
-    LoginUnreachable) fm="no ssh session to ${fm_login}" ;;
+    HostKeyUnknown) fm="${fm_hosts} hold no key for ${fm_host} (port ${fm_port}), and StrictHostKeyChecking is yes" ;;
+    HostKeyMismatch) fm="the host key of ${fm_host} (port ${fm_port}) is not the one in ${fm_hosts}" ;;
+    LoginUnreachable) fm="no ssh session to ${fm_login}${SHADOW_BASTION:+ through the bastion ${SHADOW_BASTION}}" ;;
     ForwardingProhibited) fm="${SHADOW_LOGIN_HOST-} refused to open a channel to ${fm_to}" ;;
     NodeConnectionRefused) fm="${1-} refused the connection to port ${2-} from ${SHADOW_LOGIN_HOST-}" ;;
     NodeUnreachable) fm="${SHADOW_LOGIN_HOST-} cannot reach ${fm_to}" ;;
     ExecCommandMissing) fm="'${SHADOW_EXEC_CONNECT_COMMAND-}' is not found on ${SHADOW_LOGIN_HOST-}" ;;
     NodeHopRefused) fm="the hop from ${SHADOW_LOGIN_HOST-} to the compute node ${1-} was refused" ;;
     NoRunningJob) fm="no running job ${SHADOW_REVERSE_JOB_NAME-} on ${1-}" ;;
-    *) fm="ssh through ${fm_login}${fm_to:+ to ${fm_to}} failed" ;;
+    *) fm="ssh through ${fm_login}${SHADOW_BASTION:+ (by the bastion ${SHADOW_BASTION})}${fm_to:+ to ${fm_to}} failed" ;;
   esac
   printf '%s%s' "$fm" "${cl_said:+: ${cl_said}}"
 }
@@ -556,7 +575,7 @@ EOF
     slurm_say TunnelDown "refusing Slurm's answer on ${sn_login} for job ${sn_job}: longer than ${sn_max} bytes: $(printable <"$sn_out")"
   elif [ "$sn_rc" != 0 ]; then
     classify "$sn_out"
-    slurm_say "$cl_reason" "could not ask Slurm on $(login_name) for job ${sn_job}: ssh exited with status ${sn_rc:-unknown}: ${cl_said}"
+    slurm_say "$cl_reason" "could not ask Slurm on $(login_name)${SHADOW_BASTION:+ through the bastion ${SHADOW_BASTION}} for job ${sn_job}: ssh exited with status ${sn_rc:-unknown}: ${cl_said}"
   else
     slurm_answer
   fi

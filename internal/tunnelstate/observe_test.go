@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
 var now = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
@@ -206,5 +208,23 @@ func TestMountFailed(t *testing.T) {
 	}
 	if MountFailed(evs, "Secret", "other") || MountFailed(evs, "ConfigMap", "site-ssh-key") {
 		t.Error("a FailedMount Event was read for another object")
+	}
+}
+
+func TestRemedyBehindABastionNamesIt(t *testing.T) {
+	c := Context{Node: "hpc-vk", SSH: policy.SSH{LoginHost: "login.hpc.example.org", User: "alice", Port: 22,
+		KnownHostsConfigMap: "hpc-known-hosts", Bastion: policy.Bastion{Host: "bastion.hpc.example.org", Port: 2222}}}
+	for r, want := range map[Reason]string{
+		ReasonHostKeyUnknown:   "ssh-keyscan -p 2222 bastion.hpc.example.org",
+		ReasonLoginRefused:     "the bastion alice@bastion.hpc.example.org:2222",
+		ReasonLoginUnreachable: "through the bastion alice@bastion.hpc.example.org:2222",
+	} {
+		if got := Remedy(r, c); !strings.Contains(got, want) {
+			t.Errorf("Remedy(%s) = %q, want it to say %q", r, got, want)
+		}
+	}
+	c.SSH.Bastion = policy.Bastion{}
+	if got := Remedy(ReasonLoginUnreachable, c); strings.Contains(got, "bastion") {
+		t.Errorf("Remedy without a bastion mentions one: %q", got)
 	}
 }

@@ -111,6 +111,32 @@ type Context struct {
 // (the pod's owner or the cluster admin) and what they change. Empty for states that need
 // nothing done.
 func Remedy(r Reason, c Context) string {
+	if note := bastionNote(r, c); note != "" {
+		return remedy(r, c) + " " + note
+	}
+	return remedy(r, c)
+}
+
+// bastionNote is what Remedy adds for a login through SSH.Bastion, whose failures the shadow
+// reports under the login's reasons, naming the bastion in the message.
+func bastionNote(r Reason, c Context) string {
+	s := c.SSH
+	if s.Bastion.Host == "" {
+		return ""
+	}
+	b := fmt.Sprintf("%s@%s:%d", s.BastionUser(), s.Bastion.Host, s.Bastion.Port)
+	switch r {
+	case ReasonHostKeyUnknown, ReasonHostKeyMismatch:
+		return fmt.Sprintf("When the message names the bastion %s, its key is the one that belongs in ConfigMap %s (ssh-keyscan -p %d %s).", b, s.KnownHostsConfigMap, s.Bastion.Port, s.Bastion.Host)
+	case ReasonLoginRefused, ReasonKerberosFailed:
+		return fmt.Sprintf("When the message names the bastion %s, it is the bastion that refused: it must accept the same credential.", b)
+	case ReasonLoginUnreachable:
+		return fmt.Sprintf("The login goes through the bastion %s, which must be up, reachable from the cluster, and allow TCP forwarding to the login node.", b)
+	}
+	return ""
+}
+
+func remedy(r Reason, c Context) string {
 	s := c.SSH
 	login := fmt.Sprintf("%s@%s:%d", s.User, s.LoginHost, s.Port)
 	switch r {

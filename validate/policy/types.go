@@ -54,6 +54,7 @@ type SSH struct {
 	KeytabSecret         string   `json:"KeytabSecret"`
 	KeytabSecretKey      string   `json:"KeytabSecretKey"`
 	Principal            string   `json:"Principal"`
+	Bastion              Bastion  `json:"Bastion"`
 	Krb5ConfigMap        string   `json:"Krb5ConfigMap"`
 	KnownHostsConfigMap  string   `json:"KnownHostsConfigMap"`
 	ReplicateCredentials bool     `json:"ReplicateCredentials"`
@@ -61,6 +62,25 @@ type SSH struct {
 	NodeDiscovery        string   `json:"NodeDiscovery"` // NodeDiscoveryConfigMap | NodeDiscoverySlurm
 	ExtraOptions         []string `json:"ExtraOptions"`
 	Reverse              Reverse  `json:"Reverse"`
+}
+
+// Bastion is the jump host every ssh of the shadow reaches the login node through, when Host
+// is set. The hop logs in with the login's own credential and host key checking: its host key
+// is pinned in the same known_hosts (KnownHostsConfigMap), or learned at first use beside the
+// login node's when none is named.
+type Bastion struct {
+	Host string `json:"Host"`
+	Port int    `json:"Port"`
+	// User is the login name on the bastion; empty means SSH.User (BastionUser).
+	User string `json:"User"`
+}
+
+// BastionUser is the login name on the bastion: Bastion.User, else User.
+func (s *SSH) BastionUser() string {
+	if s.Bastion.User != "" {
+		return s.Bastion.User
+	}
+	return s.User
 }
 
 // Reverse configures the pod-to-cluster tunnel.
@@ -133,6 +153,7 @@ func Defaults() VirtualNode {
 			KeytabSecretKey:      "user.keytab",
 			ReplicateCredentials: true,
 			NodeWaitTimeout:      "2h",
+			Bastion:              Bastion{Port: 22},
 			// slurm, because interLink's virtual kubelet as it runs beside shadowgate
 			// (EnableTunnel: false) publishes no compute node: under configmap the shadow would
 			// wait out NodeWaitTimeout for a node nobody writes. configmap is for a VK or
