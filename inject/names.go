@@ -13,6 +13,13 @@ const (
 	ManagedBy           = "shadowgate"
 	LabelPodUID         = "interlink.eu/pod-uid"
 	AnnotationShadowFor = "interlink.eu/shadow-for"
+	// LabelShadowNamespaceFor marks a namespace shadowgate created (or an admin handed over)
+	// for the shadows of one pod namespace, its value. shadowgate writes shadows only into a
+	// namespace marked for the pod's namespace: any other namespace of that name may be a
+	// tenant's, made to receive another namespace's shadows or credential copies. The shipped
+	// ValidatingAdmissionPolicy lets only shadowgate and the cluster admins set, change or
+	// remove it (docs/security.md "Shadow namespaces").
+	LabelShadowNamespaceFor = "interlink.eu/shadow-namespace-for"
 
 	// labelShadow selects one shadow's pods, for its Deployment and Service.
 	labelShadow = "interlink.eu/shadow"

@@ -116,7 +116,8 @@ func (b *builder) labels() map[string]string {
 
 // namespace is the shared <ns>-shadow namespace. It carries no pod UID and no shadow-for:
 // every shadow of the pod's namespace lives there, so it belongs to none of them. It enforces
-// the restricted Pod Security Standard, which every shadow pod meets.
+// the restricted Pod Security Standard, which every shadow pod meets, and carries the marker
+// that says which pod namespace it was made for.
 func (b *builder) namespace() *corev1.Namespace {
 	return &corev1.Namespace{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
@@ -124,6 +125,7 @@ func (b *builder) namespace() *corev1.Namespace {
 			Name: b.namespaceName,
 			Labels: map[string]string{
 				LabelManagedBy:                       ManagedBy,
+				LabelShadowNamespaceFor:              b.pod.Namespace,
 				"pod-security.kubernetes.io/enforce": "restricted",
 			},
 		},

@@ -81,7 +81,7 @@ func (a *Applier) apply(ctx context.Context, s *inject.Shadow, dryRun bool, crea
 // applyObjects is apply's one attempt; namespaceKnown skips the namespace, applied lately.
 func (a *Applier) applyObjects(ctx context.Context, s *inject.Shadow, dryRun bool, created *createdObjects, namespaceKnown bool) ([]string, error) {
 	if s.Namespace != nil && !namespaceKnown {
-		existed, err := a.applyObject(ctx, s.Namespace, dryRun, created)
+		existed, err := a.ensureNamespace(ctx, s.Namespace, dryRun, created)
 		if err != nil {
 			return nil, err
 		}
@@ -113,6 +113,71 @@ func (a *Applier) applyObjects(ctx context.Context, s *inject.Shadow, dryRun boo
 	}
 	_, err := a.applyObject(ctx, s.Deployment, dryRun, created)
 	return nil, err
+}
+
+// ensureNamespace creates the shadow namespace ns, or applies ns over the one of that name
+// shadowgate created for the same pod namespace (its marker, inject.LabelShadowNamespaceFor,
+// says so), and reports whether it existed. It is created, not applied with force: an apply
+// would adopt whatever holds the name, and a tenant who may create namespaces could create
+// <own-ns>-shadow to read the credential copies, or <victim>-shadow to receive the victim's
+// shadows. A namespace of that name without the marker, or marked for another pod namespace,
+// is refused (ForeignNamespaceError) and nothing is written into it. The read is uncached and
+// happens once per namespaceMemory at most (knownNamespaces).
+func (a *Applier) ensureNamespace(ctx context.Context, ns *corev1.Namespace, dryRun bool, created *createdObjects) (bool, error) {
+	for range writeRounds {
+		existing := &corev1.Namespace{}
+		err := a.reader.Get(ctx, client.ObjectKeyFromObject(ns), existing)
+		switch {
+		case apierrors.IsNotFound(err):
+			u, err := toApply(ns, a.scheme)
+			if err != nil {
+				return false, err
+			}
+			err = a.writes(dryRun).Create(ctx, u)
+			if apierrors.IsAlreadyExists(err) {
+				continue // created meanwhile, maybe by a tenant: judged on what is there now
+			}
+			if err != nil {
+				return false, fmt.Errorf("creating %s: %w", describeObject("Namespace", ns), err)
+			}
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("reading %s: %w", describeObject("Namespace", ns), err)
+		}
+		if want := ns.Labels[inject.LabelShadowNamespaceFor]; existing.Labels[inject.LabelShadowNamespaceFor] != want {
+			return true, &ForeignNamespaceError{Namespace: ns.Name, PodNamespace: want, MarkedFor: existing.Labels[inject.LabelShadowNamespaceFor]}
+		}
+		// Ours: applied again, so its Pod Security label comes back if it was taken off.
+		return a.applyObject(ctx, ns, dryRun, created)
+	}
+	return false, apierrors.NewConflict(schema.GroupResource{Resource: "namespaces"}, ns.Name,
+		fmt.Errorf("it was created and deleted %d times while shadowgate was creating it; try again", writeRounds))
+}
+
+// ForeignNamespaceError is the refusal of a pod whose shadow namespace exists but is not
+// shadowgate's for the pod's namespace: its message names the namespace, says why it is not
+// used and how an admin hands it over. It is a Forbidden status, so kubectl shows the message.
+type ForeignNamespaceError struct {
+	Namespace    string // the shadow namespace
+	PodNamespace string // the pod's namespace, whose shadows go there
+	MarkedFor    string // the marker's value on the existing namespace; empty when unmarked
+}
+
+func (e *ForeignNamespaceError) Error() string {
+	why := "it has no label " + inject.LabelShadowNamespaceFor + ", so shadowgate did not create it"
+	if e.MarkedFor != "" {
+		why = fmt.Sprintf("it is labelled %s=%s, the shadow namespace of another namespace", inject.LabelShadowNamespaceFor, e.MarkedFor)
+	}
+	return fmt.Sprintf("namespace %s, where the shadows of namespace %s go, already exists and %s; shadowgate writes nothing into a namespace it does not own, "+
+		"as its owner could read the site credentials copied there and rewrite the shadows. If the namespace is meant for these shadows "+
+		"(for example the virtual kubelet created it), a cluster admin hands it over with "+
+		"`kubectl label namespace %s %s=%s --overwrite`; otherwise delete or rename it (docs/security.md, \"Shadow namespaces\")",
+		e.Namespace, e.PodNamespace, why, e.Namespace, inject.LabelShadowNamespaceFor, e.PodNamespace)
+}
+
+// Status makes the refusal a Forbidden answer (refuseForShadow keeps the code and reason).
+func (e *ForeignNamespaceError) Status() metav1.Status {
+	return apierrors.NewForbidden(corev1.Resource("namespaces"), e.Namespace, e).ErrStatus
 }
 
 // Wait blocks until the removals of failed requests' objects still running have finished.
