@@ -357,8 +357,8 @@ ipv6_allowed() {
       ;;
     2002*) ipv4_allowed "$1" "$(printf '%s' "$2" | cut -c 5-12)" ;;
     20010000*)
-      ipv4_allowed "$1" "$(printf '%s' "$2" | cut -c 9-16)" &&
-        ipv4_allowed "$1" "$(printf '%08x' $((0x$(printf '%s' "$2" | cut -c 25-32) ^ 0xffffffff)))"
+      ipv4_allowed "$1" "$(printf '%s' "$2" | cut -c 9-16)" \
+        && ipv4_allowed "$1" "$(printf '%08x' $((0x$(printf '%s' "$2" | cut -c 25-32) ^ 0xffffffff)))"
       ;;
   esac
 }
