@@ -46,6 +46,19 @@ func createNamespaces(t *testing.T, names ...string) {
 	cluster.kubectl.CreateNamespaces(ctx, t, names...)
 }
 
+// handOverShadowNamespaces creates the shadow namespace of each pod namespace as a cluster
+// admin hands one over (docs/security.md, "Shadow namespaces"): marked for it, so shadowgate
+// writes its shadows there. A test that prepares objects in a shadow namespace before the pod
+// starts needs this; one that is not marked refuses the pod.
+func handOverShadowNamespaces(t *testing.T, podNamespaces ...string) {
+	t.Helper()
+	for _, ns := range podNamespaces {
+		shadowNS := inject.ShadowNamespace(ns, false)
+		createNamespaces(t, shadowNS)
+		mustKubectl(t, "", "label", "namespace", shadowNS, inject.LabelShadowNamespaceFor+"="+ns)
+	}
+}
+
 // offloaded describes a pod placed on a virtual node of the example policy.
 type offloaded struct {
 	name, namespace, node string

@@ -182,6 +182,9 @@ func TestServeWithoutSecretRightsAdmitsWithoutReplication(t *testing.T) {
 		}
 	}()
 	createNamespaces(t, "no-replication")
+	// Only shadowgate's own ServiceAccount may mark a namespace it creates; this serve runs as
+	// another, so the admin hands the shadow namespace over first.
+	handOverShadowNamespaces(t, "no-replication")
 	p := offloaded{name: "trainer", namespace: "no-replication", node: "hpc-vk", ports: []int32{8888}}
 	r, err := s.Review("/validate-pods", 10*time.Second, "application/json", harness.PodCreateReview("nr1", p.namespace, p.name, []byte(p.json())))
 	if err != nil {

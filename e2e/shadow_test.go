@@ -130,7 +130,8 @@ func TestAdmittedPodsHaveTheirShadowsAppliedByShadowgate(t *testing.T) {
 // refused with the API server's message, and the shadow objects applied before the failure
 // are removed, but not the credential copies.
 func TestDryRunPersistsNothingAndReportsShadowErrors(t *testing.T) {
-	createNamespaces(t, "dry", "quota", "quota-shadow")
+	createNamespaces(t, "dry", "quota")
+	handOverShadowNamespaces(t, "quota")
 	p := offloaded{name: "trainer", namespace: "dry", node: "hpc-vk", ports: []int32{8888}, annotations: map[string]string{fwd: "minio:9000"}}
 	r := kubectl(t, p.json(), "apply", "--dry-run=server", "-f", "-")
 	if r.Err != nil {
@@ -177,7 +178,8 @@ func TestDryRunPersistsNothingAndReportsShadowErrors(t *testing.T) {
 // Credentials: an identical unmarked copy is adopted (marked), a marked one is overwritten, a
 // foreign one is refused with the exact message and left untouched.
 func TestCredentialReplication(t *testing.T) {
-	createNamespaces(t, "adopt", "adopt-shadow", "marked", "marked-shadow", "foreign", "foreign-shadow")
+	createNamespaces(t, "adopt", "marked", "foreign")
+	handOverShadowNamespaces(t, "adopt", "marked", "foreign")
 	source := getObject(t, "secret", "hpc-ssh-key", "-n", "shadowgate-system")
 	secret := func(ns string, data map[string]string, annotations map[string]string) string {
 		b, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "data": data,
@@ -253,8 +255,10 @@ func TestNodeConfigMapRefusesSmuggledSSHOptions(t *testing.T) {
 		t.Errorf("shadowgate could not relabel the node ConfigMap; kubectl printed:\n%s", r.Output())
 	}
 
+	// Marked as a shadow's, so the least-privilege policy lets shadowgate write it and the
+	// webhook is the one that judges it.
 	binary := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"binary-node","namespace":"` + p.shadowNamespace() +
-		`"},"binaryData":{"compute-node":"bm9kZTA3"}}`
+		`","labels":{"app.kubernetes.io/managed-by":"shadowgate","interlink.eu/pod-uid":"binary"}},"binaryData":{"compute-node":"bm9kZTA3"}}`
 	r = asShadowgate(binary, "create", "-f", "-")
 	if r.Err == nil {
 		t.Errorf("a compute node in binaryData was stored; kubectl printed:\n%s", r.Output())
@@ -364,7 +368,8 @@ func TestShadowReappliesKeepTheComputeNodeTheVirtualKubeletWrote(t *testing.T) {
 // shadow at once, too soon for a test to come first: the ConfigMap is created as that race
 // leaves it, with the earlier pod's UID and the node the virtual kubelet wrote.
 func TestAPodCreatedAgainUnderItsNameDoesNotInheritTheEarlierPodsComputeNode(t *testing.T) {
-	createNamespaces(t, "reborn", "reborn-shadow")
+	createNamespaces(t, "reborn")
+	handOverShadowNamespaces(t, "reborn")
 	p := offloaded{name: "worker-0", namespace: "reborn", node: "hpc-vk", ports: []int32{8888}}
 	cm := inject.NodeConfigMapName(p.shadowName())
 	left, _ := json.Marshal(corev1.ConfigMap{ // a typed ConfigMap always marshals

@@ -124,7 +124,8 @@ spec:
 // written by hand, marked as shadowgate marks its copies, rather than by recreating the
 // suite's source with another type.)
 func TestCredentialCopyOfAnotherTypeIsRefusedWithTheRemedy(t *testing.T) {
-	createNamespaces(t, "retyped", "retyped-shadow")
+	createNamespaces(t, "retyped")
+	handOverShadowNamespaces(t, "retyped")
 	mustKubectl(t, `apiVersion: v1
 kind: Secret
 metadata:
