@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -198,9 +199,40 @@ func (r hostileRequest) check(e hostileEndpoint, got *admissionv1.AdmissionRespo
 	return ""
 }
 
+// ordinaryAdmissions sends the mutation of an ordinary offloaded pod to serve, one after
+// another, until stop is closed, and reports how many were answered as they should be (allowed
+// with a patch), the slowest answer, and the first problem. /mutate-pods writes nothing, so the
+// loop leaves no shadow behind.
+func ordinaryAdmissions(stop <-chan struct{}) (answered int, slowest time.Duration, problem string) {
+	p := offloaded{name: "ordinary", namespace: "hostile-meanwhile", node: "hpc-vk", ports: []int32{8888},
+		annotations: map[string]string{fwd: "minio:9000"}}
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return answered, slowest, problem
+		default:
+		}
+		start := time.Now()
+		got, err := cluster.sg.Review("/mutate-pods", 10*time.Second, "application/json",
+			harness.PodCreateReview(fmt.Sprintf("ordinary-%d", i), p.namespace, p.name, []byte(p.json())))
+		slowest = max(slowest, time.Since(start))
+		switch {
+		case err != nil:
+			problem = cmp.Or(problem, err.Error())
+		case !got.Allowed || got.Patch == nil:
+			problem = cmp.Or(problem, fmt.Sprintf("an ordinary pod was not mutated: %+v", got.Result))
+		default:
+			answered++
+		}
+	}
+}
+
 // Hostile HTTP sent straight to every admission endpoint of the suite's serve gets a 4xx with a
 // reason, or the answer the object deserves without its hostile part; nothing panics, serve's
-// goroutines come back to where they were, and it still admits a pod with its shadow.
+// goroutines come back to where they were, and it still admits a pod with its shadow. An
+// ordinary pod's admissions sent all the while, the 3 MiB annotation's among them, are each
+// answered within the mutating webhook's timeout (timeoutSeconds: 5): a hostile pod costs the
+// others no admission.
 func TestHostileHTTPIsRefusedCleanly(t *testing.T) {
 	metric := func(name string) float64 {
 		t.Helper()
@@ -208,6 +240,17 @@ func TestHostileHTTPIsRefusedCleanly(t *testing.T) {
 	}
 	const goroutines, rss, panics = "go_goroutines", "process_resident_memory_bytes", "controller_runtime_webhook_panics_total"
 	goroutinesBefore, rssBefore := metric(goroutines), metric(rss)
+	stop := make(chan struct{})
+	var (
+		ordinaryAnswered int
+		ordinarySlowest  time.Duration
+		ordinaryProblem  string
+	)
+	meanwhile := make(chan struct{})
+	go func() {
+		defer close(meanwhile)
+		ordinaryAnswered, ordinarySlowest, ordinaryProblem = ordinaryAdmissions(stop)
+	}()
 	rounds := harness.Scaled(1, 5)
 	requests, rejected := 0, 0
 	for range rounds {
@@ -227,6 +270,19 @@ func TestHostileHTTPIsRefusedCleanly(t *testing.T) {
 				}
 			}
 		}
+	}
+
+	close(stop)
+	<-meanwhile
+	// The webhook's timeout: an answer later than that is, at the API server, a failed call.
+	const ordinaryBound = 5 * time.Second
+	switch {
+	case ordinaryProblem != "":
+		t.Errorf("an ordinary admission sent during the barrage failed: %s", ordinaryProblem)
+	case ordinaryAnswered == 0:
+		t.Error("no ordinary admission was answered during the barrage")
+	case ordinarySlowest >= ordinaryBound:
+		t.Errorf("the slowest ordinary admission during the barrage took %v, past the webhook's timeout of %v", ordinarySlowest, ordinaryBound)
 	}
 
 	if err := cluster.sg.Exited(); err != nil {
@@ -274,5 +330,6 @@ func TestHostileHTTPIsRefusedCleanly(t *testing.T) {
 	}
 	harness.Scenario("hostile-http", "requests", requests, "rejected", rejected, "panics", 0,
 		"goroutines_before", goroutinesBefore, "goroutines_after", goroutinesAfter, "goroutine_tolerance", tolerance,
-		"rss_before_mib", int64(rssBefore)>>20, "rss_after_mib", int64(rssAfter)>>20, "peak_rss_mib", peak>>20)
+		"rss_before_mib", int64(rssBefore)>>20, "rss_after_mib", int64(rssAfter)>>20, "peak_rss_mib", peak>>20,
+		"ordinary_answered", ordinaryAnswered, "ordinary_slowest_ms", ordinarySlowest.Milliseconds())
 }
