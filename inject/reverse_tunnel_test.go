@@ -184,24 +184,37 @@ func TestReverseTunnelEndsWithTheSocketDirectory(t *testing.T) {
 	t.Parallel()
 	s := newReverseSite(t, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH})
 	job, shadow := s.startTunnel(t)
-	relays := func() int {
-		n := 0
-		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	// A relay is rev-relay.py run in its directory; its command line, which every user of the
+	// node can read, names nothing of the tunnel: no directory, address or port.
+	dir, err := filepath.EvalSymlinks(s.dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	relays := func() (n int, cmdlines []string) {
+		procs, _ := filepath.Glob("/proc/[0-9]*")
 		for _, p := range procs {
-			if data, err := os.ReadFile(p); err == nil && strings.Contains(string(data), s.dir()+"/rev-relay.py") {
+			data, err := os.ReadFile(p + "/cmdline")
+			if err != nil || !strings.Contains(string(data), "rev-relay.py") {
+				continue
+			}
+			// Once the directory is removed, a relay still running in it shows it "(deleted)".
+			if cwd, err := os.Readlink(p + "/cwd"); err == nil && (cwd == dir || cwd == dir+" (deleted)") {
 				n++
+				cmdlines = append(cmdlines, strings.Join(strings.Split(strings.TrimSuffix(string(data), "\x00"), "\x00")[1:], " "))
 			}
 		}
-		return n
+		return n, cmdlines
 	}
-	if relays() != 1 {
-		t.Fatalf("want one relay for %s", s.dir())
+	if n, cmdlines := relays(); n != 1 {
+		t.Fatalf("want one relay for %s, found %d: %q", s.dir(), n, cmdlines)
+	} else if cmdlines[0] != "-I rev-relay.py serve" {
+		t.Errorf("the relay's command line, readable by every user of the node, is %q: want only \"-I rev-relay.py serve\"", cmdlines[0])
 	}
 	if err := os.RemoveAll(s.dir()); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, func() error {
-		if n := relays(); n != 0 {
+		if n, _ := relays(); n != 0 {
 			return fmt.Errorf("%d relays still run", n)
 		}
 		if !strings.Contains(shadow.out.String(), "the reverse tunnel session on "+s.node.Host+" ended") {

@@ -5,12 +5,17 @@ session therefore ends each forward in a unix socket, DIR/rev-<port>.sock, that 
 job's user can open, and this relay holds the TCP port in front of it: it passes a
 connection on only when the connecting socket belongs to the user running the relay.
 
-serve DIR BIND SHELL_PID PORTS HOSTS_FILE
+A relay's command line is readable by every user of the node (ps, /proc/<pid>/cmdline), so
+serve and wait take their arguments on standard input, one a line, and run with DIR as their
+working directory, which only the job's user can read (/proc/<pid>/cwd): the command line
+says only "rev-relay.py serve" or "rev-relay.py wait", never the address, ports or directory.
+
+serve, stdin: DIR BIND SHELL_PID PORTS HOSTS_FILE
     Binds every port of PORTS (comma-separated) on BIND first, failing if one is taken, then
     creates DIR/rev-relay.ready. Runs until the job's shell (SHELL_PID) or DIR goes, then
     removes DIR and HOSTS_FILE. The job holds its address for its whole life, so while the
     tunnel is down connections are refused rather than left for another user to take.
-wait DIR PORTS SOCKS TIMEOUT
+wait, stdin: DIR PORTS SOCKS TIMEOUT
     Waits up to TIMEOUT seconds until every DIR/rev-<port>.sock answers and, when SOCKS is
     a port, until the listener on 127.0.0.1:SOCKS belongs to this user. Exit 2 when that
     listener is on a wildcard address. Refuses to run as root.
@@ -328,19 +333,40 @@ def port_list(arg):
     return ports
 
 
+def stdin_args(count):
+    """The count arguments given one a line on standard input, or None. The first is the
+    relay's directory, which must be its working directory: the node's scripts find a relay
+    by it, and one started elsewhere would be a relay they cannot find."""
+    args = sys.stdin.read().split("\n")
+    if args and args[-1] == "":
+        args.pop()
+    if len(args) != count:
+        return None
+    try:
+        if not os.path.samefile(args[0], "."):
+            return None
+    except OSError:
+        return None
+    return args
+
+
 def main(argv):
-    if len(argv) == 6 and argv[0] == "serve":
-        directory, bind, shell, ports, hosts_file = argv[1:]
-        ipaddress.IPv4Address(bind)
-        return serve(directory, bind, int(shell), port_list(ports), hosts_file)
-    if len(argv) == 5 and argv[0] == "wait":
-        directory, ports, socks, timeout = argv[1:]
-        return wait(directory, port_list(ports), int(socks) if socks else 0, int(timeout))
+    if argv == ["serve"]:
+        args = stdin_args(5)
+        if args is not None:
+            directory, bind, shell, ports, hosts_file = args
+            ipaddress.IPv4Address(bind)
+            return serve(directory, bind, int(shell), port_list(ports), hosts_file)
+    if argv == ["wait"]:
+        args = stdin_args(4)
+        if args is not None:
+            directory, ports, socks, timeout = args
+            return wait(directory, port_list(ports), int(socks) if socks else 0, int(timeout))
     if len(argv) == 3 and argv[0] == "connect":
         port, = port_list(argv[2])
         return connect(argv[1], port)
-    say("usage: relay.py serve DIR BIND SHELL_PID PORTS HOSTS_FILE | wait DIR PORTS SOCKS TIMEOUT"
-        " | connect HOST PORT")
+    say("usage: (in DIR) relay.py serve, stdin DIR BIND SHELL_PID PORTS HOSTS_FILE a line each"
+        " | (in DIR) relay.py wait, stdin DIR PORTS SOCKS TIMEOUT | relay.py connect HOST PORT")
     return 64
 
 

@@ -21,23 +21,30 @@ fail() {
 }
 
 # relay_dir prints the directory of the relay serving BIND, looking only at this user's
-# processes: whoever else runs a relay, its directory is not ours to forward into.
+# processes: whoever else runs a relay, its directory is not ours to forward into. A relay is
+# "rev-relay.py serve" on its command line, run in its directory: its command line names no
+# directory, address or port, as every user of the node can read it.
 relay_dir() {
   for proc in /proc/[0-9]*; do
     [ -O "$proc" ] || continue
-    found=
+    relay=
     while IFS= read -r arg; do
       case $arg in
-        */il-rev-"$1"/rev-relay.py) found=${arg%/rev-relay.py} ;;
-        serve) [ -n "$found" ] && {
-          printf '%s\n' "$found"
-          return 0
-        } ;;
-        *) found= ;;
+        rev-relay.py) relay=script ;;
+        serve) [ "$relay" = script ] && relay=serve ;;
+        *) relay= ;;
       esac
     done <<EOF
 $(tr '\0' '\n' <"$proc/cmdline" 2>/dev/null)
 EOF
+    [ "$relay" = serve ] || continue
+    dir=$(cd -P -- "$proc/cwd" 2>/dev/null && pwd -P) || continue
+    case $dir in
+      */il-rev-"$1")
+        printf '%s\n' "$dir"
+        return 0
+        ;;
+    esac
   done
   return 1
 }

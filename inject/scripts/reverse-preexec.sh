@@ -86,7 +86,15 @@ SHADOWGATE_RELAY_PY
     shadowgate_reverse_bind_hosts "$sg_rev_hosts"
   fi
 
-  "$sg_rev_py" -I "$sg_rev_dir/rev-relay.py" serve "$sg_rev_dir" "$sg_rev_bind" "$$" "$sg_rev_ports" "$sg_rev_hosts" &
+  # The arguments go on standard input and the directory is the working directory, so that
+  # the command line every user of the node can read says only "rev-relay.py serve".
+  (cd -- "$sg_rev_dir" && exec "$sg_rev_py" -I rev-relay.py serve) <<SHADOWGATE_RELAY_ARGS &
+$sg_rev_dir
+$sg_rev_bind
+$$
+$sg_rev_ports
+$sg_rev_hosts
+SHADOWGATE_RELAY_ARGS
   sg_rev_relay=$!
   until [ -e "$sg_rev_dir/rev-relay.ready" ]; do
     if ! kill -0 "$sg_rev_relay" 2>/dev/null; then
@@ -97,7 +105,12 @@ SHADOWGATE_RELAY_PY
   done
 
   sg_rev_rc=0
-  "$sg_rev_py" -I "$sg_rev_dir/rev-relay.py" wait "$sg_rev_dir" "$sg_rev_ports" "$sg_rev_socks" "$sg_rev_wait" || sg_rev_rc=$?
+  (cd -- "$sg_rev_dir" && exec "$sg_rev_py" -I rev-relay.py wait) <<SHADOWGATE_RELAY_ARGS || sg_rev_rc=$?
+$sg_rev_dir
+$sg_rev_ports
+$sg_rev_socks
+$sg_rev_wait
+SHADOWGATE_RELAY_ARGS
   case $sg_rev_rc in
     0) ;;
     2) return 1 ;;
@@ -112,13 +125,15 @@ SHADOWGATE_RELAY_PY
 }
 
 # shadowgate_reverse_relay_runs DIR reports whether DIR/rev-relay.ready names a process that is
-# still the relay serving DIR (a pid of a job that has gone may since belong to anything).
+# still the relay serving DIR (a pid of a job that has gone may since belong to anything): a
+# relay by its command line, serving DIR by its working directory.
 shadowgate_reverse_relay_runs() {
   sg_rev_pid=$(cat -- "$1/rev-relay.ready" 2>/dev/null) || return 1
   case $sg_rev_pid in
     '' | *[!0-9]*) return 1 ;;
   esac
-  tr '\0' '\n' 2>/dev/null <"/proc/$sg_rev_pid/cmdline" | grep -qxF -- "$1/rev-relay.py"
+  tr '\0' '\n' 2>/dev/null <"/proc/$sg_rev_pid/cmdline" | grep -qxF -- rev-relay.py || return 1
+  [ "$(cd -P -- "/proc/$sg_rev_pid/cwd" 2>/dev/null && pwd -P)" = "$(cd -P -- "$1" 2>/dev/null && pwd -P)" ]
 }
 
 # shadowgate_reverse_bind_hosts FILE binds FILE over the container's /etc/hosts, after the
