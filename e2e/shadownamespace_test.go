@@ -12,7 +12,7 @@ import (
 // victim's pod is refused naming the namespace and the handover, and neither namespace
 // receives a shadow or a copy of the site's key.
 func TestATenantCannotTakeAShadowNamespace(t *testing.T) {
-	const victim, own, tenant = "victim", "squatter", "squatter-admin"
+	const victim, own, tenant = "squat-victim", "squat-own", "squatter-admin"
 	createNamespaces(t, victim, own)
 	mustKubectl(t, "", "create", "clusterrole", "namespace-creator", "--verb=get,list,create,update,patch", "--resource=namespaces")
 	mustKubectl(t, "", "create", "clusterrolebinding", "namespace-creator", "--clusterrole=namespace-creator", "--user="+tenant)

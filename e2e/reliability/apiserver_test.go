@@ -16,8 +16,8 @@ import (
 	"github.com/interlink-hq/shadowgate/webhook"
 )
 
-// The API server is killed while shadowgate applies a pod's shadow, after the node ConfigMap
-// and Service and while the Deployment's apply is held: the admission is still answered
+// The API server is killed while shadowgate applies a pod's shadow, after the node ConfigMap,
+// Service and NetworkPolicy and while the Deployment's apply is held: the admission is still answered
 // within the webhook's timeout, denied with a message naming the apply that failed. Once the
 // API server is back, the reconciler collects the objects applied before the stop, so no
 // partial shadow remains. (The applier's own removal of a refused pod's objects runs right
@@ -43,7 +43,7 @@ func TestAPIServerStoppedDuringAShadowApplyDeniesThePodAndLeavesNoPartialShadow(
 	}
 	shadow := inject.ShadowName("trainer", namespace, false)
 	shadowNS := inject.ShadowNamespace(namespace, false)
-	hold := holdDeploymentCreates(ctx, t, shadowNS)
+	hold := holdDeploymentCreates(ctx, t, namespace)
 
 	pod := bench.TypicalPod("trainer", namespace, true, false)
 	pod.UID = "5d0c3a1e-0000-4000-8000-00000000a915" // given by the API server before the webhooks
@@ -79,8 +79,11 @@ func TestAPIServerStoppedDuringAShadowApplyDeniesThePodAndLeavesNoPartialShadow(
 	if _, err := kube.CoreV1().ConfigMaps(shadowNS).Get(ctx, inject.NodeConfigMapName(shadow), metav1.GetOptions{}); err == nil {
 		partial++
 	}
-	if partial != 2 {
-		t.Fatalf("want the Service and node ConfigMap applied before the Deployment, found %d of them", partial)
+	if _, err := kube.NetworkingV1().NetworkPolicies(shadowNS).Get(ctx, shadow, metav1.GetOptions{}); err == nil {
+		partial++
+	}
+	if partial != 3 {
+		t.Fatalf("want the Service, node ConfigMap and NetworkPolicy applied before the Deployment, found %d of them", partial)
 	}
 
 	killed := time.Now()

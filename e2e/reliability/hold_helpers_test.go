@@ -38,13 +38,16 @@ func (h *heldCreates) heldPods() map[string]bool {
 // holding webhook; it is let through at once.
 const probeName = "hold-probe"
 
-// holdDeploymentCreates creates namespace, unless shadowgate has already, and registers a
-// ValidatingWebhookConfiguration whose server holds every Deployment create there until
+// holdDeploymentCreates creates the shadow namespace of podNamespace, unless shadowgate has
+// already, handed over to shadowgate as an admin would (marked for podNamespace), and registers
+// a ValidatingWebhookConfiguration whose server holds every Deployment create there until
 // release; it returns once the API server calls the server, and removes the configuration
 // when the test ends.
-func holdDeploymentCreates(ctx context.Context, t *testing.T, namespace string) *heldCreates {
+func holdDeploymentCreates(ctx context.Context, t *testing.T, podNamespace string) *heldCreates {
 	t.Helper()
-	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
+	namespace := inject.ShadowNamespace(podNamespace, false)
+	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace,
+		Labels: map[string]string{inject.LabelShadowNamespaceFor: podNamespace}}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/interlink-hq/shadowgate/e2e/harness"
-	"github.com/interlink-hq/shadowgate/inject"
 )
 
 // A rolling restart of two replicas behind one Service, while clients create pods without
@@ -68,7 +67,7 @@ func TestAKilledReplicaFailsCreatesOnlyWithTheWebhookCallErrorAndLeavesNoOrphan(
 	c := startCreates(ctx, t, namespace, clients)
 	c.waitAdmitted(t, 2*clients)
 	// Hold the shadow Deployments' applies, so that the kill finds admissions mid-apply.
-	hold := holdDeploymentCreates(ctx, t, inject.ShadowNamespace(namespace, false))
+	hold := holdDeploymentCreates(ctx, t, namespace)
 	// Admissions held on the replica that is not killed go on once the kill is done. Should
 	// the kill not come (a failure below), they are let go after holdBound anyway: held to
 	// serve's own deadline (about 14.5 s of the webhook's 15), they would end in shadowgate's
