@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -160,4 +161,32 @@ func tunnelStatus(t *testing.T, kubeconfig, ns, name string) statusRow {
 		t.Errorf("shadowgate status exited %d for a pod whose tunnel is %+v", code, row.Tunnel)
 	}
 	return row
+}
+
+// shadowPodsAndReporterLog is, for a failure message, the pods of ns's shadow namespace as the
+// API server has them and the lines of shadowgate's log about ns: what the tunnel reporter
+// saw and wrote.
+func shadowPodsAndReporterLog(ns string) string {
+	shadowNS := shadowOf("notebook", ns, false).namespace
+	pods, err := kubectlOutput("get", "pods", "-n", shadowNS, "-o",
+		`custom-columns=NAME:.metadata.name,PHASE:.status.phase,DELETED:.metadata.deletionTimestamp,OWNER:.metadata.ownerReferences[0].name,RESTARTS:.status.containerStatuses[*].restartCount`)
+	if err != nil {
+		pods = err.Error()
+	}
+	annotation, err := kubectlOutput("get", "pod", "-n", ns, "notebook", "-o", `jsonpath={.metadata.annotations.interlink\.eu/tunnel-state}`)
+	if err != nil {
+		annotation = err.Error()
+	}
+	data, _ := os.ReadFile(site.sg.Log)
+	var lines []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, ns) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > 30 {
+		lines = lines[len(lines)-30:]
+	}
+	return fmt.Sprintf("--- the pods of %s:\n%s\n--- the pod's tunnel-state annotation: %s\n--- shadowgate's log about %s:\n%s",
+		shadowNS, pods, annotation, ns, strings.Join(lines, "\n"))
 }

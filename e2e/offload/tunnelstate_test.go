@@ -68,13 +68,13 @@ func startOffloaded(t *testing.T, ns, manifest string) (uid string, s shadow, us
 func wantStatus(t *testing.T, user, ns, state, reason string) statusRow {
 	t.Helper()
 	var row statusRow
-	waitFor(t, 30*time.Second, fmt.Sprintf("shadowgate status to show %s/notebook %s %s", ns, state, reason), func() error {
+	harness.Eventually(t, 30*time.Second, fmt.Sprintf("shadowgate status to show %s/notebook %s %s", ns, state, reason), func() (bool, string) {
 		row = tunnelStatus(t, user, ns, "notebook")
 		if row.Tunnel == nil || row.Tunnel.State != state || row.Tunnel.Reason != reason {
-			return fmt.Errorf("it shows %+v", row.Tunnel)
+			return false, fmt.Sprintf("it shows %+v", row.Tunnel)
 		}
-		return nil
-	})
+		return true, ""
+	}, func() string { return shadowPodsAndReporterLog(ns) }, siteLogs)
 	table, _ := shadowgateStatus(t, user, "-n", ns)
 	if !strings.Contains(table, "notebook") || !strings.Contains(table, state) || !strings.Contains(table, reason) {
 		t.Errorf("shadowgate status -n %s does not show the pod %s %s:\n%s", ns, state, reason, table)
