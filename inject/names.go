@@ -20,6 +20,11 @@ const (
 	// ValidatingAdmissionPolicy lets only shadowgate and the cluster admins set, change or
 	// remove it (docs/security.md "Shadow namespaces").
 	LabelShadowNamespaceFor = "interlink.eu/shadow-namespace-for"
+	// LabelCreatedByShadowgate, valued "true", is set when shadowgate creates a shadow
+	// namespace or a credential copy, and never later: what carries it shadowgate may delete
+	// once no shadow uses it (webhook's Collector), what was handed over or adopted it never
+	// deletes. The shipped least-privilege policy refuses it on any later write.
+	LabelCreatedByShadowgate = "interlink.eu/created-by-shadowgate"
 
 	// labelShadow selects one shadow's pods, for its Deployment and Service.
 	labelShadow = "interlink.eu/shadow"

@@ -79,14 +79,19 @@ func (s *Shadow) Objects() []client.Object {
 func (s *Shadow) Credentials() []Credential { return s.credentials }
 
 func (b *builder) credentials() []Credential {
-	sshPolicy := &b.o.Node.Network.SSH
+	return Credentials(b.ssh, b.namespaceName)
+}
+
+// Credentials are the Secret and ConfigMaps a shadow of a virtual node with sshPolicy mounts
+// as copies in namespace: none unless the policy replicates them.
+func Credentials(sshPolicy *policy.SSH, namespace string) []Credential {
 	if !sshPolicy.ReplicateCredentials {
 		return nil
 	}
 	var creds []Credential
 	add := func(kind, name string) {
 		if name != "" {
-			creds = append(creds, Credential{Kind: kind, Name: name, Namespace: b.namespaceName})
+			creds = append(creds, Credential{Kind: kind, Name: name, Namespace: namespace})
 		}
 	}
 	add("Secret", sshPolicy.CredentialSecret())

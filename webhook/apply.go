@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"strconv"
 	"sync"
@@ -51,7 +52,7 @@ type Applier struct {
 // NodeConfigMap, Service, NetworkPolicy or Deployment is left alone (the reconciler applies only what is missing). On an error the
 // objects this call created are removed in the background, once the caller has its answer,
 // but not the namespace nor the credential copies: every shadow of the pod's namespace shares
-// them, and concurrent admissions may rely on them. A dry run applies with dry-run and
+// them, and concurrent admissions may rely on them; the Collector deletes them once unused. A dry run applies with dry-run and
 // persists nothing.
 func (a *Applier) Apply(ctx context.Context, s *inject.Shadow, dryRun bool) ([]string, error) {
 	start := time.Now()
@@ -69,9 +70,9 @@ func (a *Applier) Apply(ctx context.Context, s *inject.Shadow, dryRun bool) ([]s
 func (a *Applier) apply(ctx context.Context, s *inject.Shadow, dryRun bool, created *createdObjects) ([]string, error) {
 	known := s.Namespace != nil && a.namespaces.known(s.Namespace.Name)
 	warnings, err := a.applyObjects(ctx, s, dryRun, created, known)
-	if known && isMissingNamespace(err) {
+	if known && (isMissingNamespace(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)) {
 		// The namespace was deleted since it was applied: nothing went into it, so all is
-		// applied again, the namespace first.
+		// applied again, the namespace first (which says so while it is still going).
 		a.namespaces.forget(s.Namespace.Name)
 		return a.applyObjects(ctx, s, dryRun, created, false)
 	}
@@ -133,6 +134,7 @@ func (a *Applier) ensureNamespace(ctx context.Context, ns *corev1.Namespace, dry
 			if err != nil {
 				return false, err
 			}
+			u.SetLabels(withCreatedBy(u.GetLabels()))
 			err = a.writes(dryRun).Create(ctx, u)
 			if apierrors.IsAlreadyExists(err) {
 				continue // created meanwhile, maybe by a tenant: judged on what is there now
@@ -147,11 +149,29 @@ func (a *Applier) ensureNamespace(ctx context.Context, ns *corev1.Namespace, dry
 		if want := ns.Labels[inject.LabelShadowNamespaceFor]; existing.Labels[inject.LabelShadowNamespaceFor] != want {
 			return true, &ForeignNamespaceError{Namespace: ns.Name, PodNamespace: want, MarkedFor: existing.Labels[inject.LabelShadowNamespaceFor]}
 		}
+		if existing.DeletionTimestamp != nil {
+			// The collector deleted it, as no shadow used it; the API server refuses new
+			// objects in it until it is gone, and then it is created again.
+			return true, apierrors.NewConflict(corev1.Resource("namespaces"), ns.Name,
+				fmt.Errorf("the shadow namespace is being deleted, as no shadow used it any more; try again in a minute, once it is gone"))
+		}
 		// Ours: applied again, so its Pod Security label comes back if it was taken off.
 		return a.applyObject(ctx, ns, dryRun, created)
 	}
 	return false, apierrors.NewConflict(schema.GroupResource{Resource: "namespaces"}, ns.Name,
 		fmt.Errorf("it was created and deleted %d times while shadowgate was creating it; try again", writeRounds))
+}
+
+// withCreatedBy is labels with inject.LabelCreatedByShadowgate, for an object shadowgate
+// creates and may therefore delete once nothing uses it. It goes on the Create only: the
+// applies after it leave it where it is, and a namespace handed over never gets it.
+func withCreatedBy(labels map[string]string) map[string]string {
+	out := maps.Clone(labels)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[inject.LabelCreatedByShadowgate] = "true"
+	return out
 }
 
 // ForeignNamespaceError is the refusal of a pod whose shadow namespace exists but is not

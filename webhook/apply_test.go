@@ -48,7 +48,7 @@ func TestToApplySendsOnlyWhatTheObjectSets(t *testing.T) {
 	}
 }
 
-func TestCredentialCopiesCarryContentAndMarkerOnly(t *testing.T) {
+func TestCredentialCopiesCarryContentMarkerAndCreatedByOnly(t *testing.T) {
 	src := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "hpc-ssh-key", Namespace: "shadowgate-system", UID: "u", ResourceVersion: "7",
 			Labels: map[string]string{"team": "hpc"}, Annotations: map[string]string{"note": "x"}},
@@ -56,7 +56,8 @@ func TestCredentialCopiesCarryContentAndMarkerOnly(t *testing.T) {
 		Data: map[string][]byte{"id_ed25519": []byte("key")},
 	}
 	c := copyOf(src, "user-shadow", "shadowgate-system/hpc-ssh-key").(*corev1.Secret)
-	if c.Namespace != "user-shadow" || c.UID != "" || c.ResourceVersion != "" || c.Labels != nil ||
+	if c.Namespace != "user-shadow" || c.UID != "" || c.ResourceVersion != "" ||
+		len(c.Labels) != 1 || c.Labels[inject.LabelCreatedByShadowgate] != "true" ||
 		len(c.Annotations) != 1 || c.Annotations[validate.AnnotationReplicatedFrom] != "shadowgate-system/hpc-ssh-key" {
 		t.Errorf("copy metadata: %+v", c.ObjectMeta)
 	}

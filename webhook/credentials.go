@@ -139,8 +139,8 @@ func decideCopy(src, existing client.Object, from string) (copyAction, error) {
 // is immutable, or a copy marked immutable (one adopted from an immutable object) whose content
 // differs (same says it does not: then only its marker changes, which the API server allows).
 // The update would fail with the API server's "field is immutable", which does not say what to
-// do. Deleting the copy is the remedy, and the admin's to take: shadowgate would need to delete
-// Secrets in every namespace to take it itself. nil when the copy can be overwritten.
+// do. Deleting the copy is the remedy, and the admin's to take: shadowgate deletes only copies
+// no shadow mounts (Collector), and this one may be mounted. nil when the copy can be overwritten.
 func cannotOverwrite(src, existing client.Object, marker, from string, same bool) error {
 	kind := strings.ToLower(credentialKind(existing))
 	var why string
@@ -219,12 +219,13 @@ func newCredential(kind string) (client.Object, error) {
 	return nil, fmt.Errorf("shadowgate cannot replicate a %s, only Secrets and ConfigMaps", kind)
 }
 
-// copyOf is the apply body of a copy of src in namespace: its content and the marker, nothing
-// of the source's metadata.
+// copyOf is the body of a new copy of src in namespace: its content, the marker and the label
+// that lets the Collector delete it once no shadow mounts it; nothing of the source's metadata.
 func copyOf(src client.Object, namespace, from string) client.Object {
 	meta := metav1.ObjectMeta{
 		Name:        src.GetName(),
 		Namespace:   namespace,
+		Labels:      withCreatedBy(nil),
 		Annotations: map[string]string{validate.AnnotationReplicatedFrom: from},
 	}
 	switch s := src.(type) {

@@ -10,6 +10,10 @@ type Metrics struct {
 	applySeconds  *prometheus.HistogramVec
 	policyReloads *prometheus.CounterVec
 	tunnels       *prometheus.GaugeVec
+	// unconfirmed and unconfirmedRefusals are the admission bound's (unconfirmedShadows).
+	unconfirmed         prometheus.Gauge
+	unconfirmedRefusals prometheus.Counter
+	collected           *prometheus.CounterVec
 }
 
 // Label values.
@@ -37,7 +41,19 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "shadowgate_tunnels",
 		Help: "Offloaded pods' tunnels by the state the tunnel reporter last saw: Starting, WaitingForNode, Ready, Failed.",
 	}, []string{"state"})
-	for _, c := range []prometheus.Collector{m.applySeconds, m.policyReloads, m.tunnels} {
+	m.unconfirmed = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "shadowgate_unconfirmed_shadows",
+		Help: "Shadows this replica applied at admission for pods the API server has not stored yet (bounded by --max-unconfirmed-shadows).",
+	})
+	m.unconfirmedRefusals = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shadowgate_unconfirmed_shadow_refusals_total",
+		Help: "Admissions refused because --max-unconfirmed-shadows shadows were waiting for their pods: reviews that no pod follows are reaching the webhook.",
+	})
+	m.collected = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shadowgate_collected_total",
+		Help: "What the collector deleted because no shadow used it, by kind: Namespace (a shadow namespace shadowgate created), Secret or ConfigMap (a credential copy it created).",
+	}, []string{"kind"})
+	for _, c := range []prometheus.Collector{m.applySeconds, m.policyReloads, m.tunnels, m.unconfirmed, m.unconfirmedRefusals, m.collected} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -314,9 +314,14 @@ func (r *Reconciler) sayIfSecondShadow(ctx context.Context, pod *corev1.Pod, our
 // of any pod UID: the reconciler tells its pod's from an orphan's, the tunnel reporter keeps
 // its pod's.
 func shadowObjects(ctx context.Context, c client.Reader, podKey string) ([]client.Object, error) {
+	return listShadowKinds(ctx, c, client.MatchingFields{indexShadowFor: podKey})
+}
+
+// listShadowKinds lists every kind of shadowKinds with opts, in that order.
+func listShadowKinds(ctx context.Context, c client.Reader, opts ...client.ListOption) ([]client.Object, error) {
 	var objs []client.Object
 	for _, list := range shadowKinds() {
-		if err := c.List(ctx, list, client.MatchingFields{indexShadowFor: podKey}); err != nil {
+		if err := c.List(ctx, list, opts...); err != nil {
 			return nil, err
 		}
 		err := apimeta.EachListItem(list, func(o runtime.Object) error {

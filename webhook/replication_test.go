@@ -106,12 +106,15 @@ func TestPodAndWorkloadValidatorsRefuseSecretsInThePodsNamespace(t *testing.T) {
 		[]string{sameNSRefusal(field.NewPath("spec", "template", "metadata"))})
 }
 
-// recordingApplier records the shadows the reconciler applies.
-type recordingApplier struct{ applied []*inject.Shadow }
+// recordingApplier records the shadows it is asked to apply, and answers err.
+type recordingApplier struct {
+	applied []*inject.Shadow
+	err     error
+}
 
 func (a *recordingApplier) Apply(_ context.Context, s *inject.Shadow, _ bool) ([]string, error) {
 	a.applied = append(a.applied, s)
-	return nil, nil
+	return nil, a.err
 }
 
 // The reconciler keeps to the same rule: it does not re-apply the missing shadow of such a pod,

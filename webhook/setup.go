@@ -5,9 +5,11 @@ import (
 	"errors"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -35,6 +37,8 @@ type Options struct {
 	ShadowGracePeriod time.Duration
 	// Rules are what this serve may do with credentials; a policy or pod that needs more is refused.
 	Rules validate.CredentialRules
+	// MaxUnconfirmedShadows bounds the shadows applied at admission for pods not stored yet.
+	MaxUnconfirmedShadows int
 }
 
 // Setup reads the policy (an error when it is missing or invalid), then registers the
@@ -46,6 +50,9 @@ type Options struct {
 func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metrics, decisions *serving.Decisions) (wait func(), err error) {
 	if opts.ShadowGracePeriod <= 0 {
 		return nil, errors.New("the shadow grace period must be positive")
+	}
+	if opts.MaxUnconfirmedShadows <= 0 {
+		return nil, errors.New("the bound on unconfirmed shadows must be positive")
 	}
 	cs, err := kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
@@ -75,16 +82,41 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 		return nil, err
 	}
 	namespaces := cachedNamespaces{cache: mgr.GetCache(), live: mgr.GetAPIReader()}
+	unconfirmed := newUnconfirmedShadows(opts.MaxUnconfirmedShadows, opts.ShadowGracePeriod, metrics)
+	// Every replica's cache sees every pod stored: the one whose admission applied its
+	// shadow stops counting it there.
+	pods, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pods.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			unconfirmed.release(p.UID)
+		}
+	}}); err != nil {
+		return nil, err
+	}
 	server := mgr.GetWebhookServer()
 	for path, h := range map[string]admission.Handler{
 		PathMutatePods:         NewPodMutator(store, fixed, namespaces),
-		PathValidatePods:       NewPodValidator(store, fixed, namespaces, mgr.GetAPIReader(), applier, events),
+		PathValidatePods:       NewPodValidator(store, fixed, namespaces, mgr.GetAPIReader(), boundedApplier{applier, unconfirmed}, events),
 		PathValidateConfigMaps: NewConfigMapValidator(store, fixed),
 		PathValidateWorkloads:  NewWorkloadValidator(store, fixed, namespaces),
 	} {
 		server.Register(path, serving.Route(path, h, decisions))
 	}
-	for _, r := range []manager.Runnable{store, events} {
+	collector := &Collector{
+		cache:                mgr.GetClient(),
+		reader:               mgr.GetAPIReader(),
+		writer:               mgr.GetClient(),
+		policies:             store,
+		credentialsNamespace: opts.Policy.Namespace,
+		period:               opts.ShadowGracePeriod,
+		metrics:              metrics,
+		unused:               map[collectKey]objectVersion{},
+		held:                 map[string]time.Time{},
+	}
+	for _, r := range []manager.Runnable{store, events, collector} {
 		if err := mgr.Add(r); err != nil {
 			return nil, err
 		}

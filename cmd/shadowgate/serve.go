@@ -59,6 +59,7 @@ type serveOptions struct {
 	namespace       string
 	policyConfigMap string
 	grace           time.Duration
+	maxUnconfirmed  int
 	leaderElect     bool
 	logFormat       string
 	logLevel        string
@@ -95,6 +96,7 @@ finishes the admissions in flight, then exits.`,
 	f.StringVar(&o.namespace, "namespace", "", "namespace of the policy ConfigMap, the credentials to copy and the leader lease; default the namespace shadowgate runs in, "+defaultNamespace+" outside a cluster")
 	f.StringVar(&o.policyConfigMap, "policy-configmap", policy.ConfigMapName, "name of the policy ConfigMap")
 	f.DurationVar(&o.grace, "shadow-grace-period", 2*time.Minute, "how long a shadow whose pod was never stored waits before it is deleted")
+	f.IntVar(&o.maxUnconfirmed, "max-unconfirmed-shadows", 200, "how many shadows a replica may have applied at admission for pods the API server has not stored yet; past it such admissions are refused with 429 until the pods are stored or the grace period has passed")
 	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect one replica to run the reconciler, so replicas do not fight over shadows")
 	f.StringVar(&o.logFormat, "log-format", "json", "log format: json or console")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -169,8 +171,9 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 	ctx := serving.DrainThenStop(signalled, stop, webhooks, o.shutdownDelay, logger)
 	opts := webhook.Options{
 		Policy:            validate.PolicyRef{Namespace: namespace, Name: o.policyConfigMap},
-		ShadowGracePeriod: o.grace,
-		Rules:             o.credentials.rules(),
+		ShadowGracePeriod:     o.grace,
+		Rules:                 o.credentials.rules(),
+		MaxUnconfirmedShadows: o.maxUnconfirmed,
 	}
 	waitForCleanups, err := webhook.Setup(ctx, mgr, opts, metrics, decisions)
 	if err != nil {
