@@ -86,6 +86,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 		"shadowGracePeriod=2 minutes":             "/shadowGracePeriod",
 		"webhooks.timeoutSeconds.validatePods=60": "/webhooks/timeoutSeconds/validatePods",
 		"webhooks.virtualNodes={Bad_Name}":        "/webhooks/virtualNodes/0",
+		"leastPrivilege.imagePrefixes={}":         "/leastPrivilege/imagePrefixes",
 	} {
 		_, err := runHelm(t, "template", "shadowgate", chartDir, "--set", set)
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -160,8 +161,10 @@ func (r rendered) typed(t *testing.T, key string, out any) {
 // The chart grants exactly the kustomize install's RBAC and registers exactly its webhooks:
 // same names, rules, selectors, matchConditions, failure policies, timeouts and Service
 // references; only a self-signed caBundle is the chart's own. Its Deployment mounts the same
-// volumes and passes every argument kustomize's does. In cert-manager mode it also renders the
-// cert-manager overlay's Issuers and Certificates and annotates the webhooks as it does.
+// volumes and passes every argument kustomize's does. Its ValidatingAdmissionPolicies (the
+// least-privilege one with the default leastPrivilege.imagePrefixes) and their bindings are
+// kustomize's. In cert-manager mode it also renders the cert-manager overlay's Issuers and
+// Certificates and annotates the webhooks as it does.
 func TestChartMatchesKustomize(t *testing.T) {
 	for _, c := range []struct {
 		kustomization string
@@ -190,6 +193,10 @@ func TestChartMatchesKustomize(t *testing.T) {
 					want.typed(t, key, &w)
 					got.typed(t, key, &g)
 					compare(t, key, []any{w.RoleRef, w.Subjects}, []any{g.RoleRef, g.Subjects})
+				case "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+					if g, ok := got[key]; ok {
+						compare(t, key, collapseSpaces(o.Object["spec"]), collapseSpaces(g.Object["spec"]))
+					}
 				case "Deployment":
 					var w, g appsv1.Deployment
 					want.typed(t, key, &w)
@@ -218,6 +225,28 @@ func TestChartMatchesKustomize(t *testing.T) {
 			compare(t, "validating webhooks", []any{wv.Annotations, wv.Webhooks}, []any{gv.Annotations, gv.Webhooks})
 		})
 	}
+}
+
+// collapseSpaces is v with every run of white space in its strings made one space: CEL reads
+// an expression kustomize re-folds with an extra line break as the chart's.
+func collapseSpaces(v any) any {
+	switch v := v.(type) {
+	case string:
+		return strings.Join(strings.Fields(v), " ")
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range v {
+			out[k] = collapseSpaces(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = collapseSpaces(e)
+		}
+		return out
+	}
+	return v
 }
 
 func compare(t *testing.T, what string, kustomize, chart any) {

@@ -7,7 +7,16 @@ import (
 
 const marked = `labels: {app.kubernetes.io/managed-by: shadowgate, interlink.eu/pod-uid: 00000000-0000-0000-0000-000000000018}`
 
+// shadowImage is the default shadow image (validate/policy/types.go DefaultImage), which the
+// policy's default image prefixes allow.
+const shadowImage = "ghcr.io/interlink-hq/interlink/ssh-tunnel:0.6.0"
+
 func shadowDeployment(ns, name, podSpecExtra string) string {
+	return shadowDeploymentRunning(ns, name, podSpecExtra, "[{name: c, image: "+shadowImage+"}]")
+}
+
+// shadowDeploymentRunning is shadowDeployment with its containers written out.
+func shadowDeploymentRunning(ns, name, podSpecExtra, containers string) string {
 	return `apiVersion: apps/v1
 kind: Deployment
 metadata: {name: ` + name + `, namespace: ` + ns + `, ` + marked + `}
@@ -17,34 +26,123 @@ spec:
     metadata: {labels: {app: lp}}
     spec:
       automountServiceAccountToken: false
-` + podSpecExtra + `      containers: [{name: c, image: ghcr.io/interlink-hq/interlink/ssh-tunnel:0.6.0}]
+` + podSpecExtra + `      containers: ` + containers + `
 `
 }
+
+// restricted is a shadow container's securityContext (inject/containers.go).
+const restricted = `securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}`
 
 // The shipped ValidatingAdmissionPolicy, not shadowgate's code, stops a stolen ServiceAccount
 // token: each write is made with that token against the real API server.
 func TestShadowgatesServiceAccountIsRefusedWhatNoShadowNeeds(t *testing.T) {
-	refused := map[string]string{
-		"a Deployment in kube-system is refused":        shadowDeployment("kube-system", "lp-ks", ""),
-		"a hostNetwork Deployment is refused":           shadowDeployment("default", "lp-hostnet", "      hostNetwork: true\n"),
-		"a hostPath Deployment is refused":              shadowDeployment("default", "lp-hostpath", "      volumes: [{name: h, hostPath: {path: /}}]\n"),
-		"a NodePort Service is refused":                 "apiVersion: v1\nkind: Service\nmetadata: {name: lp-np, namespace: default, " + marked + "}\nspec: {type: NodePort, ports: [{port: 80}]}\n",
-		"an externalIPs Service is refused":             "apiVersion: v1\nkind: Service\nmetadata: {name: lp-ext, namespace: default, " + marked + "}\nspec: {externalIPs: [1.2.3.4], ports: [{port: 80}]}\n",
-		"a coredns ConfigMap in kube-system is refused": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: coredns, namespace: kube-system, " + marked + "}\ndata: {Corefile: evil}\n",
-		"an unmarked ConfigMap is refused":              "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lp-unmarked, namespace: default}\ndata: {a: b}\n",
+	const ns = "lp-writes"
+	createNamespaces(t, ns)
+	t.Cleanup(func() { kubectl(t, "", "delete", "namespace", ns, "--wait=false") })
+	// What the cases below update or delete, made by the cluster admin.
+	mustKubectl(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: lp-ns-foreign}\n", "create", "-f", "-")
+	mustKubectl(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: lp-ns-marked-for, labels: {interlink.eu/shadow-namespace-for: lp-writes}}\n", "create", "-f", "-")
+	mustKubectl(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: lp-ns-created, labels: {interlink.eu/shadow-namespace-for: lp-writes, interlink.eu/created-by-shadowgate: \"true\"}}\n", "create", "-f", "-")
+	for _, n := range []string{"lp-ns-foreign", "lp-ns-marked-for", "lp-ns-created"} {
+		t.Cleanup(func() { kubectl(t, "", "delete", "namespace", n, "--wait=false", "--ignore-not-found") })
 	}
-	for name, manifest := range refused {
+	mustKubectl(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: lp-pod, namespace: "+ns+"}\nspec: {containers: [{name: c, image: busybox}]}\n", "create", "-f", "-")
+	mustKubectl(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lp-foreign, namespace: "+ns+"}\ndata: {a: b}\n", "create", "-f", "-")
+	mustKubectl(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lp-adoptable, namespace: "+ns+"}\ndata: {a: b}\n", "create", "-f", "-")
+	mustKubectl(t, "apiVersion: v1\nkind: Service\nmetadata: {name: lp-foreign, namespace: "+ns+"}\nspec: {ports: [{port: 80}]}\n", "create", "-f", "-")
+	// RBAC grants shadowgate no namespace deletion; granted here for these namespaces alone,
+	// so that what is refused below is refused by the policy, should RBAC ever grant it.
+	mustKubectl(t, `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: lp-delete-namespaces}
+rules: [{apiGroups: [""], resources: [namespaces], verbs: [delete], resourceNames: [lp-ns-foreign, lp-ns-marked-for, lp-ns-created]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: lp-delete-namespaces}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: lp-delete-namespaces}
+subjects: [{kind: ServiceAccount, name: shadowgate, namespace: shadowgate-system}]
+`, "apply", "-f", "-")
+	t.Cleanup(func() {
+		kubectl(t, "", "delete", "clusterrolebinding,clusterrole", "lp-delete-namespaces", "--ignore-not-found")
+	})
+
+	apply := []string{"apply", "--server-side", "--field-manager=shadowgate", "-f", "-"}
+	// A merge patch putting shadowgate's labels on an object.
+	marking := `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"shadowgate","interlink.eu/pod-uid":"00000000-0000-0000-0000-000000000018"}}}`
+	markingAndData := `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"shadowgate","interlink.eu/pod-uid":"00000000-0000-0000-0000-000000000018"}},"data":{"a":"evil"}}`
+	// Each is refused by the rule whose message (in part) is want.
+	refused := map[string]struct {
+		stdin, want string
+		args        []string
+	}{
+		"a Deployment in kube-system is refused":        {want: "may not write in kube-system", stdin: shadowDeployment("kube-system", "lp-ks", ""), args: apply},
+		"a hostNetwork Deployment is refused":           {want: "no host namespaces", stdin: shadowDeployment("default", "lp-hostnet", "      hostNetwork: true\n"), args: apply},
+		"a hostPath Deployment is refused":              {want: "hostPath volumes", stdin: shadowDeployment("default", "lp-hostpath", "      volumes: [{name: h, hostPath: {path: /}}]\n"), args: apply},
+		"a NodePort Service is refused":                 {want: "ClusterIP", stdin: "apiVersion: v1\nkind: Service\nmetadata: {name: lp-np, namespace: default, " + marked + "}\nspec: {type: NodePort, ports: [{port: 80}]}\n", args: apply},
+		"an externalIPs Service is refused":             {want: "without externalIPs", stdin: "apiVersion: v1\nkind: Service\nmetadata: {name: lp-ext, namespace: default, " + marked + "}\nspec: {externalIPs: [1.2.3.4], ports: [{port: 80}]}\n", args: apply},
+		"a coredns ConfigMap in kube-system is refused": {want: "may not write in kube-system", stdin: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: coredns, namespace: kube-system, " + marked + "}\ndata: {Corefile: evil}\n", args: apply},
+		"an unmarked ConfigMap is refused":              {want: "may only write configmaps it marks", stdin: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lp-unmarked, namespace: default}\ndata: {a: b}\n", args: apply},
+		"a privileged container in a shadow Deployment is refused": {want: "no host namespaces, privilege", stdin: shadowDeploymentRunning(ns, "lp-privileged", "",
+			"[{name: c, image: "+shadowImage+", securityContext: {privileged: true}}]"), args: apply},
+		"a shadow Deployment running an image outside the allowed prefixes is refused": {want: "runs only images starting with ghcr.io/interlink-hq/interlink/ssh-tunnel:", stdin: shadowDeploymentRunning(ns, "lp-image", "",
+			"[{name: c, image: docker.io/library/busybox:1.37}]"), args: apply},
+		"a shadow Deployment whose initContainer runs an image outside the allowed prefixes is refused": {want: "runs only images starting with", stdin: shadowDeploymentRunning(ns, "lp-init-image",
+			"      initContainers: [{name: i, image: ghcr.io/interlink-hq/interlink/ssh-tunnel-evil:0.6.0}]\n", "[{name: c, image: "+shadowImage+"}]"), args: apply},
+		"a namespace annotation is refused":                                   {want: "changes only its own labels of a namespace", args: []string{"annotate", "namespace", "lp-ns-foreign", "example.org/owner=shadowgate"}},
+		"a namespace label that is not shadowgate's is refused":               {want: "changes only its own labels of a namespace", args: []string{"label", "namespace", "lp-ns-foreign", "team=shadowgate"}},
+		"adding interlink.eu/created-by-shadowgate to a namespace is refused": {want: "never interlink.eu/created-by-shadowgate", args: []string{"label", "namespace", "lp-ns-marked-for", "interlink.eu/created-by-shadowgate=true"}},
+		"deleting a namespace shadowgate did not create is refused":           {want: "deletes only namespaces it created", args: []string{"delete", "namespace", "lp-ns-marked-for", "--wait=false"}},
+		"deleting an unmarked namespace is refused":                           {want: "deletes only namespaces it created", args: []string{"delete", "namespace", "lp-ns-foreign", "--wait=false"}},
+		"a pod annotation other than the tunnel state is refused":             {want: "changes only the interlink.eu/tunnel-state annotation", args: []string{"annotate", "pod", "lp-pod", "-n", ns, "example.org/x=y"}},
+		"a pod label is refused":                                              {want: "changes only the interlink.eu/tunnel-state annotation", args: []string{"label", "pod", "lp-pod", "-n", ns, "app=lp"}},
+		"marking a foreign ConfigMap and changing its data is refused": {want: "may only update configmaps it marked before", args: []string{"patch", "configmap", "lp-foreign", "-n", ns, "--type=merge",
+			"-p", markingAndData}},
+		"marking a foreign ConfigMap without its data is refused": {want: "may only update configmaps it marked before", args: []string{"patch", "configmap", "lp-foreign", "-n", ns, "--type=merge", "-p", marking}},
+		"marking a foreign Service is refused":                    {want: "may only update services it marked before", args: []string{"patch", "service", "lp-foreign", "-n", ns, "--type=merge", "-p", marking}},
+		"adopting a foreign ConfigMap while changing its data is refused": {want: "may only update configmaps it marked before", args: []string{"patch", "configmap", "lp-foreign", "-n", ns, "--type=merge",
+			"-p", `{"metadata":{"annotations":{"interlink.eu/replicated-from":"shadowgate-system/lp-foreign"}},"data":{"a":"evil"}}`}},
+	}
+	for name, c := range refused {
 		t.Run(name, func(t *testing.T) {
-			r := kubectlAs(t, cluster.cp.ShadowgateKubeconfig, manifest, "apply", "--server-side", "--field-manager=shadowgate", "-f", "-")
-			if r.Err == nil || !strings.Contains(r.Stderr, "ValidatingAdmissionPolicy") {
-				t.Fatalf("not refused by the least-privilege policy; kubectl printed:\n%s", r.Output())
+			r := kubectlAs(t, cluster.cp.ShadowgateKubeconfig, c.stdin, c.args...)
+			if r.Err == nil || !strings.Contains(r.Stderr, "ValidatingAdmissionPolicy") || !strings.Contains(r.Stderr, c.want) {
+				t.Fatalf("not refused by the least-privilege policy saying %q; kubectl printed:\n%s", c.want, r.Output())
 			}
 		})
 	}
-	t.Run("a shadow-shaped Service is admitted", func(t *testing.T) {
-		r := kubectlAs(t, cluster.cp.ShadowgateKubeconfig, "apiVersion: v1\nkind: Service\nmetadata: {name: lp-ok, namespace: default, "+marked+"}\nspec: {ports: [{port: 80}]}\n", "apply", "--server-side", "--field-manager=shadowgate", "-f", "-")
-		if r.Err != nil {
-			t.Fatalf("refused; kubectl printed:\n%s", r.Output())
+	t.Run("what was refused is left as it was", func(t *testing.T) {
+		for _, n := range []string{"lp-ns-foreign", "lp-ns-marked-for"} {
+			out := mustKubectl(t, "", "get", "namespace", n, "-o", "jsonpath={.metadata.deletionTimestamp}|{.metadata.labels}|{.metadata.annotations}")
+			if !strings.HasPrefix(out, "|") || strings.Contains(out, "created-by-shadowgate") || strings.Contains(out, "team") || strings.Contains(out, "example.org") {
+				t.Errorf("namespace %s was changed: %s", n, out)
+			}
+		}
+		if out := mustKubectl(t, "", "get", "configmap", "lp-foreign", "-n", ns, "-o", "jsonpath={.data.a}|{.metadata.labels}|{.metadata.annotations}"); out != "b||" {
+			t.Errorf("ConfigMap %s/lp-foreign was changed: %s", ns, out)
 		}
 	})
+
+	admitted := map[string]struct {
+		stdin string
+		args  []string
+	}{
+		"a shadow-shaped Service is admitted": {"apiVersion: v1\nkind: Service\nmetadata: {name: lp-ok, namespace: default, " + marked + "}\nspec: {ports: [{port: 80}]}\n", apply},
+		"a shadow-shaped Deployment running the shadow image is admitted": {shadowDeploymentRunning(ns, "lp-ok",
+			"      securityContext: {runAsNonRoot: true, runAsUser: 1000, seccompProfile: {type: RuntimeDefault}}\n"+
+				"      initContainers: [{name: i, image: "+shadowImage+", "+restricted+"}]\n",
+			"[{name: c, image: "+shadowImage+", "+restricted+"}]"), apply},
+		"adopting an unmarked ConfigMap without changing its data is admitted": {"", []string{"annotate", "configmap", "lp-adoptable", "-n", ns,
+			"interlink.eu/replicated-from=shadowgate-system/lp-adoptable"}},
+		"the tunnel-state annotation of a pod is admitted":    {"", []string{"annotate", "pod", "lp-pod", "-n", ns, "interlink.eu/tunnel-state=up"}},
+		"deleting a namespace shadowgate created is admitted": {"", []string{"delete", "namespace", "lp-ns-created", "--wait=false"}},
+	}
+	for name, c := range admitted {
+		t.Run(name, func(t *testing.T) {
+			r := kubectlAs(t, cluster.cp.ShadowgateKubeconfig, c.stdin, c.args...)
+			if r.Err != nil {
+				t.Fatalf("refused; kubectl printed:\n%s", r.Output())
+			}
+		})
+	}
 }
