@@ -48,25 +48,8 @@ func TestShadowgatesServiceAccountIsRefusedWhatNoShadowNeeds(t *testing.T) {
 	}
 	mustKubectl(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: lp-pod, namespace: "+ns+"}\nspec: {containers: [{name: c, image: busybox}]}\n", "create", "-f", "-")
 	mustKubectl(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lp-foreign, namespace: "+ns+"}\ndata: {a: b}\n", "create", "-f", "-")
-	mustKubectl(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lp-adoptable, namespace: "+ns+"}\ndata: {a: b}\n", "create", "-f", "-")
+	mustKubectl(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lp-adoptable, namespace: lp-ns-marked-for}\ndata: {a: b}\n", "create", "-f", "-")
 	mustKubectl(t, "apiVersion: v1\nkind: Service\nmetadata: {name: lp-foreign, namespace: "+ns+"}\nspec: {ports: [{port: 80}]}\n", "create", "-f", "-")
-	// RBAC grants shadowgate no namespace deletion; granted here for these namespaces alone,
-	// so that what is refused below is refused by the policy, should RBAC ever grant it.
-	mustKubectl(t, `apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: lp-delete-namespaces}
-rules: [{apiGroups: [""], resources: [namespaces], verbs: [delete], resourceNames: [lp-ns-foreign, lp-ns-marked-for, lp-ns-created]}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: lp-delete-namespaces}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: lp-delete-namespaces}
-subjects: [{kind: ServiceAccount, name: shadowgate, namespace: shadowgate-system}]
-`, "apply", "-f", "-")
-	t.Cleanup(func() {
-		kubectl(t, "", "delete", "clusterrolebinding,clusterrole", "lp-delete-namespaces", "--ignore-not-found")
-	})
-
 	apply := []string{"apply", "--server-side", "--field-manager=shadowgate", "-f", "-"}
 	// A merge patch putting shadowgate's labels on an object.
 	marking := `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"shadowgate","interlink.eu/pod-uid":"00000000-0000-0000-0000-000000000018"}}}`
@@ -100,6 +83,8 @@ subjects: [{kind: ServiceAccount, name: shadowgate, namespace: shadowgate-system
 			"-p", markingAndData}},
 		"marking a foreign ConfigMap without its data is refused": {want: "may only update configmaps it marked before", args: []string{"patch", "configmap", "lp-foreign", "-n", ns, "--type=merge", "-p", marking}},
 		"marking a foreign Service is refused":                    {want: "may only update services it marked before", args: []string{"patch", "service", "lp-foreign", "-n", ns, "--type=merge", "-p", marking}},
+		"adopting a ConfigMap outside a shadow namespace is refused": {want: "in a shadow namespace, adopt", args: []string{"annotate", "configmap", "lp-foreign", "-n", ns,
+			"interlink.eu/replicated-from=shadowgate-system/lp-foreign"}},
 		"adopting a foreign ConfigMap while changing its data is refused": {want: "may only update configmaps it marked before", args: []string{"patch", "configmap", "lp-foreign", "-n", ns, "--type=merge",
 			"-p", `{"metadata":{"annotations":{"interlink.eu/replicated-from":"shadowgate-system/lp-foreign"}},"data":{"a":"evil"}}`}},
 	}
@@ -132,7 +117,7 @@ subjects: [{kind: ServiceAccount, name: shadowgate, namespace: shadowgate-system
 			"      securityContext: {runAsNonRoot: true, runAsUser: 1000, seccompProfile: {type: RuntimeDefault}}\n"+
 				"      initContainers: [{name: i, image: "+shadowImage+", "+restricted+"}]\n",
 			"[{name: c, image: "+shadowImage+", "+restricted+"}]"), apply},
-		"adopting an unmarked ConfigMap without changing its data is admitted": {"", []string{"annotate", "configmap", "lp-adoptable", "-n", ns,
+		"adopting an unmarked ConfigMap of a shadow namespace without changing its data is admitted": {"", []string{"annotate", "configmap", "lp-adoptable", "-n", "lp-ns-marked-for",
 			"interlink.eu/replicated-from=shadowgate-system/lp-adoptable"}},
 		"the tunnel-state annotation of a pod is admitted":    {"", []string{"annotate", "pod", "lp-pod", "-n", ns, "interlink.eu/tunnel-state=up"}},
 		"deleting a namespace shadowgate created is admitted": {"", []string{"delete", "namespace", "lp-ns-created", "--wait=false"}},
