@@ -94,7 +94,7 @@ func TestWithoutCredentialReplicationNoSecretIsGranted(t *testing.T) {
 			compare(t, key+" rules", w.Rules, g.Rules)
 		}
 	}
-	want := []string{"ClusterRole/shadowgate-credential-replication: configmaps update", "ClusterRole/shadowgate-credential-replication: secrets get,create,update"}
+	want := []string{"ClusterRole/shadowgate-credential-replication: configmaps update", "ClusterRole/shadowgate-credential-replication: secrets get,create,update,delete"}
 	for name, r := range map[string]rendered{"the chart's default": parseRendered(t, helmTemplate(t)), "the kustomize base": parseRendered(t, mustKubectl(t, "", "kustomize", filepath.Join(cluster.root, "manifests/base")))} {
 		if found := replicationRules(r); !slices.Equal(found, want) {
 			t.Errorf("%s grants these Secret and ConfigMap update rules, want only the replication role's %q: %q", name, want, found)

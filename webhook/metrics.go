@@ -53,6 +53,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "shadowgate_collected_total",
 		Help: "What the collector deleted because no shadow used it, by kind: Namespace (a shadow namespace shadowgate created), Secret or ConfigMap (a credential copy it created).",
 	}, []string{"kind"})
+	for _, kind := range []string{"Namespace", "Secret", "ConfigMap"} {
+		m.collected.WithLabelValues(kind) // exported at 0 from the start
+	}
 	for _, c := range []prometheus.Collector{m.applySeconds, m.policyReloads, m.tunnels, m.unconfirmed, m.unconfirmedRefusals, m.collected} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

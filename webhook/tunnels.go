@@ -109,14 +109,21 @@ func (t *TunnelReporter) SetupWithManager(mgr manager.Manager) error {
 		}),
 		builder.WithPredicates(predicate.Funcs{
 			CreateFunc: func(e event.CreateEvent) bool { return isShadowPod(e.Object) || mayHaveShadow(e.Object, anyNode) },
-			// An offloaded pod's own updates are mostly this reporter's annotation, and only
-			// its finishing matters; its shadow pod's are what the tunnel's state is read from.
+			// Of an offloaded pod's own updates its finishing matters, and a change of the
+			// annotation: the virtual kubelet's status updates carry the pod as its provider
+			// keeps it, and pods/status writes its annotations too, so one can put back an
+			// older tunnel state or none. Its shadow pod's are what the state is read from.
 			UpdateFunc: func(e event.UpdateEvent) bool {
-				return isShadowPod(e.ObjectNew) || phaseEnded(e.ObjectOld, e.ObjectNew)
+				return isShadowPod(e.ObjectNew) || phaseEnded(e.ObjectOld, e.ObjectNew) || tunnelStateChanged(e.ObjectOld, e.ObjectNew)
 			},
 			DeleteFunc:  func(e event.DeleteEvent) bool { return isShadowPod(e.Object) || mayHaveShadow(e.Object, anyNode) },
 			GenericFunc: func(event.GenericEvent) bool { return false },
 		})).Complete(t)
+}
+
+// tunnelStateChanged says whether an update changed the pod's tunnel-state annotation.
+func tunnelStateChanged(oldObj, newObj client.Object) bool {
+	return oldObj.GetAnnotations()[tunnelstate.AnnotationTunnelState] != newObj.GetAnnotations()[tunnelstate.AnnotationTunnelState]
 }
 
 // isShadowPod says whether o carries the labels and annotation of a shadow pod. Anyone who
@@ -179,9 +186,11 @@ func (t *TunnelReporter) Reconcile(ctx context.Context, req reconcile.Request) (
 	}
 	t.count(req.NamespacedName, next.State)
 	// A new message alone is written only where it says something: each write is a pod
-	// update, which the virtual kubelet sees too.
+	// update, which the virtual kubelet sees too. What this process wrote is written again
+	// when the pod no longer holds it: a virtual kubelet's status update took it back.
 	informative := next.State == tunnelstate.Failed || next.State == tunnelstate.WaitingForNode
-	if !hadPrev || prev.Changed(next) || (informative && prev.Message != next.Message) || prev.Service != next.Service {
+	overwritten := hadPrev && pod.Annotations[tunnelstate.AnnotationTunnelState] != prev.Encode()
+	if !hadPrev || prev.Changed(next) || (informative && prev.Message != next.Message) || prev.Service != next.Service || overwritten {
 		if err := t.writeState(ctx, pod, next); err != nil {
 			return reconcile.Result{}, err
 		}

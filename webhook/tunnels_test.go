@@ -2,19 +2,28 @@ package webhook
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
@@ -82,5 +91,90 @@ func TestTheTunnelReporterBelievesOnlyTheShadowsOwnPod(t *testing.T) {
 				t.Errorf("believed shadow pod %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// The virtual kubelet's status updates carry the pod as its provider keeps it, and pods/status
+// writes annotations too: one can take back the tunnel state the reporter wrote. The reporter
+// writes it again, and says the failure once, not again.
+func TestATunnelStateTheVirtualKubeletTookBackIsWrittenAgain(t *testing.T) {
+	const shadowName, shadowNS = "notebook-user", "user-shadow"
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
+	deployment := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: shadowName, Namespace: shadowNS,
+			Labels:      map[string]string{inject.LabelManagedBy: inject.ManagedBy, inject.LabelPodUID: "pod-uid"},
+			Annotations: map[string]string{inject.AnnotationShadowFor: "user/notebook"}},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"interlink.eu/shadow": shadowName}}},
+	}
+	failing := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: shadowName + "-abc-xyz", Namespace: shadowNS, CreationTimestamp: metav1.Now(),
+			Labels:          map[string]string{inject.LabelManagedBy: inject.ManagedBy, inject.LabelPodUID: "pod-uid", "interlink.eu/shadow": shadowName},
+			Annotations:     map[string]string{inject.AnnotationShadowFor: "user/notebook"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: shadowName + "-abc", UID: "rs", Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}},
+		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ssh-forward",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
+				Message: "SHADOWGATE_REASON=LoginRefused the login node refused the key"}}}}},
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	var writes []string
+	c := fake.NewClientBuilder().WithScheme(scheme).
+		WithObjects(pod, deployment, failing).
+		WithIndex(&appsv1.Deployment{}, indexShadowFor, shadowForIndex).
+		WithIndex(&corev1.Service{}, indexShadowFor, shadowForIndex).
+		WithIndex(&corev1.ConfigMap{}, indexShadowFor, shadowForIndex).
+		WithIndex(&networkingv1.NetworkPolicy{}, indexShadowFor, shadowForIndex).
+		WithInterceptorFuncs(interceptor.Funcs{Apply: func(ctx context.Context, cl client.WithWatch, obj runtime.ApplyConfiguration, _ ...client.ApplyOption) error {
+			u := obj.(interface{ GetAnnotations() map[string]string })
+			v := u.GetAnnotations()[tunnelstate.AnnotationTunnelState]
+			writes = append(writes, v)
+			p := &corev1.Pod{}
+			if err := cl.Get(ctx, client.ObjectKey{Namespace: "user", Name: "notebook"}, p); err != nil {
+				return err
+			}
+			p.Annotations = map[string]string{tunnelstate.AnnotationTunnelState: v}
+			return cl.Update(ctx, p)
+		}}).
+		Build()
+	metrics, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorder := events.NewFakeRecorder(10)
+	r := &TunnelReporter{cache: c, reader: c, writer: c, policies: fixedPolicy{&policy.Policy{}}, recorder: recorder, metrics: metrics,
+		now: time.Now, states: map[types.NamespacedName]tunnelstate.State{}, written: map[types.NamespacedName]writtenState{}}
+	key := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "user", Name: "notebook"}}
+	reconcileOnce := func() {
+		t.Helper()
+		if _, err := r.Reconcile(context.Background(), key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconcileOnce()
+	if len(writes) != 1 || !strings.Contains(writes[0], "LoginRefused") {
+		t.Fatalf("writes %q, want one LoginRefused state", writes)
+	}
+	reconcileOnce()
+	if len(writes) != 1 {
+		t.Fatalf("the same state was written again while the pod held it: %q", writes)
+	}
+	// The virtual kubelet's status update, with its provider's copy of the pod.
+	p := &corev1.Pod{}
+	if err := c.Get(context.Background(), key.NamespacedName, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Annotations = nil
+	if err := c.Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	reconcileOnce()
+	if len(writes) != 2 || writes[1] != writes[0] {
+		t.Fatalf("writes %q, want the state written again as it was", writes)
+	}
+	if n := len(recorder.Events); n != 1 {
+		t.Errorf("%d Events recorded, want the one TunnelFailed", n)
 	}
 }

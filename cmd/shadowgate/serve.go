@@ -170,7 +170,7 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 	defer stop()
 	ctx := serving.DrainThenStop(signalled, stop, webhooks, o.shutdownDelay, logger)
 	opts := webhook.Options{
-		Policy:            validate.PolicyRef{Namespace: namespace, Name: o.policyConfigMap},
+		Policy:                validate.PolicyRef{Namespace: namespace, Name: o.policyConfigMap},
 		ShadowGracePeriod:     o.grace,
 		Rules:                 o.credentials.rules(),
 		MaxUnconfirmedShadows: o.maxUnconfirmed,
