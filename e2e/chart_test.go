@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,13 +14,16 @@ import (
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	"github.com/interlink-hq/shadowgate/e2e/harness"
+	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
 // chartDir is the Helm chart, relative to the repository root.
@@ -312,4 +316,93 @@ func examplePolicyDocument(t *testing.T) string {
 		t.Fatalf("manifests/examples/policy.yaml holds no policy document (%v)", err)
 	}
 	return cm.Data["policy.yaml"]
+}
+
+// `helm test` runs one Job per SSH virtual node of the policy: shadowgate doctor for that
+// node, in the node's shadow image under the shadow's restricted security context, with the
+// credentials the policy names mounted under the key names the policy gives them (its
+// defaults where it gives none, as the Go policy's Defaults fill them in), and shadowgate's
+// binary copied in by an init container of shadowgate's image. doctor.enabled=false renders
+// none; the Jobs are hooks, never part of the install.
+func TestChartRendersADoctorJobPerSSHVirtualNode(t *testing.T) {
+	doc := examplePolicyDocument(t)
+	pol, errs := policy.Decode([]byte(doc), field.NewPath("policy.yaml"))
+	if len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	docFile := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(docFile, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	objs := parseRendered(t, helmTemplate(t, "--set-file", "policy="+docFile))
+	jobs := 0
+	for name, node := range pol.VirtualNodes {
+		ssh := node.Network.SSH
+		var job batchv1.Job
+		key := "Job/shadowgate-doctor-" + name
+		if !node.Network.SSHShadow() {
+			if _, ok := objs[key]; ok {
+				t.Errorf("%s is rendered for a node that is not in ssh mode", key)
+			}
+			continue
+		}
+		jobs++
+		objs.typed(t, key, &job)
+		if job.Annotations["helm.sh/hook"] != "test" {
+			t.Errorf("%s is not a helm test hook: %v", key, job.Annotations)
+		}
+		spec := job.Spec.Template.Spec
+		if len(spec.InitContainers) != 1 || !strings.HasPrefix(spec.InitContainers[0].Image, "ghcr.io/interlink-hq/shadowgate:") ||
+			!slices.Equal(spec.InitContainers[0].Args, []string{"copy-binary", "/doctor/shadowgate"}) {
+			t.Errorf("%s: the init container does not copy shadowgate: %+v", key, spec.InitContainers)
+		}
+		c := spec.Containers[0]
+		if c.Image != ssh.Image {
+			t.Errorf("%s runs image %s, want the node's shadow image %s", key, c.Image, ssh.Image)
+		}
+		if !slices.Contains(c.Command, "--node="+name) || c.Command[0] != "/doctor/shadowgate" || c.Command[1] != "doctor" {
+			t.Errorf("%s: command %q does not run doctor for the node", key, c.Command)
+		}
+		if sc := spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken ||
+			c.SecurityContext == nil || c.SecurityContext.AllowPrivilegeEscalation == nil || *c.SecurityContext.AllowPrivilegeEscalation {
+			t.Errorf("%s does not run under the shadow's restricted security context", key)
+		}
+		secretKey := map[string]string{}
+		for _, v := range spec.Volumes {
+			if v.Secret != nil {
+				secretKey[v.Secret.SecretName] = v.Secret.Items[0].Key
+			}
+		}
+		want := map[string]string{ssh.KeySecret: ssh.KeySecretKey}
+		if ssh.Auth == "kerberos" {
+			want = map[string]string{ssh.KeytabSecret: ssh.KeytabSecretKey}
+		}
+		if !maps.Equal(secretKey, want) {
+			t.Errorf("%s mounts Secrets %v, want %v", key, secretKey, want)
+		}
+	}
+	if jobs == 0 {
+		t.Fatal("the example policy has no SSH node to check")
+	}
+	if out := helmTemplate(t, "--set-file", "policy="+docFile, "--set", "doctor.enabled=false"); strings.Contains(out, "kind: Job") {
+		t.Error("doctor.enabled=false still renders a doctor Job")
+	}
+}
+
+// The kustomize component manifests/components/doctor is the chart's doctor Job for the
+// example policy's hpc-vk, pod for pod: the two installs check a site the same way. Only the
+// init container's image tag (the chart's appVersion) and the chart's labels differ.
+func TestDoctorComponentIsTheChartsJob(t *testing.T) {
+	docFile := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(docFile, []byte(examplePolicyDocument(t)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const key = "Job/shadowgate-doctor-hpc-vk"
+	var chart, component batchv1.Job
+	parseRendered(t, helmTemplate(t, "--set-file", "policy="+docFile)).typed(t, key, &chart)
+	parseRendered(t, kustomizeWith(t, "manifests/components/doctor")).typed(t, key, &component)
+	chartSpec, componentSpec := chart.Spec.Template.Spec, component.Spec.Template.Spec
+	chartSpec.InitContainers[0].Image, componentSpec.InitContainers[0].Image = "", ""
+	compare(t, key+" pod", componentSpec, chartSpec)
+	compare(t, key+" limits", []any{component.Spec.BackoffLimit, component.Spec.ActiveDeadlineSeconds}, []any{chart.Spec.BackoffLimit, chart.Spec.ActiveDeadlineSeconds})
 }
