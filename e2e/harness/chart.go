@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -40,6 +41,8 @@ func InstallChart(ctx context.Context, k Kubectl, cp *ControlPlane, rendered str
 	if len(webhooks) == 0 || opts.Certs == nil || opts.Args == nil {
 		return nil, fmt.Errorf("the chart renders no webhook configuration, TLS Secret or Deployment running serve (certManager.enabled must be false):\n%s", rendered)
 	}
+	// As helm install: its hooks (the doctor Jobs, helm test's) are not part of the install.
+	rest = slices.DeleteFunc(rest, func(o *unstructured.Unstructured) bool { return o.GetAnnotations()["helm.sh/hook"] != "" })
 	if err := applyObjects(ctx, k, rest); err != nil {
 		return nil, err
 	}
