@@ -17,6 +17,12 @@ import (
 // bytes, is not in it: the API server encoded them first.
 func BenchmarkHostilePods(b *testing.B) {
 	pol := examplePolicy(b)
+	// The namespaces of the Services the 64-forward case names, as an admin lists them.
+	node := pol.VirtualNodes["hpc-vk"]
+	for i := range 64 {
+		node.Network.SSH.Reverse.AllowedDestinations.Namespaces = append(node.Network.SSH.Reverse.AllowedDestinations.Namespaces, fmt.Sprintf("ns%d", i))
+	}
+	pol.VirtualNodes["hpc-vk"] = node
 	cfg := validate.Config{Policy: pol}
 	typical := bench.TypicalPod("notebook", "user", true, true)
 	entries := func(n int, entry func(i int) string) string {
