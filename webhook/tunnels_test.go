@@ -27,57 +27,72 @@ import (
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
+// The fixtures of the reporter's tests: the shadow of pod user/notebook in user-shadow.
+const reporterShadow, reporterShadowNS = "notebook-user", "user-shadow"
+
+// shadowDeploymentOf is the shadow Deployment of user/notebook with pod UID uid.
+func shadowDeploymentOf(uid string) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: reporterShadow, Namespace: reporterShadowNS,
+			Labels:      map[string]string{inject.LabelManagedBy: inject.ManagedBy, inject.LabelPodUID: uid},
+			Annotations: map[string]string{inject.AnnotationShadowFor: "user/notebook"}},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"interlink.eu/shadow": reporterShadow}}},
+	}
+}
+
+// shadowPodOf is a pod labelled and annotated as the shadow pod of user/notebook with pod UID
+// uid, in ns, controlled by the ReplicaSet owner ("" for none).
+func shadowPodOf(name, ns, uid, owner string) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+		Labels:      map[string]string{inject.LabelManagedBy: inject.ManagedBy, inject.LabelPodUID: uid, "interlink.eu/shadow": reporterShadow},
+		Annotations: map[string]string{inject.AnnotationShadowFor: "user/notebook"}}}
+	if owner != "" {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: owner, UID: "rs", Controller: ptr.To(true)}}
+	}
+	return p
+}
+
+// reporterClient is a fake client holding objs, with the reporter's index and funcs.
+func reporterClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) client.WithWatch {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
+		WithIndex(&appsv1.Deployment{}, indexShadowFor, shadowForIndex).
+		WithIndex(&corev1.Service{}, indexShadowFor, shadowForIndex).
+		WithIndex(&corev1.ConfigMap{}, indexShadowFor, shadowForIndex).
+		WithIndex(&networkingv1.NetworkPolicy{}, indexShadowFor, shadowForIndex).
+		WithInterceptorFuncs(funcs).Build()
+}
+
 // A pod labelled and annotated as another tenant's shadow pod is not believed: only a pod in
 // the shadow Deployment's namespace, selected by it, owned by one of its ReplicaSets and
 // labelled with the claimed pod's UID reports on that pod.
 func TestTheTunnelReporterBelievesOnlyTheShadowsOwnPod(t *testing.T) {
-	const shadowName, shadowNS = "notebook-user", "user-shadow"
 	victim := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "victim-uid"}}
-	deployment := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: shadowName, Namespace: shadowNS,
-			Labels:      map[string]string{inject.LabelManagedBy: inject.ManagedBy, inject.LabelPodUID: "victim-uid"},
-			Annotations: map[string]string{inject.AnnotationShadowFor: "user/notebook"}},
-		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"interlink.eu/shadow": shadowName}}},
-	}
-	shadowPod := func(name, ns string, uid string, owner string) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
-			Labels:      map[string]string{inject.LabelManagedBy: inject.ManagedBy, inject.LabelPodUID: uid, "interlink.eu/shadow": shadowName},
-			Annotations: map[string]string{inject.AnnotationShadowFor: "user/notebook"}}}
-		if owner != "" {
-			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: owner, UID: "rs", Controller: ptr.To(true)}}
-		}
-		return p
-	}
+	deployment := shadowDeploymentOf("victim-uid")
 	for name, tc := range map[string]struct {
 		pods []client.Object
 		want string // the shadow pod believed, "" for none
 	}{
 		"A look-alike in the attacker's own namespace is not believed.": {
-			pods: []client.Object{shadowPod("evil", "evil", "victim-uid", shadowName+"-abc")},
+			pods: []client.Object{shadowPodOf("evil", "evil", "victim-uid", reporterShadow+"-abc")},
 		},
 		"A look-alike in the shadow namespace that no ReplicaSet of the shadow owns is not believed.": {
-			pods: []client.Object{shadowPod("loose", shadowNS, "victim-uid", "")},
+			pods: []client.Object{shadowPodOf("loose", reporterShadowNS, "victim-uid", "")},
 		},
 		"A pod of the shadow Deployment with another pod's UID is not believed.": {
-			pods: []client.Object{shadowPod("other", shadowNS, "other-uid", shadowName+"-abc")},
+			pods: []client.Object{shadowPodOf("other", reporterShadowNS, "other-uid", reporterShadow+"-abc")},
 		},
 		"The shadow Deployment's own pod is believed.": {
-			pods: []client.Object{shadowPod("evil", "evil", "victim-uid", shadowName+"-abc"), shadowPod(shadowName+"-abc-xyz", shadowNS, "victim-uid", shadowName+"-abc")},
-			want: shadowName + "-abc-xyz",
+			pods: []client.Object{shadowPodOf("evil", "evil", "victim-uid", reporterShadow+"-abc"), shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "victim-uid", reporterShadow+"-abc")},
+			want: reporterShadow + "-abc-xyz",
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			scheme := runtime.NewScheme()
-			if err := clientgoscheme.AddToScheme(scheme); err != nil {
-				t.Fatal(err)
-			}
-			c := fake.NewClientBuilder().WithScheme(scheme).
-				WithObjects(append([]client.Object{victim, deployment}, tc.pods...)...).
-				WithIndex(&appsv1.Deployment{}, indexShadowFor, shadowForIndex).
-				WithIndex(&corev1.Service{}, indexShadowFor, shadowForIndex).
-				WithIndex(&corev1.ConfigMap{}, indexShadowFor, shadowForIndex).
-				WithIndex(&networkingv1.NetworkPolicy{}, indexShadowFor, shadowForIndex).
-				Build()
+			c := reporterClient(t, interceptor.Funcs{}, append([]client.Object{victim, deployment}, tc.pods...)...)
 			r := &TunnelReporter{cache: c, policies: fixedPolicy{&policy.Policy{}}}
 			sh, err := r.shadowOf(context.Background(), victim)
 			if err != nil || sh == nil {
@@ -98,47 +113,25 @@ func TestTheTunnelReporterBelievesOnlyTheShadowsOwnPod(t *testing.T) {
 // writes annotations too: one can take back the tunnel state the reporter wrote. The reporter
 // writes it again, and says the failure once, not again.
 func TestATunnelStateTheVirtualKubeletTookBackIsWrittenAgain(t *testing.T) {
-	const shadowName, shadowNS = "notebook-user", "user-shadow"
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
-	deployment := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: shadowName, Namespace: shadowNS,
-			Labels:      map[string]string{inject.LabelManagedBy: inject.ManagedBy, inject.LabelPodUID: "pod-uid"},
-			Annotations: map[string]string{inject.AnnotationShadowFor: "user/notebook"}},
-		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"interlink.eu/shadow": shadowName}}},
-	}
-	failing := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: shadowName + "-abc-xyz", Namespace: shadowNS, CreationTimestamp: metav1.Now(),
-			Labels:          map[string]string{inject.LabelManagedBy: inject.ManagedBy, inject.LabelPodUID: "pod-uid", "interlink.eu/shadow": shadowName},
-			Annotations:     map[string]string{inject.AnnotationShadowFor: "user/notebook"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: shadowName + "-abc", UID: "rs", Controller: ptr.To(true)}}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}},
-		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ssh-forward",
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
-				Message: "SHADOWGATE_REASON=LoginRefused the login node refused the key"}}}}},
-	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
+	failing := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
+	failing.CreationTimestamp = metav1.Now()
+	failing.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
+	failing.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ssh-forward",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
+			Message: "SHADOWGATE_REASON=LoginRefused the login node refused the key"}}}}}
 	var writes []string
-	c := fake.NewClientBuilder().WithScheme(scheme).
-		WithObjects(pod, deployment, failing).
-		WithIndex(&appsv1.Deployment{}, indexShadowFor, shadowForIndex).
-		WithIndex(&corev1.Service{}, indexShadowFor, shadowForIndex).
-		WithIndex(&corev1.ConfigMap{}, indexShadowFor, shadowForIndex).
-		WithIndex(&networkingv1.NetworkPolicy{}, indexShadowFor, shadowForIndex).
-		WithInterceptorFuncs(interceptor.Funcs{Apply: func(ctx context.Context, cl client.WithWatch, obj runtime.ApplyConfiguration, _ ...client.ApplyOption) error {
-			u := obj.(interface{ GetAnnotations() map[string]string })
-			v := u.GetAnnotations()[tunnelstate.AnnotationTunnelState]
-			writes = append(writes, v)
-			p := &corev1.Pod{}
-			if err := cl.Get(ctx, client.ObjectKey{Namespace: "user", Name: "notebook"}, p); err != nil {
-				return err
-			}
-			p.Annotations = map[string]string{tunnelstate.AnnotationTunnelState: v}
-			return cl.Update(ctx, p)
-		}}).
-		Build()
+	c := reporterClient(t, interceptor.Funcs{Apply: func(ctx context.Context, cl client.WithWatch, obj runtime.ApplyConfiguration, _ ...client.ApplyOption) error {
+		u := obj.(interface{ GetAnnotations() map[string]string })
+		v := u.GetAnnotations()[tunnelstate.AnnotationTunnelState]
+		writes = append(writes, v)
+		p := &corev1.Pod{}
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: "user", Name: "notebook"}, p); err != nil {
+			return err
+		}
+		p.Annotations = map[string]string{tunnelstate.AnnotationTunnelState: v}
+		return cl.Update(ctx, p)
+	}}, pod, shadowDeploymentOf("pod-uid"), failing)
 	metrics, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
