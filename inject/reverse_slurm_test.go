@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/interlink-hq/shadowgate/inject/internal/sshtest"
+	"github.com/interlink-hq/shadowgate/internal/sshtest"
 	"github.com/interlink-hq/shadowgate/internal/slurmconf"
 )
 
