@@ -60,8 +60,8 @@ func startSSHD(t testing.TB, host string, config []string) *Server {
 		KnownHosts: filepath.Join(dir, "known_hosts"), log: &Buffer{}}
 	s.Port = FreePort(t, s.Host)
 	hostKey := filepath.Join(dir, "host_ed25519")
-	keygen(t, hostKey)
-	keygen(t, s.ClientKey)
+	Keygen(t, hostKey)
+	Keygen(t, s.ClientKey)
 	if err := os.Chmod(s.ClientKey, 0o400); err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,8 @@ func Require(t testing.TB, tools ...string) {
 	}
 }
 
-func keygen(t testing.TB, file string) {
+// Keygen writes a fresh ed25519 key pair without passphrase to file and file.pub.
+func Keygen(t testing.TB, file string) {
 	t.Helper()
 	out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sshtest", "-f", file).CombinedOutput()
 	if err != nil {
