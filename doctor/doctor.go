@@ -91,7 +91,7 @@ var jobID = regexp.MustCompile(`^[0-9]{1,10}$`)
 func Validate(in *Input) error {
 	s := &in.Network.SSH
 	if !in.Network.SSHShadow() {
-		return fmt.Errorf("virtual node %s has ShadowMode %q: doctor checks SSH shadows only (ShadowMode: ssh)", in.Node, in.Network.ShadowMode)
+		return fmt.Errorf("virtual node %s has ShadowMode %q: doctor checks the SSH shadow, of nodes with ShadowMode ssh only; leave it out of --node", in.Node, in.Network.ShadowMode)
 	}
 	if ok, why := syntax.Host(s.LoginHost, syntax.DialedByShadow); !ok {
 		return fmt.Errorf("virtual node %s: SSH.LoginHost %q: %s", in.Node, s.LoginHost, why)

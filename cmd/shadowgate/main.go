@@ -65,6 +65,6 @@ field path rather than a virtual kubelet log line. The same decisions run offlin
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newCheckCommand(), newRenderCommand(), newPolicyCommand(), newServeCommand(), newStatusCommand(), newVersionCommand())
+	root.AddCommand(newCheckCommand(), newRenderCommand(), newPolicyCommand(), newServeCommand(), newStatusCommand(), newDoctorCommand(), newVersionCommand())
 	return root
 }
