@@ -153,6 +153,34 @@ func TestDoctorChecksOneSiteSettingEach(t *testing.T) {
 				CheckNodeHop: {Fail, "srun --jobid"}, CheckSshdPath: {Skip, CheckNodeHop + " failed"},
 			},
 		},
+		"the ssh hop reaches --compute-node and finds SshdPath and PythonPath there": {
+			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
+				nodeHop(t, srv, in)
+			},
+			want: map[string]want{CheckRoute: {Pass, ""}, CheckNodeHop: {Pass, ""}, CheckSshdPath: {Pass, "/usr/sbin/sshd"}, CheckPythonPath: {Pass, "python3"}},
+		},
+		"in exec mode the ssh hop goes through nc and reaches --compute-node": {
+			sshd: []string{"AllowTcpForwarding no"},
+			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
+				in.Network.SSH.ForwardMode = policy.ForwardModeExec
+				nodeHop(t, srv, in)
+			},
+			want: map[string]want{CheckForwarding: {Warn, ""}, CheckRoute: {Pass, ""}, CheckNodeHop: {Pass, ""}, CheckSshdPath: {Pass, ""}},
+		},
+		"a PythonPath the compute node lacks fails naming Reverse.PythonPath": {
+			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
+				nodeHop(t, srv, in)
+				in.Network.SSH.Reverse.PythonPath = "/nonexistent/python3"
+			},
+			want: map[string]want{CheckNodeHop: {Pass, ""}, CheckSshdPath: {Pass, ""}, CheckPythonPath: {Fail, "Reverse.PythonPath"}},
+		},
+		"a compute node refusing the login fails the ssh hop as NodeHopRefused": {
+			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
+				nodeHop(t, srv, in)
+				in.Key = otherKeyAuthorisedOn(t, srv)
+			},
+			want: map[string]want{CheckAuth: {Pass, ""}, CheckNodeHop: {Fail, "Reverse.NodeExec: srun"}, CheckSshdPath: {Skip, CheckNodeHop + " failed"}},
+		},
 		"the srun hop without --job is skipped naming the flag": {
 			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
 				in.Network.SSH.Reverse.Enabled = true
@@ -260,5 +288,43 @@ func otherKey(t *testing.T) string {
 	t.Helper()
 	key := filepath.Join(t.TempDir(), "id")
 	sshtest.Keygen(t, key)
+	return key
+}
+
+// nodeHop turns on the reverse tunnel with NodeExec ssh and makes --compute-node a compute
+// node with sshd on port 22, where the hop dials, which takes the login node's client key (as
+// it stands now) and
+// whose host key is pinned beside the login node's.
+func nodeHop(t *testing.T, login *sshtest.Server, in *Input) {
+	t.Helper()
+	keys := filepath.Join(t.TempDir(), "authorized_keys")
+	if err := os.WriteFile(keys, []byte(sshtest.ReadFile(t, login.ClientKey+".pub")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	node := sshtest.StartNodeSSHDOnPort(t, 22, "AuthorizedKeysFile "+keys)
+	in.Network.SSH.Reverse.Enabled = true
+	in.ComputeNode, in.Port = node.Host, node.Port
+	both := filepath.Join(t.TempDir(), "known_hosts")
+	hosts := sshtest.ReadFile(t, login.KnownHosts) + sshtest.ReadFile(t, node.KnownHosts)
+	if err := os.WriteFile(both, []byte(hosts), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in.KnownHosts = both
+}
+
+// otherKeyAuthorisedOn is a fresh client key that login authorises besides its own, and no
+// compute node does.
+func otherKeyAuthorisedOn(t *testing.T, login *sshtest.Server) string {
+	t.Helper()
+	key := otherKey(t)
+	keys := filepath.Join(filepath.Dir(login.ClientKey), "authorized_keys")
+	f, err := os.OpenFile(keys, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(sshtest.ReadFile(t, key+".pub")); err != nil {
+		t.Fatal(err)
+	}
 	return key
 }

@@ -47,7 +47,7 @@ func (s *session) reverse(ctx context.Context) []Check {
 		}
 	} else {
 		if s.in.ComputeNode == "" {
-			return skip(fmt.Sprintf("not run: the hop is ssh to the job's compute node; give one with %s NAME", FlagComputeNode))
+			return skip(fmt.Sprintf("not run: the hop is ssh to the job's compute node (port 22); give one with %s NAME", FlagComputeNode))
 		}
 		hop, err := s.nodeHop()
 		if err != nil {
@@ -84,7 +84,7 @@ func (s *session) reverse(ctx context.Context) []Check {
 }
 
 // nodeHop is the ProxyCommand of the ssh to the compute node: ssh -W to it through the login
-// node, with the shadow's options read from a file of the private directory, so a bastion's
+// node (the connect command there in exec mode), with the shadow's options read from a file of the private directory, so a bastion's
 // own ProxyCommand among them needs no second quoting.
 func (s *session) nodeHop() (string, error) {
 	conf := filepath.Join(s.dir, "login.conf")
@@ -93,6 +93,11 @@ func (s *session) nodeHop() (string, error) {
 	}
 	if err := os.WriteFile(conf, []byte(strings.Join(s.opts, "\n")+"\n"), 0o600); err != nil {
 		return "", err
+	}
+	if s.ssh.ForwardMode == policy.ForwardModeExec {
+		// As reverse-hop's jump: the connect command on the login node, no forwarding asked.
+		// Its words and the node (%h) are checked; double quotes keep them one remote line.
+		return fmt.Sprintf(`ssh -F %s -T -- %s "%s '%%h' '%%p'"`, quote(conf), quote(s.ssh.LoginHost), s.ssh.ExecConnectCommand), nil
 	}
 	return fmt.Sprintf("ssh -F %s -W '[%%h]:%%p' -- %s", quote(conf), quote(s.ssh.LoginHost)), nil
 }
