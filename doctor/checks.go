@@ -191,27 +191,29 @@ func (s *session) slurm(ctx context.Context) (Check, Check) {
 	squeue, srun := s.slurmAsked()
 	sq := Check{Name: CheckSqueue, Status: Skip, Detail: "not run: NodeDiscovery is configmap and Reverse.NodeExec is not srun, so the shadow asks Slurm nothing"}
 	if squeue {
-		sq = s.slurmCommand(ctx, CheckSqueue, "squeue --me --noheader --states=R --format=%i", "squeue")
+		sq, _ = s.slurmCommand(ctx, CheckSqueue, "squeue --me --noheader --states=R --format=%i", "squeue")
 	}
 	sr := Check{Name: CheckSrun, Status: Skip, Detail: "not run: the reverse tunnel does not use srun (Reverse.Enabled false or NodeExec ssh)"}
-	if srun {
-		sr = s.slurmCommand(ctx, CheckSrun, "srun --help", "srun")
-		if sr.Status == Pass && !strings.Contains(sr.Detail, "--overlap") {
-			sr = Check{Name: CheckSrun, Status: Fail, Detail: fmt.Sprintf("srun --help on %s names no --overlap, which the reverse tunnel's steps run with", s.ssh.LoginHost),
-				Remedy: s.remedy(tunnelstate.ReasonNodeHopRefused) + " srun gained --overlap in Slurm 20.11."}
-		} else if sr.Status == Pass {
-			sr.Detail = fmt.Sprintf("srun on %s knows --overlap", s.ssh.LoginHost)
-		}
+	if !srun {
+		return sq, sr
+	}
+	sr, help := s.slurmCommand(ctx, CheckSrun, "srun --help", "srun")
+	switch {
+	case sr.Status != Pass:
+	case !strings.Contains(help, "--overlap"):
+		sr = Check{Name: CheckSrun, Status: Fail, Detail: fmt.Sprintf("srun --help on %s names no --overlap, which the reverse tunnel's steps run with", s.ssh.LoginHost),
+			Remedy: s.remedy(tunnelstate.ReasonNodeHopRefused) + " srun has --overlap from Slurm 20.11 on."}
+	default:
+		sr.Detail = fmt.Sprintf("srun on %s knows --overlap", s.ssh.LoginHost)
 	}
 	return sq, sr
 }
 
-// slurmCommand runs one of Slurm's commands on the login node; a pass holds its whole output
-// in Detail for the caller to read.
-func (s *session) slurmCommand(ctx context.Context, name, command, prog string) Check {
+// slurmCommand runs one of Slurm's commands on the login node: the check, and what it printed.
+func (s *session) slurmCommand(ctx context.Context, name, command, prog string) (Check, string) {
 	res := s.remote(ctx, command)
 	if res.code == 0 {
-		return Check{Name: name, Status: Pass, Detail: fmt.Sprintf("%s ran on %s: %s", command, s.ssh.LoginHost, printable(res.out))}
+		return Check{Name: name, Status: Pass, Detail: fmt.Sprintf("%s ran on %s: %s", command, s.ssh.LoginHost, lastLines(res.out))}, res.out
 	}
 	why := "is not on the login node's PATH for " + s.ssh.User
 	if res.code != 127 && !strings.Contains(res.out, "not found") {
@@ -222,5 +224,5 @@ func (s *session) slurmCommand(ctx context.Context, name, command, prog string) 
 		remedy += fmt.Sprintf(" Otherwise the cluster admin sets NodeDiscovery: configmap for virtual node %s, with a virtual kubelet that publishes the compute node.", s.in.Node)
 	}
 	return Check{Name: name, Status: Fail, Remedy: remedy,
-		Detail: fmt.Sprintf("%s %s (status %d): %s", prog, why, res.code, lastLines(res.out))}
+		Detail: fmt.Sprintf("%s %s (status %d): %s", prog, why, res.code, lastLines(res.out))}, res.out
 }

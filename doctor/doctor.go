@@ -166,36 +166,34 @@ func Run(ctx context.Context, in Input) []Check {
 		return []Check{{Name: CheckReachable, Status: Fail, Detail: "no private directory for the ticket cache and learned host keys: " + err.Error()}}
 	}
 	defer os.RemoveAll(dir)
-	r := newSession(in, dir)
-	var checks []Check
-	rest := []string{CheckHostKey, CheckAuth, CheckForwarding, CheckExecCommand, CheckRoute, CheckSqueue, CheckSrun, CheckNodeHop, CheckSshdPath, CheckPythonPath}
-	skipRest := func(after string, why string) []Check {
-		for i, name := range rest {
-			if name == after {
-				for _, n := range rest[i+1:] {
-					checks = append(checks, Check{Name: n, Status: Skip, Detail: why})
-				}
-			}
-		}
-		return checks
+	s := newSession(in, dir)
+	checks := []Check{s.reachable(ctx)}
+	if checks[0].Status == Fail {
+		return skipRest(checks, "not run: the login host is not reachable")
 	}
-	reach := r.reachable(ctx)
-	checks = append(checks, reach)
-	if reach.Status == Fail {
-		checks = append(checks, Check{Name: CheckHostKey, Status: Skip, Detail: "not run: the login host is not reachable"})
-		return skipRest(CheckHostKey, "not run: the login host is not reachable")
-	}
-	hostKey, auth := r.login(ctx)
+	hostKey, auth := s.login(ctx)
 	checks = append(checks, hostKey, auth)
 	if auth.Status != Pass {
-		return skipRest(CheckAuth, "not run: no login ("+CheckAuth+" did not pass)")
+		return skipRest(checks, "not run: no login ("+CheckAuth+" did not pass)")
 	}
-	fwd := r.forwarding(ctx)
-	execCmd := r.execCommand(ctx)
-	checks = append(checks, fwd, execCmd, r.route(ctx, fwd, execCmd))
-	squeue, srun := r.slurm(ctx)
+	fwd := s.forwarding(ctx)
+	execCmd := s.execCommand(ctx)
+	checks = append(checks, fwd, execCmd, s.route(ctx, fwd, execCmd))
+	squeue, srun := s.slurm(ctx)
 	checks = append(checks, squeue, srun)
-	return append(checks, r.reverse(ctx)...)
+	return append(checks, s.reverse(ctx)...)
+}
+
+// order is every check's name, in the order Run makes them.
+var order = []string{CheckReachable, CheckHostKey, CheckAuth, CheckForwarding, CheckExecCommand, CheckRoute,
+	CheckSqueue, CheckSrun, CheckNodeHop, CheckSshdPath, CheckPythonPath}
+
+// skipRest appends to checks, the first of order, every one after them, skipped for why.
+func skipRest(checks []Check, why string) []Check {
+	for _, name := range order[len(checks):] {
+		checks = append(checks, Check{Name: name, Status: Skip, Detail: why})
+	}
+	return checks
 }
 
 // Failed reports whether any check failed.
