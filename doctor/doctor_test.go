@@ -217,6 +217,7 @@ func TestDoctorChecksOneSiteSettingEach(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			srv := sshtest.StartSSHD(t, tc.sshd...)
 			in := siteInput(srv)
 			if tc.input != nil {
