@@ -87,7 +87,8 @@ const (
 var jobID = regexp.MustCompile(`^[0-9]{1,10}$`)
 
 // Validate refuses an Input whose values Run could not pass to ssh or a shell as they are,
-// naming the flag or policy field, the value and what to do. Run assumes a valid Input.
+// naming the flag or policy field, the value and what to do, and makes the files' paths
+// absolute, as ssh options need them. Run assumes a valid Input.
 func Validate(in *Input) error {
 	s := &in.Network.SSH
 	if !in.Network.SSHShadow() {

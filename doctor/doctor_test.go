@@ -99,6 +99,15 @@ func TestDoctorChecksOneSiteSettingEach(t *testing.T) {
 				CheckAuth: {Skip, "host key was not accepted"}, CheckForwarding: {Skip, "no login"},
 			},
 		},
+		"a known_hosts without the login node's key fails the host key check as HostKeyUnknown": {
+			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
+				in.KnownHosts = filepath.Join(t.TempDir(), "known_hosts")
+				if err := os.WriteFile(in.KnownHosts, nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: map[string]want{CheckHostKey: {Fail, "holds no host key for"}, CheckAuth: {Skip, "host key was not accepted"}},
+		},
 		"a key the login node does not authorise fails authentication as LoginRefused": {
 			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
 				in.Key = otherKey(t)

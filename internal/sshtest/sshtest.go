@@ -27,7 +27,7 @@ type Server struct {
 	Port       int
 	User       string // who may log in with ClientKey: the user running the tests
 	ClientKey  string // private key file, mode 0400
-	KnownHosts string // known_hosts naming the server's host key for [Host]:Port
+	KnownHosts string // known_hosts naming the server's host key for [Host]:Port, Host alone on port 22
 	log        *Buffer
 }
 
