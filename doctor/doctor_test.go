@@ -101,10 +101,7 @@ func TestDoctorChecksOneSiteSettingEach(t *testing.T) {
 		},
 		"a known_hosts without the login node's key fails the host key check as HostKeyUnknown": {
 			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
-				in.KnownHosts = filepath.Join(t.TempDir(), "known_hosts")
-				if err := os.WriteFile(in.KnownHosts, nil, 0o600); err != nil {
-					t.Fatal(err)
-				}
+				in.KnownHosts = emptyFile(t)
 			},
 			want: map[string]want{CheckHostKey: {Fail, "holds no host key for"}, CheckAuth: {Skip, "host key was not accepted"}},
 		},
@@ -176,12 +173,22 @@ func TestDoctorChecksOneSiteSettingEach(t *testing.T) {
 			},
 			want: map[string]want{CheckForwarding: {Warn, ""}, CheckRoute: {Pass, ""}, CheckNodeHop: {Pass, ""}, CheckSshdPath: {Pass, ""}},
 		},
-		"a PythonPath the compute node lacks fails naming Reverse.PythonPath": {
+		"an SshdPath and a PythonPath the compute node lacks fail naming their fields": {
 			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
 				nodeHop(t, srv, in)
-				in.Network.SSH.Reverse.PythonPath = "/nonexistent/python3"
+				in.Network.SSH.Reverse.SshdPath = "/nonexistent/sshd"
+				in.Network.SSH.Reverse.PythonPath = "python3-nonexistent"
 			},
-			want: map[string]want{CheckNodeHop: {Pass, ""}, CheckSshdPath: {Pass, ""}, CheckPythonPath: {Fail, "Reverse.PythonPath"}},
+			want: map[string]want{CheckNodeHop: {Pass, ""}, CheckSshdPath: {Fail, "Reverse.SshdPath"}, CheckPythonPath: {Fail, "Reverse.PythonPath"}},
+		},
+		"a keytab kinit cannot read fails authentication as KerberosFailed, and the host key is still checked": {
+			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
+				sshtest.Require(t, "kinit")
+				in.Network.SSH.Auth = policy.AuthKerberos
+				in.Network.SSH.KeytabSecret, in.Network.SSH.Principal = "site-keytab", "alice@EXAMPLE.ORG"
+				in.Key, in.Keytab, in.Krb5Conf = "", emptyFile(t), emptyFile(t)
+			},
+			want: map[string]want{CheckHostKey: {Pass, ""}, CheckAuth: {Fail, "keytab Secret site-keytab"}, CheckForwarding: {Skip, "no login"}},
 		},
 		"a compute node refusing the login fails the ssh hop as NodeHopRefused": {
 			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
@@ -337,4 +344,13 @@ func otherKeyAuthorisedOn(t *testing.T, login *sshtest.Server) string {
 		t.Fatal(err)
 	}
 	return key
+}
+
+func emptyFile(t *testing.T) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }
