@@ -197,6 +197,21 @@ func TestDoctorChecksOneSiteSettingEach(t *testing.T) {
 			},
 			want: map[string]want{CheckAuth: {Pass, ""}, CheckNodeHop: {Fail, "Reverse.NodeExec: srun"}, CheckSshdPath: {Skip, CheckNodeHop + " failed"}},
 		},
+		"through a bastion the login passes with the same key and known_hosts, and reachability dials the bastion": {
+			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
+				bastion := sshtest.StartSSHD(t, authorising(t, srv))
+				in.Network.SSH.Bastion = policy.Bastion{Host: bastion.Host, Port: bastion.Port, User: bastion.User}
+				in.KnownHosts = knownHosts(t, srv, bastion)
+			},
+			want: map[string]want{CheckReachable: {Pass, "the bastion"}, CheckHostKey: {Pass, ""}, CheckAuth: {Pass, ""}, CheckForwarding: {Pass, ""}, CheckExecCommand: {Pass, ""}},
+		},
+		"a bastion whose host key is not pinned fails the host key check": {
+			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
+				bastion := sshtest.StartSSHD(t, authorising(t, srv))
+				in.Network.SSH.Bastion = policy.Bastion{Host: bastion.Host, Port: bastion.Port, User: bastion.User}
+			},
+			want: map[string]want{CheckReachable: {Pass, "the bastion"}, CheckHostKey: {Fail, "its key is the one that belongs in ConfigMap"}, CheckAuth: {Skip, ""}},
+		},
 		"the srun hop without --job is skipped naming the flag": {
 			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
 				in.Network.SSH.Reverse.Enabled = true
@@ -314,19 +329,34 @@ func otherKey(t *testing.T) string {
 // whose host key is pinned beside the login node's.
 func nodeHop(t *testing.T, login *sshtest.Server, in *Input) {
 	t.Helper()
+	node := sshtest.StartNodeSSHDOnPort(t, 22, authorising(t, login))
+	in.Network.SSH.Reverse.Enabled = true
+	in.ComputeNode, in.Port = node.Host, node.Port
+	in.KnownHosts = knownHosts(t, login, node)
+}
+
+// authorising is the sshd config line that authorises login's client key as it stands now.
+func authorising(t *testing.T, login *sshtest.Server) string {
+	t.Helper()
 	keys := filepath.Join(t.TempDir(), "authorized_keys")
 	if err := os.WriteFile(keys, []byte(sshtest.ReadFile(t, login.ClientKey+".pub")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	node := sshtest.StartNodeSSHDOnPort(t, 22, "AuthorizedKeysFile "+keys)
-	in.Network.SSH.Reverse.Enabled = true
-	in.ComputeNode, in.Port = node.Host, node.Port
-	both := filepath.Join(t.TempDir(), "known_hosts")
-	hosts := sshtest.ReadFile(t, login.KnownHosts) + sshtest.ReadFile(t, node.KnownHosts)
-	if err := os.WriteFile(both, []byte(hosts), 0o600); err != nil {
+	return "AuthorizedKeysFile " + keys
+}
+
+// knownHosts is one known_hosts pinning the host keys of all the servers.
+func knownHosts(t *testing.T, servers ...*sshtest.Server) string {
+	t.Helper()
+	var hosts strings.Builder
+	for _, srv := range servers {
+		hosts.WriteString(sshtest.ReadFile(t, srv.KnownHosts))
+	}
+	file := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(file, []byte(hosts.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	in.KnownHosts = both
+	return file
 }
 
 // otherKeyAuthorisedOn is a fresh client key that login authorises besides its own, and no
