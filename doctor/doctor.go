@@ -164,7 +164,9 @@ func readable(path string) (string, error) {
 func Run(ctx context.Context, in Input) []Check {
 	dir, err := os.MkdirTemp("", "shadowgate-doctor-")
 	if err != nil {
-		return []Check{{Name: CheckReachable, Status: Fail, Detail: "no private directory for the ticket cache and learned host keys: " + err.Error()}}
+		c := Check{Name: CheckReachable, Status: Fail, Detail: "no private directory for the ticket cache and learned host keys: " + err.Error(),
+			Remedy: "Set TMPDIR to a writable directory."}
+		return skipRest([]Check{c}, "not run: no private directory")
 	}
 	defer os.RemoveAll(dir)
 	s := newSession(in, dir)
