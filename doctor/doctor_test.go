@@ -42,6 +42,11 @@ type want struct {
 
 func TestDoctorChecksOneSiteSettingEach(t *testing.T) {
 	sshtest.Require(t, "ssh", "sshd", "ssh-keygen", "nc")
+	// A login node's PATH with srun as Slurm 20.02 has it, before the system's directories.
+	oldSlurm, err := filepath.Abs("testdata/slurm-20.02")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := map[string]struct {
 		sshd  []string
 		input func(t *testing.T, srv *sshtest.Server, in *Input)
@@ -211,6 +216,14 @@ func TestDoctorChecksOneSiteSettingEach(t *testing.T) {
 				in.Network.SSH.Bastion = policy.Bastion{Host: bastion.Host, Port: bastion.Port, User: bastion.User}
 			},
 			want: map[string]want{CheckReachable: {Pass, "the bastion"}, CheckHostKey: {Fail, "its key is the one that belongs in ConfigMap"}, CheckAuth: {Skip, ""}},
+		},
+		"an srun without --overlap fails the srun check naming Slurm 20.11": {
+			sshd: []string{"SetEnv PATH=" + oldSlurm + ":/usr/bin:/bin"},
+			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
+				in.Network.SSH.Reverse.Enabled = true
+				in.Network.SSH.Reverse.NodeExec = policy.NodeExecSrun
+			},
+			want: map[string]want{CheckSrun: {Fail, "Slurm 20.11"}, CheckNodeHop: {Skip, FlagJob}},
 		},
 		"the srun hop without --job is skipped naming the flag": {
 			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
