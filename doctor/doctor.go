@@ -33,8 +33,9 @@ type Check struct {
 	Status Status `json:"status"`
 	// Detail is what was tried and what was seen, with what ssh said.
 	Detail string `json:"detail"`
-	// Remedy is what to do about a failure or warning, and who does it.
-	Remedy string `json:"remedy,omitempty"`
+	// Remedy is what to do about a failure or warning, and who does it; empty where nothing
+	// needs doing.
+	Remedy string `json:"remedy"`
 }
 
 // The checks, in the order Run makes them.
