@@ -107,7 +107,7 @@ vet: fmt
 
 # The shell files make lint checks: the scripts the shadow and the job run (embedded by
 # inject/scripts.go and inject/preexec.go), the build and test helpers, and CI's entry point.
-SH_FILES   := inject/scripts/*.sh hack/*.sh .ci/run e2e/site/launcher/singularity
+SH_FILES   := inject/scripts/*.sh hack/*.sh .ci/run e2e/site/launcher/singularity doctor/testdata/slurm-20.02/srun
 # shfmt's flags for every shell file: two spaces (the pre-exec snippet lands in a pod
 # annotation, which YAML shows as a readable block only without tabs), case items indented,
 # && and || starting the continued line: the Google Shell Style Guide as shfmt spells it.

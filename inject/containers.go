@@ -162,7 +162,7 @@ func (b *builder) kerberosContainer(name string, extra ...corev1.EnvVar) corev1.
 func (b *builder) sshContainer(name string, s script, extra ...corev1.EnvVar) corev1.Container {
 	envs := []corev1.EnvVar{
 		env(envLoginHost, b.ssh.LoginHost),
-		env(envSSHOptions, strings.Join(b.sshOptions(), "\n")),
+		env(envSSHOptions, strings.Join(SSHOptions(b.ssh, b.credentialFiles()), "\n")),
 		env(envNodeDiscovery, b.ssh.NodeDiscovery),
 		env(envNodeFile, path.Join(nodeDir, validate.ComputeNodeKey)),
 		env(envStateDir, stateDir),
@@ -192,60 +192,6 @@ func (b *builder) sshContainer(name string, s script, extra ...corev1.EnvVar) co
 	c := b.container(name, s, append(envs, extra...)...)
 	c.VolumeMounts = mounts
 	return c
-}
-
-// sshOptions are the -o options of every ssh the shadow runs. ssh keeps the first value it is
-// given for an option, so what the policy states in its own fields (user, port, credentials,
-// host key checking, the bastion) comes before ExtraOptions and cannot be overridden there,
-// while the keepalive and timeout defaults come after and can.
-func (b *builder) sshOptions() []string {
-	opts := append([]string{"User=" + b.ssh.User, "Port=" + strconv.Itoa(b.ssh.Port)}, b.checkedLogin()...)
-	if b.ssh.Bastion.Host != "" {
-		opts = append(opts, "ProxyCommand="+b.bastionHop())
-	}
-	opts = append(opts, "ExitOnForwardFailure=yes")
-	return append(append(opts, b.ssh.ExtraOptions...), tuningDefaults...)
-}
-
-// tuningDefaults come after ExtraOptions, which may set them otherwise.
-var tuningDefaults = []string{"ServerAliveInterval=30", "ServerAliveCountMax=3", "ConnectTimeout=30"}
-
-// checkedLogin are the options that make a login one shadowgate stands behind, on the login
-// node and on the bastion alike: BatchMode, the host key checked against KnownHostsConfigMap
-// (else learned at first use into the state directory), and the policy's credential only.
-func (b *builder) checkedLogin() []string {
-	opts := []string{"BatchMode=yes", "GlobalKnownHostsFile=/dev/null"}
-	if b.ssh.KnownHostsConfigMap != "" {
-		opts = append(opts, "StrictHostKeyChecking=yes", "UserKnownHostsFile="+path.Join(knownHostsDir, knownHostsKey))
-	} else {
-		opts = append(opts, "StrictHostKeyChecking=accept-new", "UserKnownHostsFile="+path.Join(stateDir, "known_hosts"))
-	}
-	if b.ssh.Auth == policy.AuthKerberos {
-		return append(opts, "GSSAPIAuthentication=yes", "GSSAPIDelegateCredentials=no", "PreferredAuthentications=gssapi-with-mic")
-	}
-	return append(opts, "IdentityFile="+path.Join(keyDir, keyFile), "IdentitiesOnly=yes", "PreferredAuthentications=publickey")
-}
-
-// bastionHop is the ProxyCommand that reaches the login node through SSH.Bastion: what
-// OpenSSH's own ProxyJump runs (ssh -W '[%h]:%p' to the jump host), but with the options of
-// the login itself, where ProxyJump gives the hop none of them. A ProxyCommand rather than an
-// ssh_config file the scripts write: it rides SHADOW_SSH_OPTIONS, so every ssh the scripts run
-// to the login node (the forwards, their checks, exec relays, Slurm lookups, the reverse
-// tunnel's hops) goes through the bastion with no script reading or writing a file, and the
-// node hops the reverse tunnel makes keep their own ProxyCommand, which they give first. ssh
-// runs it with "$SHELL -c" (/bin/sh without SHELL, as in the shadow): every word is
-// single-quoted, and none can hold a quote or a '%' (the host and user rules, fixed paths,
-// ExtraOptions' printable values without quotes), so only %h and %p, the login host and port,
-// are expanded. The hop gets GSSAPIDelegateCredentials=no like every login: a ticket never
-// reaches the bastion.
-func (b *builder) bastionHop() string {
-	opts := append([]string{"User=" + b.ssh.BastionUser(), "Port=" + strconv.Itoa(b.ssh.Bastion.Port)}, b.checkedLogin()...)
-	opts = append(append(opts, b.ssh.ExtraOptions...), tuningDefaults...)
-	words := []string{"ssh"}
-	for _, o := range opts {
-		words = append(words, "-o", "'"+o+"'")
-	}
-	return strings.Join(append(words, "-W", "'[%h]:%p'", "--", "'"+b.ssh.Bastion.Host+"'"), " ")
 }
 
 // container is the part every shadow container shares: the image, the embedded script run

@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/interlink-hq/shadowgate/inject/internal/sshtest"
+	"github.com/interlink-hq/shadowgate/internal/sshtest"
 )
 
 // TestMain runs the tests in a network namespace of their own (sshtest.EnterNodeNetwork), where

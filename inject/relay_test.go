@@ -7,7 +7,7 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/interlink-hq/shadowgate/inject/internal/sshtest"
+	"github.com/interlink-hq/shadowgate/internal/sshtest"
 )
 
 // relayLookup loads relay.py as a module, the way python3 -I runs it (no path from the

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/interlink-hq/shadowgate/inject/internal/sshtest"
 	"github.com/interlink-hq/shadowgate/internal/slurmconf"
+	"github.com/interlink-hq/shadowgate/internal/sshtest"
 )
 
 // slurmNode is the name of the one node of the test cluster; slurmd is told it, so it does

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/interlink-hq/shadowgate/inject/internal/sshtest"
+	"github.com/interlink-hq/shadowgate/internal/sshtest"
 	vt "github.com/interlink-hq/shadowgate/validate/validatetest"
 )
 

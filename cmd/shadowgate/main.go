@@ -65,6 +65,6 @@ field path rather than a virtual kubelet log line. The same decisions run offlin
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newCheckCommand(), newRenderCommand(), newPolicyCommand(), newServeCommand(), newStatusCommand(), newVersionCommand(), newCopyBinaryCommand())
+	root.AddCommand(newCheckCommand(), newRenderCommand(), newPolicyCommand(), newServeCommand(), newStatusCommand(), newDoctorCommand(), newVersionCommand(), newCopyBinaryCommand())
 	return root
 }

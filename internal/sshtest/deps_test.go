@@ -31,7 +31,7 @@ func TestDepsScriptNamesWhatItCouldNotInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command(filepath.Join(bin, "bash"), "../../../hack/test-deps.sh")
+	cmd := exec.Command(filepath.Join(bin, "bash"), "../../hack/test-deps.sh")
 	cmd.Env = []string{"PATH=" + bin}
 	out, err := cmd.CombinedOutput()
 	if err == nil {

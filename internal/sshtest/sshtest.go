@@ -27,7 +27,7 @@ type Server struct {
 	Port       int
 	User       string // who may log in with ClientKey: the user running the tests
 	ClientKey  string // private key file, mode 0400
-	KnownHosts string // known_hosts naming the server's host key for [Host]:Port
+	KnownHosts string // known_hosts naming the server's host key for [Host]:Port, Host alone on port 22
 	log        *Buffer
 }
 
@@ -39,16 +39,24 @@ const sshdPath = "/usr/sbin/sshd"
 // the first value of a keyword, so they override them.
 func StartSSHD(t testing.TB, config ...string) *Server {
 	t.Helper()
-	return startSSHD(t, Loopback(t), config)
+	return startSSHD(t, Loopback(t), 0, config)
 }
 
 // StartNodeSSHD is StartSSHD on a fresh compute node address (NodeAddress).
 func StartNodeSSHD(t testing.TB, config ...string) *Server {
 	t.Helper()
-	return startSSHD(t, NodeAddress(t), config)
+	return startSSHD(t, NodeAddress(t), 0, config)
 }
 
-func startSSHD(t testing.TB, host string, config []string) *Server {
+// StartNodeSSHDOnPort is StartNodeSSHD listening on port, such as 22, where what dials a
+// compute node's own sshd expects it: every node address is fresh, so its ports are free.
+func StartNodeSSHDOnPort(t testing.TB, port int, config ...string) *Server {
+	t.Helper()
+	return startSSHD(t, NodeAddress(t), port, config)
+}
+
+// startSSHD starts sshd on host and port, a free one when port is 0.
+func startSSHD(t testing.TB, host string, port int, config []string) *Server {
 	t.Helper()
 	Require(t, "sshd", "ssh-keygen")
 	dir := t.TempDir()
@@ -58,15 +66,23 @@ func startSSHD(t testing.TB, host string, config []string) *Server {
 	}
 	s := &Server{Host: host, User: me.Username, ClientKey: filepath.Join(dir, "id_ed25519"),
 		KnownHosts: filepath.Join(dir, "known_hosts"), log: &Buffer{}}
-	s.Port = FreePort(t, s.Host)
+	s.Port = port
+	if port == 0 {
+		s.Port = FreePort(t, s.Host)
+	}
 	hostKey := filepath.Join(dir, "host_ed25519")
-	keygen(t, hostKey)
-	keygen(t, s.ClientKey)
+	Keygen(t, hostKey)
+	Keygen(t, s.ClientKey)
 	if err := os.Chmod(s.ClientKey, 0o400); err != nil {
 		t.Fatal(err)
 	}
 	hostPub := ReadFile(t, hostKey+".pub")
-	writeFile(t, s.KnownHosts, fmt.Sprintf("[%s]:%d %s", s.Host, s.Port, hostPub))
+	// ssh looks a host up as [host]:port, except on port 22, as host alone.
+	known := fmt.Sprintf("[%s]:%d", s.Host, s.Port)
+	if s.Port == 22 {
+		known = s.Host
+	}
+	writeFile(t, s.KnownHosts, known+" "+hostPub)
 	writeFile(t, filepath.Join(dir, "authorized_keys"), ReadFile(t, s.ClientKey+".pub"))
 	lines := append(append([]string{}, config...),
 		fmt.Sprintf("ListenAddress %s:%d", s.Host, s.Port),
@@ -251,7 +267,8 @@ func Require(t testing.TB, tools ...string) {
 	}
 }
 
-func keygen(t testing.TB, file string) {
+// Keygen writes a fresh ed25519 key pair without passphrase to file and file.pub.
+func Keygen(t testing.TB, file string) {
 	t.Helper()
 	out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sshtest", "-f", file).CombinedOutput()
 	if err != nil {

@@ -1,0 +1,103 @@
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
+	"github.com/interlink-hq/shadowgate/validate/policy"
+)
+
+// nodeSSHPort is the compute node's sshd port the reverse tunnel's ssh hop dials, as the
+// shadow's reverse-hop does.
+const nodeSSHPort = "22"
+
+// plainPath is a path that goes into a ProxyCommand single-quoted as it is.
+var plainPath = regexp.MustCompile(`^/[A-Za-z0-9_./-]+$`)
+
+// reverse checks the reverse tunnel's way onto the compute node, the node hop, and the two
+// programs it runs there: with NodeExec ssh an ssh to --compute-node through the login node,
+// with srun a step of the running job --job.
+func (s *session) reverse(ctx context.Context) []Check {
+	names := []string{CheckNodeHop, CheckSshdPath, CheckPythonPath}
+	skip := func(why string) []Check {
+		out := make([]Check, len(names))
+		for i, n := range names {
+			out[i] = Check{Name: n, Status: Skip, Detail: why}
+		}
+		return out
+	}
+	rev := s.ssh.Reverse
+	if !s.in.Network.ReverseEnabled() {
+		return skip("not run: the reverse tunnel is off (Reverse.Enabled, with EnableTunnel)")
+	}
+	var onNode func(command string) result
+	var where string
+	if rev.NodeExec == policy.NodeExecSrun {
+		if s.in.Job == "" {
+			return skip(fmt.Sprintf("not run: the hop is srun into the pod's running job; give a running job of %s with %s ID", s.ssh.User, FlagJob))
+		}
+		where = "job " + s.in.Job
+		onNode = func(command string) result {
+			return s.remote(ctx, fmt.Sprintf("srun --jobid=%s --overlap -N1 -n1 -u -Q %s", quote(s.in.Job), command))
+		}
+	} else {
+		if s.in.ComputeNode == "" {
+			return skip(fmt.Sprintf("not run: the hop is ssh to the job's compute node (port 22); give one with %s NAME", FlagComputeNode))
+		}
+		hop, err := s.nodeHop()
+		if err != nil {
+			return skip("not run: " + err.Error())
+		}
+		where = s.in.ComputeNode
+		onNode = func(command string) result {
+			args := []string{"-F", "/dev/null", "-o", "ProxyCommand=" + hop, "-o", "Port=" + nodeSSHPort}
+			for _, o := range s.opts {
+				args = append(args, "-o", o)
+			}
+			return s.run(ctx, "ssh", append(args, "-T", "--", s.in.ComputeNode, command)...)
+		}
+	}
+	hop := onNode("true")
+	if hop.code != 0 {
+		c := Check{Name: CheckNodeHop, Status: Fail, Remedy: s.remedy(tunnelstate.ReasonNodeHopRefused),
+			Detail: fmt.Sprintf("NodeHopRefused: the hop from %s to %s (NodeExec %s) failed (status %d): %s", s.ssh.LoginHost, where, rev.NodeExec, hop.code, lastLines(hop.out))}
+		return append([]Check{c}, skip("not run: " + CheckNodeHop + " failed")[1:]...)
+	}
+	checks := []Check{{Name: CheckNodeHop, Status: Pass, Detail: fmt.Sprintf("%s reached %s with NodeExec %s", s.ssh.LoginHost, where, rev.NodeExec)}}
+	for _, p := range []struct{ name, field, prog string }{{CheckSshdPath, "SshdPath", rev.SshdPath}, {CheckPythonPath, "PythonPath", rev.PythonPath}} {
+		// A shell on the node finds the program as the step would; the program is its argument.
+		res := onNode("sh -c 'command -v \"$1\"' sh " + quote(p.prog))
+		if res.code == 0 {
+			checks = append(checks, Check{Name: p.name, Status: Pass, Detail: fmt.Sprintf("%s has %s at %s", where, p.prog, lastLines(res.out))})
+			continue
+		}
+		checks = append(checks, Check{Name: p.name, Status: Fail,
+			Detail: fmt.Sprintf("%s %q is not found on %s (status %d)%s", p.field, p.prog, where, res.code, said(res.out)),
+			Remedy: fmt.Sprintf("The reverse tunnel runs %s on the compute node: the cluster admin sets Reverse.%s for virtual node %s to where the site's compute nodes have it, or the site's admins install it there.", p.prog, p.field, s.in.Node)})
+	}
+	return checks
+}
+
+// nodeHop is the ProxyCommand of the ssh to the compute node: ssh -W to it through the login
+// node (the connect command there in exec mode), with the shadow's options read from a file of the private directory, so a bastion's
+// own ProxyCommand among them needs no second quoting.
+func (s *session) nodeHop() (string, error) {
+	conf := filepath.Join(s.dir, "login.conf")
+	if !plainPath.MatchString(conf) {
+		return "", fmt.Errorf("the private directory %s holds a character a ProxyCommand may not; set TMPDIR to a plainer path", s.dir)
+	}
+	if err := os.WriteFile(conf, []byte(strings.Join(s.opts, "\n")+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	if s.ssh.ForwardMode == policy.ForwardModeExec {
+		// As reverse-hop's jump: the connect command on the login node, no forwarding asked.
+		// Its words and the node (%h) are checked; double quotes keep them one remote line.
+		return fmt.Sprintf(`ssh -F %s -T -- %s "%s '%%h' '%%p'"`, quote(conf), quote(s.ssh.LoginHost), s.ssh.ExecConnectCommand), nil
+	}
+	return fmt.Sprintf("ssh -F %s -W '[%%h]:%%p' -- %s", quote(conf), quote(s.ssh.LoginHost)), nil
+}
