@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
@@ -124,6 +125,44 @@ func (s *session) forwarding(ctx context.Context) Check {
 func (s *session) connectProgram() string {
 	prog, _, _ := strings.Cut(s.ssh.ExecConnectCommand, " ")
 	return prog
+}
+
+// halfClose runs ExecConnectCommand on the login node to the login node's own sshd with no
+// input, as the relay runs it for a client that has sent all it will send. sshd closes a
+// connection that ends before the client's version line, so a command that passes the end of
+// its input on (a half-close) returns at once with sshd's banner; one that does not holds the
+// connection until sshd's LoginGraceTime, and so would a protocol whose server answers only
+// once the request has ended. A warning, not a failure: HTTP and most request-response
+// protocols end their requests themselves.
+func (s *session) halfClose(ctx context.Context, execCmd Check) Check {
+	c := Check{Name: CheckHalfClose}
+	switch {
+	case s.ssh.ForwardMode != policy.ForwardModeExec:
+		c.Status, c.Detail = Skip, "not run: ForwardMode portforward does not use ExecConnectCommand"
+		return c
+	case execCmd.Status != Pass:
+		c.Status, c.Detail = Skip, "not run: "+CheckExecCommand+" did not pass"
+		return c
+	}
+	target := fmt.Sprintf("%s %d", quote(s.ssh.LoginHost), s.ssh.Port)
+	ctx, cancel := context.WithTimeout(ctx, halfCloseWait)
+	defer cancel()
+	start := time.Now()
+	res := s.remote(ctx, "exec "+s.ssh.ExecConnectCommand+" "+target+" </dev/null")
+	took := time.Since(start).Round(100 * time.Millisecond)
+	switch {
+	case ctx.Err() != nil:
+		c.Status = Warn
+		c.Detail = fmt.Sprintf("'%s %s' with no input was still connected to the login node's own sshd after %s: it does not pass the end of its input on", s.ssh.ExecConnectCommand, target, halfCloseWait)
+		c.Remedy = fmt.Sprintf("A protocol whose server answers only once the request has ended (a raw TCP request-response) hangs through ForwardMode exec on %s; HTTP does not. The cluster admin sets ExecConnectCommand to \"%s -q 1\" if this nc knows -q (it quits a second after its input ends).", s.in.Node, s.connectProgram())
+	case strings.Contains(res.out, "SSH-"):
+		c.Status = Pass
+		c.Detail = fmt.Sprintf("'%s %s' with no input ended after %s with the login node's sshd banner: the end of the client's data reaches the server", s.ssh.ExecConnectCommand, target, took)
+	default:
+		c.Status = Skip
+		c.Detail = fmt.Sprintf("not run: '%s %s' on the login node did not reach its own sshd (exit %d)%s", s.ssh.ExecConnectCommand, target, res.code, said(res.out))
+	}
+	return c
 }
 
 // execCommand looks for ExecConnectCommand's program on the login node's PATH for User. In

@@ -45,12 +45,14 @@ const (
 	CheckAuth        = "authentication"
 	CheckForwarding  = "TCP forwarding"
 	CheckExecCommand = "exec connect command"
+	CheckHalfClose   = "exec connect command: half-close"
 	CheckRoute       = "route to the compute node"
 	CheckSqueue      = "Slurm: squeue"
 	CheckSrun        = "Slurm: srun --overlap"
 	CheckNodeHop     = "reverse tunnel: node hop"
 	CheckSshdPath    = "reverse tunnel: SshdPath"
 	CheckPythonPath  = "reverse tunnel: PythonPath"
+	CheckStreamLocal = "reverse tunnel: node sshd unix-socket forwards"
 )
 
 // Input is what Run checks: one virtual node of a parsed policy and the files and names the
@@ -182,15 +184,15 @@ func Run(ctx context.Context, in Input) []Check {
 	}
 	fwd := s.forwarding(ctx)
 	execCmd := s.execCommand(ctx)
-	checks = append(checks, fwd, execCmd, s.route(ctx, fwd, execCmd))
+	checks = append(checks, fwd, execCmd, s.halfClose(ctx, execCmd), s.route(ctx, fwd, execCmd))
 	squeue, srun := s.slurm(ctx)
 	checks = append(checks, squeue, srun)
 	return append(checks, s.reverse(ctx)...)
 }
 
 // order is every check's name, in the order Run makes them.
-var order = []string{CheckReachable, CheckHostKey, CheckAuth, CheckForwarding, CheckExecCommand, CheckRoute,
-	CheckSqueue, CheckSrun, CheckNodeHop, CheckSshdPath, CheckPythonPath}
+var order = []string{CheckReachable, CheckHostKey, CheckAuth, CheckForwarding, CheckExecCommand, CheckHalfClose, CheckRoute,
+	CheckSqueue, CheckSrun, CheckNodeHop, CheckSshdPath, CheckPythonPath, CheckStreamLocal}
 
 // skipRest appends to checks, the first of order, every one after them, skipped for why.
 func skipRest(checks []Check, why string) []Check {

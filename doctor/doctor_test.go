@@ -85,6 +85,21 @@ func TestDoctorChecksOneSiteSettingEach(t *testing.T) {
 				CheckRoute: {Skip, CheckForwarding + " did not pass"},
 			},
 		},
+		"in exec mode nc -q 1 passes the end of its input on to the server": {
+			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
+				in.Network.SSH.ForwardMode, in.Network.SSH.ExecConnectCommand = policy.ForwardModeExec, "nc -q 1"
+			},
+			want: map[string]want{CheckExecCommand: {Pass, ""}, CheckHalfClose: {Pass, ""}},
+		},
+		"in exec mode an nc that holds the connection after its input ends is a warning naming -q 1": {
+			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
+				in.Network.SSH.ForwardMode, in.Network.SSH.ExecConnectCommand = policy.ForwardModeExec, "nc"
+			},
+			want: map[string]want{CheckExecCommand: {Pass, ""}, CheckHalfClose: {Warn, `"nc -q 1"`}},
+		},
+		"in portforward mode the half-close of the exec connect command is not checked": {
+			want: map[string]want{CheckHalfClose: {Skip, "ForwardMode portforward"}},
+		},
 		"in exec mode a login node that refuses TCP forwarding warns of it and relays through nc": {
 			sshd: []string{"AllowTcpForwarding no"},
 			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
@@ -168,7 +183,21 @@ func TestDoctorChecksOneSiteSettingEach(t *testing.T) {
 			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
 				nodeHop(t, srv, in)
 			},
-			want: map[string]want{CheckRoute: {Pass, ""}, CheckNodeHop: {Pass, ""}, CheckSshdPath: {Pass, "/usr/sbin/sshd"}, CheckPythonPath: {Pass, "python3"}},
+			want: map[string]want{CheckRoute: {Pass, ""}, CheckNodeHop: {Pass, ""}, CheckSshdPath: {Pass, "/usr/sbin/sshd"}, CheckPythonPath: {Pass, "python3"},
+				CheckStreamLocal: {Pass, "unix socket"}},
+		},
+		"a node sshd that refuses unix-socket forwards fails the Sshd: node check, naming Sshd: userspace": {
+			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
+				nodeHop(t, srv, in, "AllowStreamLocalForwarding no")
+			},
+			want: map[string]want{CheckNodeHop: {Pass, ""}, CheckStreamLocal: {Fail, "Reverse.Sshd: userspace"}},
+		},
+		"with Sshd: userspace the node's own sshd is not asked for forwards": {
+			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
+				nodeHop(t, srv, in, "AllowStreamLocalForwarding no")
+				in.Network.SSH.Reverse.Sshd = policy.SshdUserspace
+			},
+			want: map[string]want{CheckNodeHop: {Pass, ""}, CheckStreamLocal: {Skip, "Sshd: userspace"}},
 		},
 		"in exec mode the ssh hop goes through nc and reaches --compute-node": {
 			sshd: []string{"AllowTcpForwarding no"},
@@ -280,7 +309,7 @@ func TestDoctorChecksOneSiteSettingEach(t *testing.T) {
 // and a remedy with every failure.
 func assertChecks(t *testing.T, checks []Check, want map[string]want) {
 	t.Helper()
-	order := []string{CheckReachable, CheckHostKey, CheckAuth, CheckForwarding, CheckExecCommand, CheckRoute, CheckSqueue, CheckSrun, CheckNodeHop, CheckSshdPath, CheckPythonPath}
+	order := []string{CheckReachable, CheckHostKey, CheckAuth, CheckForwarding, CheckExecCommand, CheckHalfClose, CheckRoute, CheckSqueue, CheckSrun, CheckNodeHop, CheckSshdPath, CheckPythonPath, CheckStreamLocal}
 	var got strings.Builder
 	for _, c := range checks {
 		fmt.Fprintf(&got, "  %s %s: %s\n    remedy: %s\n", c.Status, c.Name, c.Detail, c.Remedy)
@@ -340,9 +369,9 @@ func otherKey(t *testing.T) string {
 // node with sshd on port 22, where the hop dials, which takes the login node's client key (as
 // it stands now) and
 // whose host key is pinned beside the login node's.
-func nodeHop(t *testing.T, login *sshtest.Server, in *Input) {
+func nodeHop(t *testing.T, login *sshtest.Server, in *Input, config ...string) {
 	t.Helper()
-	node := sshtest.StartNodeSSHDOnPort(t, 22, authorising(t, login))
+	node := sshtest.StartNodeSSHDOnPort(t, 22, append([]string{authorising(t, login)}, config...)...)
 	in.Network.SSH.Reverse.Enabled = true
 	in.ComputeNode, in.Port = node.Host, node.Port
 	in.KnownHosts = knownHosts(t, login, node)

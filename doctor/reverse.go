@@ -23,7 +23,7 @@ var plainPath = regexp.MustCompile(`^/[A-Za-z0-9_./-]+$`)
 // programs it runs there: with NodeExec ssh an ssh to --compute-node through the login node,
 // with srun a step of the running job --job.
 func (s *session) reverse(ctx context.Context) []Check {
-	names := []string{CheckNodeHop, CheckSshdPath, CheckPythonPath}
+	names := []string{CheckNodeHop, CheckSshdPath, CheckPythonPath, CheckStreamLocal}
 	skip := func(why string) []Check {
 		out := make([]Check, len(names))
 		for i, n := range names {
@@ -36,6 +36,7 @@ func (s *session) reverse(ctx context.Context) []Check {
 		return skip("not run: the reverse tunnel is off (Reverse.Enabled, with EnableTunnel)")
 	}
 	var onNode func(command string) result
+	var sshToNode func(extra []string, command ...string) result // a session with the node's own sshd; nil under srun
 	var where string
 	if rev.NodeExec == policy.NodeExecSrun {
 		if s.in.Job == "" {
@@ -54,13 +55,14 @@ func (s *session) reverse(ctx context.Context) []Check {
 			return skip("not run: " + err.Error())
 		}
 		where = s.in.ComputeNode
-		onNode = func(command string) result {
-			args := []string{"-F", "/dev/null", "-o", "ProxyCommand=" + hop, "-o", "Port=" + nodeSSHPort}
+		sshToNode = func(extra []string, command ...string) result {
+			args := append([]string{"-F", "/dev/null", "-o", "ProxyCommand=" + hop, "-o", "Port=" + nodeSSHPort}, extra...)
 			for _, o := range s.opts {
 				args = append(args, "-o", o)
 			}
-			return s.run(ctx, "ssh", append(args, "-T", "--", s.in.ComputeNode, command)...)
+			return s.run(ctx, "ssh", append(append(args, "-T", "--", s.in.ComputeNode), command...)...)
 		}
+		onNode = func(command string) result { return sshToNode(nil, command) }
 	}
 	hop := onNode("true")
 	if hop.code != 0 {
@@ -80,7 +82,34 @@ func (s *session) reverse(ctx context.Context) []Check {
 			Detail: fmt.Sprintf("%s %q is not found on %s (status %d)%s", p.field, p.prog, where, res.code, said(res.out)),
 			Remedy: fmt.Sprintf("The reverse tunnel runs %s on the compute node: the cluster admin sets Reverse.%s for virtual node %s to where the site's compute nodes have it, or the site's admins install it there.", p.prog, p.field, s.in.Node)})
 	}
-	return checks
+	return append(checks, s.streamLocal(sshToNode))
+}
+
+// streamLocal asks the node's own sshd, with Sshd: node, for what the reverse session asks of
+// it: a remote forward from a unix socket (ssh -R <socket>:...), refused where sshd_config has
+// AllowStreamLocalForwarding no or local. The socket is bound, unlinked first and again when
+// the session ends, under /tmp with a name of this run's. Under NodeExec srun the session
+// reaches that sshd only from inside the job's step, which doctor does not open.
+func (s *session) streamLocal(sshToNode func(extra []string, command ...string) result) Check {
+	c := Check{Name: CheckStreamLocal}
+	switch {
+	case s.ssh.Reverse.Sshd != policy.SshdNode:
+		c.Status, c.Detail = Skip, "not run: Sshd: userspace starts its own sshd and needs nothing of the node's"
+		return c
+	case sshToNode == nil:
+		c.Status, c.Detail = Skip, "not checked: under NodeExec srun the session reaches the node's sshd from inside the job's step; check sshd_config there allows AllowStreamLocalForwarding"
+		return c
+	}
+	sock := "/tmp/shadowgate-doctor-" + filepath.Base(s.dir) + ".sock"
+	res := sshToNode([]string{"-o", "ExitOnForwardFailure=yes", "-o", "StreamLocalBindUnlink=yes", "-R", sock + ":127.0.0.1:9"}, "rm -f "+quote(sock))
+	if res.code == 0 {
+		c.Status, c.Detail = Pass, fmt.Sprintf("the sshd of %s accepted a forward from the unix socket %s", s.in.ComputeNode, sock)
+		return c
+	}
+	c.Status = Fail
+	c.Detail = fmt.Sprintf("the sshd of %s refused a forward from a unix socket (status %d): %s", s.in.ComputeNode, res.code, lastLines(res.out))
+	c.Remedy = fmt.Sprintf("The reverse tunnel's session asks the node's sshd for unix-socket forwards: the site's admins set AllowStreamLocalForwarding yes (the OpenSSH default) in its sshd_config, or the cluster admin sets Reverse.Sshd: userspace for virtual node %s, which needs nothing of it.", s.in.Node)
+	return c
 }
 
 // nodeHop is the ProxyCommand of the ssh to the compute node: ssh -W to it through the login

@@ -18,6 +18,9 @@ const (
 	commandTimeout = 60 * time.Second
 	// channelWait is how long a forward channel may take to open once asked for.
 	channelWait = 20 * time.Second
+	// halfCloseWait is how long the connect command may take to end once its input has:
+	// a login and a "-q 1" second, with room.
+	halfCloseWait = 10 * time.Second
 )
 
 // result is what one command printed, stdout and stderr together, and how it ended: code is
