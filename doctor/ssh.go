@@ -1,14 +1,13 @@
 package doctor
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os/exec"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/interlink-hq/shadowgate/internal/syncbuf"
 	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
 )
 
@@ -78,7 +77,7 @@ func (s *session) channel(ctx context.Context, target string) (bool, string) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "ssh", s.sshArgs([]string{"-vv", "-W", target}, "")...)
 	cmd.Env = s.env
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	// An open stdin, so ssh does not end the channel at once for want of input.
 	stdin, err := cmd.StdinPipe()
@@ -110,23 +109,6 @@ wait:
 	_ = cmd.Process.Kill()
 	<-done
 	return opened, out.String()
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // classify reads what ssh (and the command it ran) printed and returns the reason the first

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/interlink-hq/shadowgate/internal/sshtest"
+	"github.com/interlink-hq/shadowgate/internal/syncbuf"
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
@@ -63,7 +64,7 @@ func container(t *testing.T, d *appsv1.Deployment, name string) corev1.Container
 // process is a rendered container's script running on this machine.
 type process struct {
 	cmd    *exec.Cmd
-	out    *sshtest.Buffer
+	out    *syncbuf.Buffer
 	exited chan struct{}
 	err    error
 }
@@ -91,7 +92,7 @@ func runContainer(t *testing.T, c corev1.Container, mounts map[string]string, ex
 		}
 		env = append(env, e.Name+"="+v)
 	}
-	p := &process{cmd: exec.Command(c.Command[0], c.Command[1:]...), out: &sshtest.Buffer{}, exited: make(chan struct{})}
+	p := &process{cmd: exec.Command(c.Command[0], c.Command[1:]...), out: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	p.cmd.Env = append(env, extraEnv...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

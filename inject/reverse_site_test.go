@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/interlink-hq/shadowgate/internal/sshtest"
+	"github.com/interlink-hq/shadowgate/internal/syncbuf"
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
@@ -309,7 +310,7 @@ func (s *reverseSite) startTunnel(t *testing.T) (shellJob, *process) {
 // startAs starts a process as acct in a process group of its own, stopped with the test.
 func startAs(t *testing.T, acct account, env []string, name string, args ...string) *process {
 	t.Helper()
-	p := &process{cmd: exec.Command(name, args...), out: &sshtest.Buffer{}, exited: make(chan struct{})}
+	p := &process{cmd: exec.Command(name, args...), out: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	p.cmd.Env = append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + acct.home, "LANG=C"}, env...)
 	p.cmd.Dir = "/"
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out

@@ -1,7 +1,6 @@
 package sshtest
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -13,12 +12,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/interlink-hq/shadowgate/internal/freeport"
+	"github.com/interlink-hq/shadowgate/internal/syncbuf"
 )
 
 // Server is a running sshd.
@@ -28,7 +27,7 @@ type Server struct {
 	User       string // who may log in with ClientKey: the user running the tests
 	ClientKey  string // private key file, mode 0400
 	KnownHosts string // known_hosts naming the server's host key for [Host]:Port, Host alone on port 22
-	log        *Buffer
+	log        *syncbuf.Buffer
 }
 
 // sshdPath is where Debian's openssh-server installs sshd, which must be run by absolute path.
@@ -65,7 +64,7 @@ func startSSHD(t testing.TB, host string, port int, config []string) *Server {
 		t.Fatalf("sshtest: who am I: %v", err)
 	}
 	s := &Server{Host: host, User: me.Username, ClientKey: filepath.Join(dir, "id_ed25519"),
-		KnownHosts: filepath.Join(dir, "known_hosts"), log: &Buffer{}}
+		KnownHosts: filepath.Join(dir, "known_hosts"), log: &syncbuf.Buffer{}}
 	s.Port = port
 	if port == 0 {
 		s.Port = FreePort(t, s.Host)
@@ -291,22 +290,4 @@ func writeFile(t testing.TB, name, content string) {
 	if err := os.WriteFile(name, []byte(content+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// Buffer collects a process's output while a test reads it: safe for concurrent use.
-type Buffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *Buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *Buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
