@@ -153,30 +153,26 @@ func (c *Collector) sweep(ctx context.Context) error {
 	return firstErr
 }
 
-// shadowUse is what the cached shadow objects of one namespace are: how many, and which
-// credentials their Deployments mount ("Secret/<name>", "ConfigMap/<name>").
-type shadowUse struct {
-	objects int
-	mounts  map[string]bool
-}
+// shadowMounts are, for each namespace holding cached shadow objects (and only those), the
+// credentials its shadow Deployments mount ("Secret/<name>", "ConfigMap/<name>").
+type shadowMounts map[string]map[string]bool
 
 // shadowUses reads the cache's shadow objects, by namespace.
-func (c *Collector) shadowUses(ctx context.Context) (map[string]*shadowUse, error) {
+func (c *Collector) shadowUses(ctx context.Context) (shadowMounts, error) {
 	objs, err := listShadowKinds(ctx, c.cache, client.MatchingLabels{inject.LabelManagedBy: inject.ManagedBy})
 	if err != nil {
 		return nil, err
 	}
-	uses := map[string]*shadowUse{}
+	uses := shadowMounts{}
 	for _, obj := range objs {
-		u := uses[obj.GetNamespace()]
-		if u == nil {
-			u = &shadowUse{mounts: map[string]bool{}}
-			uses[obj.GetNamespace()] = u
+		mounts := uses[obj.GetNamespace()]
+		if mounts == nil {
+			mounts = map[string]bool{}
+			uses[obj.GetNamespace()] = mounts
 		}
-		u.objects++
 		if d, ok := obj.(*appsv1.Deployment); ok {
 			for _, m := range mountedCredentials(&d.Spec.Template.Spec) {
-				u.mounts[m] = true
+				mounts[m] = true
 			}
 		}
 	}
@@ -210,7 +206,7 @@ func mountedCredentials(spec *corev1.PodSpec) []string {
 // have there that no cached shadow Deployment mounts, and keeps those shadowgate created, a
 // period ago or more. There is no list of Secrets: shadowgate may not list them, so each is
 // one metadata read, a namespace's few credential names at most.
-func (c *Collector) unusedCopies(ctx context.Context, lookIn map[string]bool, uses map[string]*shadowUse, now time.Time) (map[collectKey]objectVersion, error) {
+func (c *Collector) unusedCopies(ctx context.Context, lookIn map[string]bool, uses shadowMounts, now time.Time) (map[collectKey]objectVersion, error) {
 	pol := c.policies.Current()
 	if pol == nil {
 		return nil, nil
@@ -224,7 +220,7 @@ func (c *Collector) unusedCopies(ctx context.Context, lookIn map[string]bool, us
 	out := map[collectKey]objectVersion{}
 	for ns := range lookIn {
 		for kn := range names {
-			if u := uses[ns]; u != nil && u.mounts[kn] {
+			if uses[ns][kn] {
 				continue
 			}
 			kind, name, _ := strings.Cut(kn, "/")

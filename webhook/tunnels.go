@@ -300,16 +300,8 @@ func (t *TunnelReporter) shadowEvents(ctx context.Context, shadow *corev1.Pod) (
 // kubelet said when the mount failed.
 func (t *TunnelReporter) missingCredentials(ctx context.Context, shadow *corev1.Pod, evs []corev1.Event) ([]string, error) {
 	var missing []string
-	for _, v := range shadow.Spec.Volumes {
-		var kind, name string
-		switch {
-		case v.Secret != nil:
-			kind, name = "Secret", v.Secret.SecretName
-		case v.ConfigMap != nil:
-			kind, name = "ConfigMap", v.ConfigMap.Name
-		default:
-			continue
-		}
+	for _, mounted := range mountedCredentials(&shadow.Spec) {
+		kind, name, _ := strings.Cut(mounted, "/")
 		obj := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: kind}}
 		err := t.reader.Get(ctx, types.NamespacedName{Namespace: shadow.Namespace, Name: name}, obj)
 		switch {
