@@ -24,7 +24,7 @@ import (
 
 // render builds the shadow of pod under a policy document, failing the test when the policy
 // or the pod is refused or no shadow comes out.
-func render(t *testing.T, policyDoc string, pod *corev1.Pod) (*Shadow, []string) {
+func render(t testing.TB, policyDoc string, pod *corev1.Pod) (*Shadow, []string) {
 	t.Helper()
 	pol, errs := validate.ParsePolicy([]byte(policyDoc), validate.CredentialRules{})
 	if len(errs) > 0 {
@@ -49,7 +49,7 @@ func offloadedPod(name, namespace string, ports ...corev1.ContainerPort) *corev1
 }
 
 // container returns the named container of a Deployment, init or not.
-func container(t *testing.T, d *appsv1.Deployment, name string) corev1.Container {
+func container(t testing.TB, d *appsv1.Deployment, name string) corev1.Container {
 	t.Helper()
 	spec := d.Spec.Template.Spec
 	for _, c := range append(spec.InitContainers, spec.Containers...) {
@@ -73,27 +73,10 @@ type process struct {
 // environment, and each of its volume mounts emulated by a directory of mounts (mount path to
 // directory): every mount path in the environment is rewritten to that directory. extraEnv
 // (NAME=value) comes last, for the test-only knobs the scripts read.
-func runContainer(t *testing.T, c corev1.Container, mounts map[string]string, extraEnv ...string) *process {
+func runContainer(t testing.TB, c corev1.Container, mounts map[string]string, extraEnv ...string) *process {
 	t.Helper()
-	paths := make([]string, 0, len(c.VolumeMounts))
-	for _, m := range c.VolumeMounts {
-		if _, ok := mounts[m.MountPath]; !ok {
-			t.Fatalf("container %s mounts %s, which the test does not emulate", c.Name, m.MountPath)
-		}
-		paths = append(paths, m.MountPath)
-	}
-	// Longest first, so a mount inside another is rewritten as itself.
-	sort.Slice(paths, func(i, j int) bool { return len(paths[i]) > len(paths[j]) })
-	env := []string{"PATH=" + os.Getenv("PATH") + ":/usr/sbin", "LANG=C"}
-	for _, e := range c.Env {
-		v := e.Value
-		for _, p := range paths {
-			v = strings.ReplaceAll(v, p, mounts[p])
-		}
-		env = append(env, e.Name+"="+v)
-	}
 	p := &process{cmd: exec.Command(c.Command[0], c.Command[1:]...), out: &syncbuf.Buffer{}, exited: make(chan struct{})}
-	p.cmd.Env = append(env, extraEnv...)
+	p.cmd.Env = append(containerEnv(t, c, mounts), extraEnv...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := p.cmd.Start(); err != nil {
@@ -114,6 +97,30 @@ func runContainer(t *testing.T, c corev1.Container, mounts map[string]string, ex
 		}
 	})
 	return p
+}
+
+// containerEnv is a container's environment as runContainer gives it: PATH, then the
+// container's own variables with every mount path rewritten to its emulating directory.
+func containerEnv(t testing.TB, c corev1.Container, mounts map[string]string) []string {
+	t.Helper()
+	paths := make([]string, 0, len(c.VolumeMounts))
+	for _, m := range c.VolumeMounts {
+		if _, ok := mounts[m.MountPath]; !ok {
+			t.Fatalf("container %s mounts %s, which the test does not emulate", c.Name, m.MountPath)
+		}
+		paths = append(paths, m.MountPath)
+	}
+	// Longest first, so a mount inside another is rewritten as itself.
+	sort.Slice(paths, func(i, j int) bool { return len(paths[i]) > len(paths[j]) })
+	env := []string{"PATH=" + os.Getenv("PATH") + ":/usr/sbin", "LANG=C"}
+	for _, e := range c.Env {
+		v := e.Value
+		for _, p := range paths {
+			v = strings.ReplaceAll(v, p, mounts[p])
+		}
+		env = append(env, e.Name+"="+v)
+	}
+	return env
 }
 
 // wait returns the exit code once the process ends, failing the test after timeout.
@@ -172,7 +179,7 @@ func (p *process) children(t *testing.T, comm string) []int {
 
 // eventually retries check every 50ms until it returns nil, failing the test with its last
 // error after timeout.
-func eventually(t *testing.T, timeout time.Duration, check func() error) {
+func eventually(t testing.TB, timeout time.Duration, check func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -189,7 +196,7 @@ func eventually(t *testing.T, timeout time.Duration, check func() error) {
 
 // writeAtomically replaces a file the way kubelet updates a mounted ConfigMap: readers see
 // the old content or the new, never a part.
-func writeAtomically(t *testing.T, name, content string) {
+func writeAtomically(t testing.TB, name, content string) {
 	t.Helper()
 	tmp := name + ".tmp"
 	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {

@@ -52,18 +52,26 @@ type siteOptions struct {
 	bastionUnpinned bool
 	bastionPort     int    // the policy's Bastion.Port when not the bastion sshd's: one nothing listens on
 	discovery       string // NodeDiscovery, default configmap
+	// bench: node07 runs a benchServer (pathbench_test.go) on the port rather than HTTP
+	// servers on both nodes.
+	bench bool
 }
 
 const pollEnv = "SHADOW_POLL_INTERVAL=0.1"
 
-func newSite(t *testing.T, opt siteOptions) *site {
+func newSite(t testing.TB, opt siteOptions) *site {
 	t.Helper()
 	sshtest.Require(t, "ssh", "socat", "nc")
 	s := &site{login: sshtest.StartSSHD(t, opt.sshdConfig...), listen: sshtest.Loopback(t),
 		nodes: map[string]string{"node07": sshtest.NodeAddress(t), "node11": sshtest.NodeAddress(t)}}
 	s.port = sshtest.FreePort(t, s.nodes["node07"], s.nodes["node11"], s.listen)
 	for name, addr := range s.nodes {
-		sshtest.StartHTTP(t, addr, s.port, name)
+		switch {
+		case !opt.bench:
+			sshtest.StartHTTP(t, addr, s.port, name)
+		case name == "node07":
+			startBenchServer(t, addr, s.port)
+		}
 	}
 	knownHosts := ""
 	if opt.pinned {
@@ -110,12 +118,12 @@ func newSite(t *testing.T, opt siteOptions) *site {
 }
 
 // publish writes a compute node's address into the node file, as the virtual kubelet does.
-func (s *site) publish(t *testing.T, node string) {
+func (s *site) publish(t testing.TB, node string) {
 	t.Helper()
 	writeAtomically(t, s.nodeFile, s.nodes[node])
 }
 
-func (s *site) forward(t *testing.T) *process {
+func (s *site) forward(t testing.TB) *process {
 	t.Helper()
 	return runContainer(t, container(t, s.shadow.Deployment, containerForward), s.mounts,
 		"SHADOW_LISTEN_ADDRESS="+s.listen, pollEnv)
@@ -369,7 +377,7 @@ func (s *site) expectNodeTaken(t *testing.T, p *process, node string) {
 	}
 }
 
-func copyFile(t *testing.T, from, to string, mode os.FileMode) {
+func copyFile(t testing.TB, from, to string, mode os.FileMode) {
 	t.Helper()
 	data, err := os.ReadFile(from)
 	if err != nil {
@@ -380,7 +388,7 @@ func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 	}
 }
 
-func appendFile(t *testing.T, name, content string) {
+func appendFile(t testing.TB, name, content string) {
 	t.Helper()
 	f, err := os.OpenFile(name, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {

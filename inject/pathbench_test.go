@@ -1,0 +1,499 @@
+package inject
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The tunnel benchmarks (forward_bench_test.go, reverse_bench_test.go) measure a TCP path,
+// a shadow's tunnel or the plain ssh it is compared with, by what users of a notebook feel:
+// bulk throughput each way, the latency of small round trips, how fast new connections are
+// set up, and how many of a crowd of connections opened at once complete. Every path ends in
+// a benchServer, which speaks the little protocol below on each connection it accepts.
+
+// The first byte a client sends names what the connection is for.
+const (
+	opUpload   = 'U' // then 8 bytes of length and that many bytes; the server answers one byte
+	opDownload = 'D' // then 8 bytes of length; the server sends that many bytes
+	opEcho     = 'E' // then any traffic, echoed back as it arrives
+	opPing     = 'P' // the server answers one byte and closes: one connection's set-up
+	// opRequest: then requests of a 2-byte header and a 2-byte body, each written on its
+	// own, answered with one reply written at once: a client that writes twice before it
+	// reads, which Nagle's algorithm holds up until the peer's delayed ACK.
+	opRequest = 'R'
+)
+
+const (
+	bulkBytes     = 200 << 20 // each way, as the issue asks
+	roundTrips    = 1000
+	roundTripSize = 64
+	setups        = 50 // sequential new connections per measurement
+	requests      = 50 // write-write-read requests per measurement
+)
+
+// benchServer is the far end of a path: it speaks the protocol above on every connection.
+type benchServer struct {
+	ln net.Listener
+	wg sync.WaitGroup
+}
+
+// startBenchServer listens on addr:port (port 0: a free one) until the benchmark ends.
+func startBenchServer(tb testing.TB, addr string, port int) *benchServer {
+	tb.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
+	if err != nil {
+		tb.Fatalf("bench server: %v", err)
+	}
+	s := &benchServer{ln: ln}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.wg.Add(1)
+			go func() { defer s.wg.Done(); serveBench(c) }()
+		}
+	}()
+	tb.Cleanup(func() { ln.Close(); s.wg.Wait() })
+	return s
+}
+
+// Port is the port the server listens on.
+func (s *benchServer) Port() int { return s.ln.Addr().(*net.TCPAddr).Port }
+
+func serveBench(c net.Conn) {
+	defer c.Close()
+	var op [1]byte
+	if _, err := io.ReadFull(c, op[:]); err != nil {
+		return
+	}
+	switch op[0] {
+	case opUpload:
+		n, ok := readLength(c)
+		if ok {
+			if _, err := io.CopyN(io.Discard, c, n); err == nil {
+				_, _ = c.Write([]byte{1})
+			}
+		}
+	case opDownload:
+		if n, ok := readLength(c); ok {
+			_, _ = io.CopyN(c, zeros{}, n)
+		}
+	case opEcho:
+		_, _ = io.Copy(c, c)
+	case opPing:
+		_, _ = c.Write([]byte{1})
+	case opRequest:
+		var req [4]byte
+		for {
+			if _, err := io.ReadFull(c, req[:]); err != nil {
+				return
+			}
+			if _, err := c.Write(req[:]); err != nil {
+				return
+			}
+		}
+	}
+}
+
+func readLength(r io.Reader) (int64, bool) {
+	var b [8]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(b[:])), true
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// dialPath opens a connection to a path's entrance and says what it is for.
+func dialPath(addr string, op byte) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", addr, 30*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Write([]byte{op}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// pathFigures is one measurement of a path.
+type pathFigures struct {
+	upMiBps, downMiBps float64
+	rttP50, rttP99     time.Duration
+	setupPerSec        float64
+	requestP50         time.Duration // write-write-read, measureRequests
+}
+
+// measureBulk sends bulkBytes through the path and back, returning MiB/s each way.
+func measureBulk(addr string) (up, down float64, err error) {
+	length := make([]byte, 8)
+	binary.BigEndian.PutUint64(length, bulkBytes)
+	c, err := dialPath(addr, opUpload)
+	if err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	if _, err := c.Write(length); err != nil {
+		c.Close()
+		return 0, 0, err
+	}
+	if _, err := io.CopyN(c, zeros{}, bulkBytes); err != nil {
+		c.Close()
+		return 0, 0, fmt.Errorf("upload: %w", err)
+	}
+	var ack [1]byte
+	_, err = io.ReadFull(c, ack[:])
+	up = mibps(bulkBytes, time.Since(start))
+	c.Close()
+	if err != nil {
+		return 0, 0, fmt.Errorf("upload's answer: %w", err)
+	}
+
+	if c, err = dialPath(addr, opDownload); err != nil {
+		return 0, 0, err
+	}
+	defer c.Close()
+	start = time.Now()
+	if _, err := c.Write(length); err != nil {
+		return 0, 0, err
+	}
+	if _, err := io.CopyN(io.Discard, c, bulkBytes); err != nil {
+		return 0, 0, fmt.Errorf("download: %w", err)
+	}
+	return up, mibps(bulkBytes, time.Since(start)), nil
+}
+
+func mibps(n int64, d time.Duration) float64 { return float64(n) / (1 << 20) / d.Seconds() }
+
+// measureRoundTrips times roundTrips round trips of roundTripSize bytes over one connection.
+func measureRoundTrips(addr string) (p50, p99 time.Duration, err error) {
+	c, err := dialPath(addr, opEcho)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer c.Close()
+	buf := make([]byte, roundTripSize)
+	times := make([]time.Duration, 0, roundTrips)
+	for range roundTrips {
+		start := time.Now()
+		if _, err := c.Write(buf); err != nil {
+			return 0, 0, err
+		}
+		if _, err := io.ReadFull(c, buf); err != nil {
+			return 0, 0, err
+		}
+		times = append(times, time.Since(start))
+	}
+	return quantile(times, 0.5), quantile(times, 0.99), nil
+}
+
+// measureSetups opens setups connections one after the other, each waiting for the far
+// end's answer, and returns connections per second.
+func measureSetups(addr string) (float64, error) {
+	start := time.Now()
+	for range setups {
+		if err := ping(addr); err != nil {
+			return 0, err
+		}
+	}
+	return setups / time.Since(start).Seconds(), nil
+}
+
+// ping is one connection's set-up: connect, and wait for the far end's byte.
+func ping(addr string) error {
+	c, err := dialPath(addr, opPing)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var b [1]byte
+	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+	_, err = io.ReadFull(c, b[:])
+	return err
+}
+
+// measureRequests times requests write-write-read requests over one connection: the small
+// writes Nagle's algorithm holds back unless TCP_NODELAY is set on every hop.
+func measureRequests(addr string) (time.Duration, error) {
+	c, err := dialPath(addr, opRequest)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true) // the client's own writes go out at once; the path's hops are measured
+	}
+	var reply [4]byte
+	times := make([]time.Duration, 0, requests)
+	for range requests {
+		start := time.Now()
+		if _, err := c.Write([]byte("hd")); err != nil {
+			return 0, err
+		}
+		if _, err := c.Write([]byte("by")); err != nil {
+			return 0, err
+		}
+		if _, err := io.ReadFull(c, reply[:]); err != nil {
+			return 0, err
+		}
+		times = append(times, time.Since(start))
+	}
+	return quantile(times, 0.5), nil
+}
+
+// measurePath takes every figure of pathFigures through addr.
+func measurePath(addr string) (pathFigures, error) {
+	var f pathFigures
+	var err error
+	if f.upMiBps, f.downMiBps, err = measureBulk(addr); err != nil {
+		return f, fmt.Errorf("bulk: %w", err)
+	}
+	if f.rttP50, f.rttP99, err = measureRoundTrips(addr); err != nil {
+		return f, fmt.Errorf("round trips: %w", err)
+	}
+	if f.setupPerSec, err = measureSetups(addr); err != nil {
+		return f, fmt.Errorf("set-up: %w", err)
+	}
+	if f.requestP50, err = measureRequests(addr); err != nil {
+		return f, fmt.Errorf("write-write-read: %w", err)
+	}
+	return f, nil
+}
+
+// crowdResult is what became of connections opened all at once.
+type crowdResult struct {
+	completed int
+	errs      []error
+	wall      time.Duration
+}
+
+// measureCrowd opens n connections at once, each doing one round trip of 1 KiB after the
+// far end answers, and holds every one open until all have answered or failed: n channels
+// open at the same time, as a notebook's browser tab opens them.
+func measureCrowd(addr string, n int) crowdResult {
+	var (
+		mu      sync.Mutex
+		res     crowdResult
+		started = time.Now()
+		opened  sync.WaitGroup
+		release = make(chan struct{})
+	)
+	opened.Add(n)
+	var done sync.WaitGroup
+	for range n {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			err := func() error {
+				c, err := dialPath(addr, opEcho)
+				if err != nil {
+					opened.Done()
+					return err
+				}
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(2 * time.Minute))
+				buf := make([]byte, 1024)
+				_, err = c.Write(buf)
+				if err == nil {
+					_, err = io.ReadFull(c, buf)
+				}
+				opened.Done()
+				if err != nil {
+					return err
+				}
+				<-release
+				return nil
+			}()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				res.errs = append(res.errs, err)
+			} else {
+				res.completed++
+			}
+		}()
+	}
+	opened.Wait()
+	res.wall = time.Since(started)
+	close(release)
+	done.Wait()
+	return res
+}
+
+// summary is the first few distinct errors of a crowd, for a failure message.
+func (r crowdResult) summary() string {
+	seen := map[string]int{}
+	for _, err := range r.errs {
+		seen[err.Error()]++
+	}
+	var lines []string
+	for msg, n := range seen {
+		lines = append(lines, fmt.Sprintf("%dx %s", n, msg))
+	}
+	slices.Sort(lines)
+	if len(lines) > 5 {
+		lines = append(lines[:5], "...")
+	}
+	return strings.Join(lines, "; ")
+}
+
+func quantile(d []time.Duration, q float64) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func medianDuration(d []time.Duration) time.Duration {
+	v := make([]float64, len(d))
+	for i, x := range d {
+		v[i] = float64(x)
+	}
+	return time.Duration(median(v))
+}
+
+// pairedFigures collects the rounds of a path and its baseline, measured alternately.
+type pairedFigures struct {
+	path, base []pathFigures
+}
+
+// report gives the medians over the rounds as benchmark metrics: "<what>-<figure>" for the
+// path and for the baseline, and the ratios the issue's targets are written in.
+func (p pairedFigures) report(b *testing.B) {
+	b.Helper()
+	get := func(rounds []pathFigures, f func(pathFigures) float64) float64 {
+		v := make([]float64, len(rounds))
+		for i, r := range rounds {
+			v[i] = f(r)
+		}
+		return median(v)
+	}
+	figures := []struct {
+		name string
+		f    func(pathFigures) float64
+	}{
+		{"up-MiB/s", func(r pathFigures) float64 { return r.upMiBps }},
+		{"down-MiB/s", func(r pathFigures) float64 { return r.downMiBps }},
+		{"rtt-p50-us", func(r pathFigures) float64 { return float64(r.rttP50) / 1e3 }},
+		{"rtt-p99-us", func(r pathFigures) float64 { return float64(r.rttP99) / 1e3 }},
+		{"setup/s", func(r pathFigures) float64 { return r.setupPerSec }},
+		{"wwr-p50-us", func(r pathFigures) float64 { return float64(r.requestP50) / 1e3 }},
+	}
+	for _, fig := range figures {
+		b.ReportMetric(get(p.path, fig.f), "tunnel-"+fig.name)
+		b.ReportMetric(get(p.base, fig.f), "plain-"+fig.name)
+	}
+}
+
+// measurePaired measures path and base alternately for b.N rounds, the baseline first in
+// every other round, so a drift of the machine's load touches both alike.
+func measurePaired(b *testing.B, path, base string) pairedFigures {
+	b.Helper()
+	var p pairedFigures
+	for round := range b.N {
+		order := []string{path, base}
+		if round%2 == 1 {
+			order = []string{base, path}
+		}
+		for _, addr := range order {
+			f, err := measurePath(addr)
+			if err != nil {
+				b.Fatalf("through %s: %v", addr, err)
+			}
+			if addr == path {
+				p.path = append(p.path, f)
+			} else {
+				p.base = append(p.base, f)
+			}
+		}
+	}
+	return p
+}
+
+// groupMemory is the memory of every process of a process group, as the kernel charges a
+// container for it (the sum of proportional set sizes: a page shared by n processes counts
+// 1/n to each), in bytes.
+func groupMemory(pgid int) (int64, error) {
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, stat := range stats {
+		data, err := os.ReadFile(stat)
+		if err != nil {
+			continue // the process ended
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold spaces, so read after its ')'.
+		rest := string(data[strings.LastIndexByte(string(data), ')')+1:])
+		fields := strings.Fields(rest)
+		if len(fields) < 3 || fields[2] != strconv.Itoa(pgid) {
+			continue
+		}
+		total += pss(filepath.Join(filepath.Dir(stat), "smaps_rollup"))
+	}
+	return total, nil
+}
+
+// pss reads a process's Pss line from smaps_rollup, 0 when it is gone.
+func pss(rollup string) int64 {
+	data, err := os.ReadFile(rollup)
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, "Pss:"); ok {
+			kb, _ := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// peakMemory samples groupMemory of pgid until stop is closed and returns the highest.
+func peakMemory(pgid int, stop <-chan struct{}) <-chan int64 {
+	out := make(chan int64, 1)
+	go func() {
+		var peak int64
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if m, err := groupMemory(pgid); err == nil && m > peak {
+				peak = m
+			}
+			select {
+			case <-stop:
+				out <- peak
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return out
+}
