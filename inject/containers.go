@@ -63,6 +63,8 @@ const (
 	envPorts          = "SHADOW_PORTS"
 	envExecConnect    = "SHADOW_EXEC_CONNECT_COMMAND"
 	envExecRelay      = "SHADOW_EXEC_RELAY"
+	envExecLogins     = "SHADOW_EXEC_LOGINS"   // the most logins exec mode opens
+	envExecSessions   = "SHADOW_EXEC_SESSIONS" // relayed connections per login
 	envNodeConfigMap  = "SHADOW_NODE_CONFIGMAP"
 	envNodeWait       = "SHADOW_NODE_WAIT_TIMEOUT"
 	envNodeWaitSecs   = "SHADOW_NODE_WAIT_SECONDS"
@@ -123,7 +125,9 @@ func (b *builder) forwardContainer() corev1.Container {
 	}
 	extra := []corev1.EnvVar{env(EnvForwardMode, b.ssh.ForwardMode), env(envPorts, strings.Join(ports, " "))}
 	if b.ssh.ForwardMode == policy.ForwardModeExec {
-		extra = append(extra, env(envExecConnect, b.ssh.ExecConnectCommand), env(envExecRelay, scriptExecRelay.text))
+		// One channel of each login is left for the tunnel's checks.
+		extra = append(extra, env(envExecConnect, b.ssh.ExecConnectCommand), env(envExecRelay, scriptExecRelay.text),
+			env(envExecLogins, strconv.Itoa(b.ssh.ExecMaxLogins)), env(envExecSessions, strconv.Itoa(b.ssh.ExecSessionsPerLogin-1)))
 	}
 	c := b.sshContainer(containerForward, scriptForward, extra...)
 	c.Ports = containerPorts

@@ -50,7 +50,7 @@ var (
 // newAccount returns a local user of the tests. On first use it creates both (with useradd,
 // as root), with the password "*": no password logs in, yet sshd does not take the account
 // for a locked one, as it would with useradd's "!".
-func newAccount(t *testing.T, name string) account {
+func newAccount(t testing.TB, name string) account {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatalf("the reverse tunnel tests create the users %s and %s and run the job as them: run them as root", jobUser, otherUser)
@@ -81,7 +81,7 @@ func newAccount(t *testing.T, name string) account {
 }
 
 // sharedDir is a directory every account can use, like /tmp: mode 1777, removed after the test.
-func sharedDir(t *testing.T) string {
+func sharedDir(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "sgrev-")
 	if err != nil {

@@ -40,7 +40,7 @@ type script struct {
 var (
 	scriptWaitForNode = shadowScript("wait-for-node.sh")
 	scriptForward     = shadowScript("ssh-forward.sh")
-	scriptExecRelay   = shadowScript("exec-relay.sh")
+	scriptExecRelay   = mustScript("exec-relay.sh")
 	scriptKerberos    = shadowScript("kerberos.sh")
 )
 

@@ -55,6 +55,8 @@ type siteOptions struct {
 	// bench: node07 runs a benchServer (pathbench_test.go) on the port rather than HTTP
 	// servers on both nodes.
 	bench bool
+	// extraSSH is more of the policy's SSH block, one "Key: value" a line.
+	extraSSH string
 }
 
 const pollEnv = "SHADOW_POLL_INTERVAL=0.1"
@@ -62,8 +64,22 @@ const pollEnv = "SHADOW_POLL_INTERVAL=0.1"
 func newSite(t testing.TB, opt siteOptions) *site {
 	t.Helper()
 	sshtest.Require(t, "ssh", "socat", "nc")
-	s := &site{login: sshtest.StartSSHD(t, opt.sshdConfig...), listen: sshtest.Loopback(t),
+	sshdConfig, user, keys := opt.sshdConfig, "", ""
+	if opt.bench {
+		// The login account is one with a plain /bin/sh, as a site's service account is, not
+		// the account running the tests, whose shell start-up files every exec-mode channel
+		// would pay for; sshd reads its authorized_keys as that user.
+		user = newAccount(t, jobUser).name
+		keys = filepath.Join(sharedDir(t), "authorized_keys")
+		sshdConfig = append([]string{"AuthorizedKeysFile " + keys}, sshdConfig...)
+	}
+	s := &site{login: sshtest.StartSSHD(t, sshdConfig...), listen: sshtest.Loopback(t),
 		nodes: map[string]string{"node07": sshtest.NodeAddress(t), "node11": sshtest.NodeAddress(t)}}
+	if user == "" {
+		user = s.login.User
+	} else {
+		copyFile(t, s.login.ClientKey+".pub", keys, 0o644)
+	}
 	s.port = sshtest.FreePort(t, s.nodes["node07"], s.nodes["node11"], s.listen)
 	for name, addr := range s.nodes {
 		switch {
@@ -89,8 +105,8 @@ func newSite(t testing.TB, opt siteOptions) *site {
 	if discovery == "" {
 		discovery = policy.NodeDiscoveryConfigMap
 	}
-	doc := loginPolicy(s.login, s.login.User, fmt.Sprintf("ForwardMode: %s\nExecConnectCommand: %s\nNodeWaitTimeout: %s\nNodeDiscovery: %s\n%s",
-		opt.mode, connect, timeout, discovery, knownHosts))
+	doc := loginPolicy(s.login, user, fmt.Sprintf("ForwardMode: %s\nExecConnectCommand: %s\nNodeWaitTimeout: %s\nNodeDiscovery: %s\n%s\n%s",
+		opt.mode, connect, timeout, discovery, knownHosts, opt.extraSSH))
 	if opt.loginPort != 0 {
 		doc = strings.Replace(doc, fmt.Sprintf("Port: %d\n", s.login.Port), fmt.Sprintf("Port: %d\n", opt.loginPort), 1)
 	}
@@ -123,10 +139,10 @@ func (s *site) publish(t testing.TB, node string) {
 	writeAtomically(t, s.nodeFile, s.nodes[node])
 }
 
-func (s *site) forward(t testing.TB) *process {
+func (s *site) forward(t testing.TB, env ...string) *process {
 	t.Helper()
 	return runContainer(t, container(t, s.shadow.Deployment, containerForward), s.mounts,
-		"SHADOW_LISTEN_ADDRESS="+s.listen, pollEnv)
+		append([]string{"SHADOW_LISTEN_ADDRESS=" + s.listen, pollEnv}, env...)...)
 }
 
 // forwardTo publishes node, starts ssh-forward and waits until a request reaches that node.
@@ -286,10 +302,99 @@ func TestExecRelayWithoutItsControlMasterLogsInWithThePolicysOptions(t *testing.
 	relay.Name = "exec-relay"
 	relay.Command = []string{"sh", "-c", envValue(forward, envExecRelay), "exec-relay"}
 	p := runContainer(t, relay, s.mounts, "SHADOW_CONTROL_PATH="+filepath.Join(t.TempDir(), "no-master"),
-		"SHADOW_RELAY_COMMAND=echo relayed without a master")
+		"SHADOW_EXEC_SLOTS="+t.TempDir(), "SHADOW_RELAY_COMMAND=echo relayed without a master")
 	if code := p.wait(t, 10*time.Second); code != 0 || !strings.Contains(p.out.String(), "relayed without a master") {
 		t.Errorf("exec-relay without a master: exit code %d, output:\n%s", code, p.out)
 	}
+}
+
+// Exec mode carries more connections than one login has channels by opening more logins, up
+// to ExecMaxLogins, queues the rest until a channel is free, and closes a login once no
+// connection uses it.
+func TestExecModeOpensLoginsAsChannelsRunOutAndQueuesTheRest(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, siteOptions{mode: policy.ForwardModeExec, pinned: true, connect: "nc -q 1", bench: true,
+		sshdConfig: []string{"MaxSessions 2"}, extraSSH: "ExecSessionsPerLogin: 2\nExecMaxLogins: 3"})
+	s.publish(t, "node07")
+	s.forward(t, "SHADOW_CHECK_INTERVAL=1")
+	addr := net.JoinHostPort(s.listen, strconv.Itoa(s.port))
+	waitForPath(t, addr, nil)
+	logins := func() int { return strings.Count(s.login.Log(), "Accepted publickey") }
+	eventually(t, 10*time.Second, func() error {
+		if logins() != 1 {
+			return fmt.Errorf("%d logins, want the control master's alone", logins())
+		}
+		return nil
+	})
+
+	// Three logins of one relayed channel each: three connections held open at once use all.
+	var held []net.Conn
+	for i := range 3 {
+		c, err := dialPath(addr, opEcho)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		echo(t, c, fmt.Sprintf("held %d", i))
+		held = append(held, c)
+	}
+	if n := logins(); n != 3 {
+		t.Errorf("%d logins for three connections at once, want 3 (one channel each, one kept for checks)", n)
+	}
+	// A fourth waits for a channel rather than being reset, and is carried once one is free.
+	fourth, err := dialPath(addr, opEcho)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fourth.Close()
+	answered := make(chan error, 1)
+	go func() {
+		buf := []byte("queued")
+		if _, err := fourth.Write(buf); err != nil {
+			answered <- err
+			return
+		}
+		_ = fourth.SetReadDeadline(time.Now().Add(30 * time.Second))
+		_, err := io.ReadFull(fourth, buf)
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		t.Fatalf("the fourth connection was answered (%v) while every channel was held", err)
+	case <-time.After(2 * time.Second):
+	}
+	held[0].Close()
+	if err := <-answered; err != nil {
+		t.Fatalf("the queued connection, once a channel was free: %v", err)
+	}
+	if n := logins(); n != 3 {
+		t.Errorf("%d logins, want no more than ExecMaxLogins 3", n)
+	}
+	for _, c := range held[1:] {
+		c.Close()
+	}
+	fourth.Close()
+	// With no connection left, the logins beyond the first are closed by the next check.
+	eventually(t, 20*time.Second, func() error {
+		if n := strings.Count(s.login.Log(), "Disconnected from user"); n != 2 {
+			return fmt.Errorf("%d logins closed, want the 2 beyond the control master", n)
+		}
+		return nil
+	})
+}
+
+// echo writes msg through c and expects it back.
+func echo(t *testing.T, c net.Conn, msg string) {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := c.Write([]byte(msg)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != msg {
+		t.Fatalf("echo of %q: %q, %v", msg, buf, err)
+	}
+	_ = c.SetDeadline(time.Time{})
 }
 
 func TestLoginNodeWithoutTCPForwarding(t *testing.T) {

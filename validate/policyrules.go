@@ -199,6 +199,7 @@ func validateSSH(s *policy.SSH, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("ExecConnectCommand"), s.ExecConnectCommand, why+
 				"; it runs on the login node as <command> <node> <port>, so it must be nc, ncat or netcat (by name or absolute path) with at most -q N and -w N, such as nc, \"nc -q 1\" or /usr/bin/ncat"))
 		}
+		errs = append(errs, validateExecPool(s, p)...)
 	default:
 		errs = append(errs, field.NotSupported(p.Child("ForwardMode"), s.ForwardMode, []string{policy.ForwardModePortForward, policy.ForwardModeExec}))
 	}
@@ -251,6 +252,28 @@ func validateUser(p *field.Path, user string) field.ErrorList {
 	}
 	return field.ErrorList{field.Invalid(p, user,
 		"a login name has only letters, digits, '_', '.' and '-', does not start with '-' or '.', and has at most 64 characters")}
+}
+
+// Bounds of exec mode's pool of logins: one login carries ExecSessionsPerLogin - 1 relayed
+// connections (one channel is kept for the tunnel's checks), and a login node is never
+// asked for more than maxExecLogins logins by one shadow.
+const (
+	minExecSessions = 2
+	maxExecSessions = 1000
+	maxExecLogins   = 16
+)
+
+func validateExecPool(s *policy.SSH, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if s.ExecSessionsPerLogin < minExecSessions || s.ExecSessionsPerLogin > maxExecSessions {
+		errs = append(errs, field.Invalid(p.Child("ExecSessionsPerLogin"), s.ExecSessionsPerLogin, fmt.Sprintf(
+			"must be between %d and %d: set it to the login node's sshd MaxSessions (10 unless its sshd_config says otherwise)", minExecSessions, maxExecSessions)))
+	}
+	if s.ExecMaxLogins < 1 || s.ExecMaxLogins > maxExecLogins {
+		errs = append(errs, field.Invalid(p.Child("ExecMaxLogins"), s.ExecMaxLogins, fmt.Sprintf(
+			"must be between 1 and %d: it is how many logins one shadow may hold on the login node at once", maxExecLogins)))
+	}
+	return errs
 }
 
 func validatePort(p *field.Path, port int) field.ErrorList {

@@ -42,11 +42,19 @@ check_discovery
 node_poll=$(node_poll "$poll")
 [[ $listen =~ ^[0-9.]+$ ]] || fail TunnelDown "SHADOW_LISTEN_ADDRESS holds '${listen}', not an IPv4 address"
 if [[ $mode == exec ]]; then
+  exec_logins=${SHADOW_EXEC_LOGINS:?}
+  exec_sessions=${SHADOW_EXEC_SESSIONS:?}
+  [[ $exec_logins =~ ^[1-9][0-9]*$ ]] || fail TunnelDown "SHADOW_EXEC_LOGINS holds '$(printf '%s' "$exec_logins" | printable)', not a number of logins"
+  [[ $exec_sessions =~ ^[1-9][0-9]*$ ]] || fail TunnelDown "SHADOW_EXEC_SESSIONS holds '$(printf '%s' "$exec_sessions" | printable)', not a number of channels"
   valid_connect_command "${SHADOW_EXEC_CONNECT_COMMAND:?}" \
     || fail TunnelDown "SHADOW_EXEC_CONNECT_COMMAND holds '$(printf '%s' "$SHADOW_EXEC_CONNECT_COMMAND" | printable)', not nc, ncat or netcat with -q N or -w N"
 fi
 
 control=${state}/control
+# Exec mode's pool of channels (exec-relay): one slot file per channel in use, and the
+# connections waiting for one.
+slots=${state}/exec-slots
+exec_backlog=1024
 # The ssh session's stderr goes to the container's log and to ssh_err, which the checker reads
 # for the reason a channel failed (sshd's reason reaches the master, not the channel's client)
 # and the supervisor for why ssh exited.
@@ -84,11 +92,17 @@ start_exec() {
     kill -0 "${pids[0]}" 2>/dev/null || return 0 # the supervisor reports its exit
     sleep 0.2
   done
+  rm -rf -- "$slots"
+  mkdir -- "$slots"
   for port in "${ports[@]}"; do
     # socat starts ./exec-relay per connection with this environment; SOCAT_* tell it nothing
-    # it needs. Node and port are checked above, and quoted for the login node's shell.
-    SHADOW_CONTROL_PATH=$control SHADOW_RELAY_COMMAND="${SHADOW_EXEC_CONNECT_COMMAND} '${node}' '${port}'" \
-      socat "TCP4-LISTEN:${port},bind=${listen},fork,reuseaddr" EXEC:"sh ./exec-relay" &
+    # it needs. Node and port are checked above, and quoted for the login node's shell. It
+    # starts at most one relay per slot (max-children); connections beyond wait in the
+    # listener's backlog rather than being reset.
+    SHADOW_CONTROL_PATH=$control SHADOW_EXEC_SLOTS=$slots SHADOW_EXEC_LOGINS=$exec_logins \
+      SHADOW_EXEC_SESSIONS=$exec_sessions SHADOW_RELAY_COMMAND="${SHADOW_EXEC_CONNECT_COMMAND} '${node}' '${port}'" \
+      socat "TCP4-LISTEN:${port},bind=${listen},fork,reuseaddr,backlog=${exec_backlog},max-children=$((exec_logins * exec_sessions))" \
+      EXEC:"sh ./exec-relay" &
     pids+=("$!")
   done
   log "relaying ports ${ports[*]} to ${node} with '${SHADOW_EXEC_CONNECT_COMMAND}' on ${login_host}"
@@ -188,6 +202,7 @@ check_tunnel() {
   done
   while :; do
     check_ports "$1"
+    close_logins idle
     sleep "$check_interval"
   done
 }
@@ -202,7 +217,29 @@ start_tunnel() {
   checker=$!
 }
 
+# close_logins [idle] closes exec mode's logins beyond the first (exec-relay opens them): all
+# of them, or with idle those no relay holds a slot on. It first frees the slots and locks of
+# relays that are gone.
+close_logins() {
+  local file pid path login
+  [[ $mode == exec && -d $slots ]] || return 0
+  for file in "$slots"/*; do
+    [[ -f $file ]] || continue
+    pid=$(<"$file") || continue
+    [[ -z $pid ]] || kill -0 "$pid" 2>/dev/null || rm -f -- "$file"
+  done
+  for ((login = 1; login < exec_logins; login++)); do
+    path=${control}.${login}
+    [[ -S $path ]] || continue
+    if [[ ${1-} == idle ]]; then
+      compgen -G "${slots}/${login}.*" >/dev/null && continue
+    fi
+    ssh -o "ControlPath=${path}" -O exit -- "$login_host" 2>/dev/null || rm -f -- "$path"
+  done
+}
+
 stop_tunnel() {
+  close_logins
   stop_children "${pids[@]}" ${checker:+"$checker"}
   # tee ends once ssh, the last writer of its fifo, has gone.
   [[ -z $tee_pid ]] || wait "$tee_pid" 2>/dev/null || true

@@ -42,13 +42,17 @@ type Network struct {
 
 // SSH configures the SSH shadow.
 type SSH struct {
-	LoginHost            string   `json:"LoginHost"`
-	User                 string   `json:"User"`
-	Port                 int      `json:"Port"`
-	Image                string   `json:"Image"`
-	Auth                 string   `json:"Auth"`
-	ForwardMode          string   `json:"ForwardMode"`
-	ExecConnectCommand   string   `json:"ExecConnectCommand"`
+	LoginHost          string `json:"LoginHost"`
+	User               string `json:"User"`
+	Port               int    `json:"Port"`
+	Image              string `json:"Image"`
+	Auth               string `json:"Auth"`
+	ForwardMode        string `json:"ForwardMode"`
+	ExecConnectCommand string `json:"ExecConnectCommand"`
+	// ExecSessionsPerLogin is how many channels one login may carry: the login node's sshd
+	// MaxSessions. ExecMaxLogins bounds the logins exec mode opens as channels run out.
+	ExecSessionsPerLogin int      `json:"ExecSessionsPerLogin"`
+	ExecMaxLogins        int      `json:"ExecMaxLogins"`
 	KeySecret            string   `json:"KeySecret"`
 	KeySecretKey         string   `json:"KeySecretKey"`
 	KeytabSecret         string   `json:"KeytabSecret"`
@@ -149,6 +153,8 @@ func Defaults() VirtualNode {
 			Auth:                 AuthPublicKey,
 			ForwardMode:          ForwardModePortForward,
 			ExecConnectCommand:   "nc",
+			ExecSessionsPerLogin: 10, // sshd's default MaxSessions
+			ExecMaxLogins:        4,
 			KeySecretKey:         "id_ed25519",
 			KeytabSecretKey:      "user.keytab",
 			ReplicateCredentials: true,
