@@ -63,7 +63,7 @@ var scriptMarkers = map[string][]string{
 	"common.sh":          {markerCommonBegin},
 	"wait-for-node.sh":   {markerCommonInsert},
 	"ssh-forward.sh":     {markerCommonInsert},
-	"exec-relay.sh":      {markerCommonInsert},
+	"exec-relay.sh":      nil, // sh alone: it starts per connection, so it carries nothing it does not run
 	"kerberos.sh":        {markerCommonInsert},
 	"ssh-reverse.sh":     {markerCommonInsert},
 	"reverse-hop.sh":     {markerCommonInsert},
@@ -127,7 +127,7 @@ func TestSplicedScriptsHoldEachInsertOnce(t *testing.T) {
 		t.Error("the common functions hold common.sh's own header")
 	}
 	spliced := map[string]script{}
-	for _, s := range []script{scriptWaitForNode, scriptForward, scriptExecRelay, scriptKerberos, scriptReverse, scriptReverseHop} {
+	for _, s := range []script{scriptWaitForNode, scriptForward, scriptKerberos, scriptReverse, scriptReverseHop} {
 		spliced[s.name] = s
 		if n := strings.Count(s.text, commonFunctions); n != 1 {
 			t.Errorf("%s holds the common functions %d times, want once", s.name, n)
