@@ -61,6 +61,7 @@ func (s *site) reportCrowd(b *testing.B, p *process, path, base string) {
 	}
 	limits := container(b, s.shadow.Deployment, containerForward).Resources.Limits
 	limit := limits.Memory()
+	b.ReportMetric(crowdSize, "tunnel-crowd-opened")
 	b.ReportMetric(float64(crowd.completed), "tunnel-crowd-completed")
 	b.ReportMetric(crowd.wall.Seconds(), "tunnel-crowd-s")
 	b.ReportMetric(float64(mem)/(1<<20), "tunnel-crowd-peak-MiB")

@@ -1,6 +1,7 @@
 // Command bench is `make bench`: shadowgate measured in one run, printing one line per figure
 // (`BENCH <name> <value> <unit>`) and a summary of the targets of issue 7. In order: the Go
-// benchmarks of the in-process path, interleaved; `shadowgate serve` over HTTPS, driven by the
+// benchmarks of the in-process path, interleaved; the tunnels' data path (the shadow's scripts
+// and relay against plain ssh, tunnel.go); `shadowgate serve` over HTTPS, driven by the
 // load generator here; pod creates through a real kube-apiserver and etcd (e2e/harness) with
 // no webhook, with shadowgate and pods without shadows, and with shadows, interleaved; and a
 // burst of pods created at once, each checked for its shadow. Wall-clock figures depend on
@@ -31,6 +32,7 @@ type options struct {
 	root, shadowgate               string
 	goRounds                       int
 	goBenchtime                    time.Duration
+	tunnelRounds                   int
 	httpsRounds, httpsRate         int
 	httpsWorkers                   int
 	httpsDuration                  time.Duration
@@ -46,6 +48,7 @@ func main() {
 	flag.StringVar(&o.shadowgate, "shadowgate", "", "a shadowgate binary to measure instead of one built from -root (another version, for a before and after)")
 	flag.IntVar(&o.goRounds, "go-rounds", 5, "rounds of the Go benchmarks")
 	flag.DurationVar(&o.goBenchtime, "go-benchtime", time.Second, "-test.benchtime of each Go benchmark in each round")
+	flag.IntVar(&o.tunnelRounds, "tunnel-rounds", 3, "interleaved rounds of each tunnel benchmark and its baseline")
 	flag.IntVar(&o.httpsRounds, "https-rounds", 2, "rounds of each HTTPS measurement")
 	flag.IntVar(&o.httpsRate, "https-rate", 1000, "fixed offered load for the HTTPS latencies, requests per second")
 	flag.IntVar(&o.httpsWorkers, "https-workers", 8, "concurrent connections of the HTTPS throughput runs")
@@ -56,7 +59,7 @@ func main() {
 	flag.IntVar(&o.podsPer50, "pods-50", 200, "pods per batch with 50 clients")
 	flag.IntVar(&o.burst, "burst", 1000, "pods with shadows created at once at the end")
 	flag.IntVar(&o.burstClients, "burst-clients", 50, "concurrent clients creating the burst")
-	phases := flag.String("phases", "go,https,apiserver,burst", "what to measure, comma-separated")
+	phases := flag.String("phases", "go,tunnel,https,apiserver,burst", "what to measure, comma-separated")
 	flag.Parse()
 	o.phases = map[string]bool{}
 	for _, p := range strings.Split(*phases, ",") {
@@ -88,6 +91,12 @@ func run(o options) error {
 		r.Note("in-process: Go benchmarks, %d interleaved rounds of %s each", o.goRounds, o.goBenchtime)
 		if err := runGoBenchmarks(ctx, root, dir, o.goRounds, o.goBenchtime, r); err != nil {
 			return err
+		}
+	}
+	if o.phases["tunnel"] {
+		r.Note("tunnels: the shadow's scripts and relay against plain ssh, real OpenSSH on loopback, %d interleaved rounds; load average %s", o.tunnelRounds, bench.LoadAverage())
+		if err := runTunnelBenchmarks(ctx, root, dir, o.tunnelRounds, r); err != nil {
+			return fmt.Errorf("tunnels: %w", err)
 		}
 	}
 	if !o.phases["https"] && !o.phases["apiserver"] && !o.phases["burst"] {
