@@ -154,7 +154,7 @@ func (s *session) halfClose(ctx context.Context, execCmd Check) Check {
 	case ctx.Err() != nil:
 		c.Status = Warn
 		c.Detail = fmt.Sprintf("'%s %s' with no input was still connected to the login node's own sshd after %s: it does not pass the end of its input on", s.ssh.ExecConnectCommand, target, halfCloseWait)
-		c.Remedy = fmt.Sprintf("A protocol whose server answers only once the request has ended (a raw TCP request-response) hangs through ForwardMode exec on %s; HTTP does not. The cluster admin sets ExecConnectCommand to \"%s -q 1\" if this nc knows -q (it quits a second after its input ends).", s.in.Node, s.connectProgram())
+		c.Remedy = fmt.Sprintf("A protocol whose server answers only once the request has ended (a raw TCP request-response) hangs through ForwardMode exec on %s; HTTP does not. The cluster admin sets ExecConnectCommand to \"%[2]s -N\" if this nc knows -N (OpenBSD netcat: it passes the end of the input on), else \"%[2]s -q 1\" if it knows -q (it quits a second after its input ends, holding the channel that second).", s.in.Node, s.connectProgram())
 	case strings.Contains(res.out, "SSH-"):
 		c.Status = Pass
 		c.Detail = fmt.Sprintf("'%s %s' with no input ended after %s with the login node's sshd banner: the end of the client's data reaches the server", s.ssh.ExecConnectCommand, target, took)

@@ -91,11 +91,17 @@ func TestDoctorChecksOneSiteSettingEach(t *testing.T) {
 			},
 			want: map[string]want{CheckExecCommand: {Pass, ""}, CheckHalfClose: {Pass, ""}},
 		},
-		"in exec mode an nc that holds the connection after its input ends is a warning naming -q 1": {
+		"in exec mode nc -N passes the end of its input on to the server": {
+			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
+				in.Network.SSH.ForwardMode, in.Network.SSH.ExecConnectCommand = policy.ForwardModeExec, "nc -N"
+			},
+			want: map[string]want{CheckExecCommand: {Pass, ""}, CheckHalfClose: {Pass, ""}},
+		},
+		"in exec mode an nc that holds the connection after its input ends is a warning naming -N and -q 1": {
 			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
 				in.Network.SSH.ForwardMode, in.Network.SSH.ExecConnectCommand = policy.ForwardModeExec, "nc"
 			},
-			want: map[string]want{CheckExecCommand: {Pass, ""}, CheckHalfClose: {Warn, `"nc -q 1"`}},
+			want: map[string]want{CheckExecCommand: {Pass, ""}, CheckHalfClose: {Warn, `"nc -N" if this nc knows -N (OpenBSD netcat: it passes the end of the input on), else "nc -q 1"`}},
 		},
 		"in portforward mode the half-close of the exec connect command is not checked": {
 			want: map[string]want{CheckHalfClose: {Skip, "ForwardMode portforward"}},

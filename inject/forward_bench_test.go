@@ -29,7 +29,7 @@ const crowdSize = 200
 func BenchmarkTunnelForward(b *testing.B) {
 	for _, mode := range []string{policy.ForwardModePortForward, policy.ForwardModeExec} {
 		b.Run(mode, func(b *testing.B) {
-			s := newSite(b, siteOptions{mode: mode, pinned: true, connect: "nc -q 1", bench: true})
+			s := newSite(b, siteOptions{mode: mode, pinned: true, connect: "nc -N", bench: true})
 			s.publish(b, "node07")
 			p := s.forward(b)
 			path := net.JoinHostPort(s.listen, strconv.Itoa(s.port))

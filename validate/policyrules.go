@@ -197,7 +197,7 @@ func validateSSH(s *policy.SSH, p *field.Path) field.ErrorList {
 	case policy.ForwardModeExec:
 		if ok, why := syntax.ConnectCommand(s.ExecConnectCommand); !ok {
 			errs = append(errs, field.Invalid(p.Child("ExecConnectCommand"), s.ExecConnectCommand, why+
-				"; it runs on the login node as <command> <node> <port>, so it must be nc, ncat or netcat (by name or absolute path) with at most -q N and -w N, such as nc, \"nc -q 1\" or /usr/bin/ncat"))
+				"; it runs on the login node as <command> <node> <port>, so it must be nc, ncat or netcat (by name or absolute path) with at most -N, -q N and -w N, such as nc, \"nc -N\", \"nc -q 1\" or /usr/bin/ncat"))
 		}
 		errs = append(errs, validateExecPool(s, p)...)
 	default:

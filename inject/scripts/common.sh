@@ -379,8 +379,8 @@ valid_seconds() {
 }
 
 # valid_connect_command COMMAND accepts ExecConnectCommand by the webhook's rule (validate/syntax's
-# ConnectCommand): nc, ncat or netcat, by name or absolute path, then at most one each of -q N
-# and -w N, between single spaces. The login node's shell runs it as COMMAND 'node' 'port', so
+# ConnectCommand): nc, ncat or netcat, by name or absolute path, then at most one each of -N,
+# -q N and -w N, between single spaces. The login node's shell runs it as COMMAND 'node' 'port', so
 # a wrapper (sh -c, env, timeout, socat) would make the compute node a command there.
 # validate/syntax/testdata/connect-commands.txt is the table both sides are tested with.
 valid_connect_command() {
@@ -403,15 +403,16 @@ valid_connect_command() {
     vc_rest=${vc_rest# }
     vc_opt=${vc_rest%% *}
     vc_rest=${vc_rest#"$vc_opt"}
-    vc_rest=${vc_rest# }
-    vc_n=${vc_rest%% *}
-    vc_rest=${vc_rest#"$vc_n"}
     case $vc_opt in
-      -q | -w) ;;
+      -N | -q | -w) ;;
       *) return 1 ;;
     esac
     case $vc_seen in *"$vc_opt"*) return 1 ;; esac
     vc_seen="$vc_seen $vc_opt"
+    [ "$vc_opt" != -N ] || continue
+    vc_rest=${vc_rest# }
+    vc_n=${vc_rest%% *}
+    vc_rest=${vc_rest#"$vc_n"}
     case $vc_n in
       '' | *[!0-9]* | ?????*) return 1 ;;
     esac

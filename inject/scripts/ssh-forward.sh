@@ -47,7 +47,7 @@ if [[ $mode == exec ]]; then
   [[ $exec_logins =~ ^[1-9][0-9]*$ ]] || fail TunnelDown "SHADOW_EXEC_LOGINS holds '$(printf '%s' "$exec_logins" | printable)', not a number of logins"
   [[ $exec_sessions =~ ^[1-9][0-9]*$ ]] || fail TunnelDown "SHADOW_EXEC_SESSIONS holds '$(printf '%s' "$exec_sessions" | printable)', not a number of channels"
   valid_connect_command "${SHADOW_EXEC_CONNECT_COMMAND:?}" \
-    || fail TunnelDown "SHADOW_EXEC_CONNECT_COMMAND holds '$(printf '%s' "$SHADOW_EXEC_CONNECT_COMMAND" | printable)', not nc, ncat or netcat with -q N or -w N"
+    || fail TunnelDown "SHADOW_EXEC_CONNECT_COMMAND holds '$(printf '%s' "$SHADOW_EXEC_CONNECT_COMMAND" | printable)', not nc, ncat or netcat with -N, -q N or -w N"
 fi
 
 control=${state}/control
@@ -101,7 +101,7 @@ start_exec() {
     # listener's backlog rather than being reset.
     SHADOW_CONTROL_PATH=$control SHADOW_EXEC_SLOTS=$slots SHADOW_EXEC_LOGINS=$exec_logins \
       SHADOW_EXEC_SESSIONS=$exec_sessions SHADOW_RELAY_COMMAND="${SHADOW_EXEC_CONNECT_COMMAND} '${node}' '${port}'" \
-      socat "TCP4-LISTEN:${port},bind=${listen},fork,reuseaddr,backlog=${exec_backlog},max-children=$((exec_logins * exec_sessions))" \
+      socat -b 131072 "TCP4-LISTEN:${port},bind=${listen},fork,reuseaddr,backlog=${exec_backlog},max-children=$((exec_logins * exec_sessions))" \
       EXEC:"sh ./exec-relay" &
     pids+=("$!")
   done

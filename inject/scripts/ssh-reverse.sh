@@ -53,7 +53,7 @@ node_poll_whole=${node_poll%.*}
 valid_port "${SHADOW_REVERSE_NODE_PORT:-22}" || fail TunnelDown "SHADOW_REVERSE_NODE_PORT is not a port"
 if [[ ${SHADOW_FORWARD_MODE:?} == exec ]]; then
   valid_connect_command "${SHADOW_EXEC_CONNECT_COMMAND:?}" \
-    || fail TunnelDown "SHADOW_EXEC_CONNECT_COMMAND holds '$(printf '%s' "$SHADOW_EXEC_CONNECT_COMMAND" | printable)', not nc, ncat or netcat with -q N or -w N"
+    || fail TunnelDown "SHADOW_EXEC_CONNECT_COMMAND holds '$(printf '%s' "$SHADOW_EXEC_CONNECT_COMMAND" | printable)', not nc, ncat or netcat with -N, -q N or -w N"
 fi
 if [[ $node_exec == srun ]]; then
   # squeue -n "" would list every job of the user: the first one is not necessarily this pod's.

@@ -26,7 +26,8 @@ var (
 
 // ConnectCommand reports whether s may be ExecConnectCommand, which the login node's shell runs
 // as `<s> '<node>' '<port>'`, and why not: nc, ncat or netcat, by name or absolute path, then at
-// most one each of -q N and -w N (N of at most four digits), words separated by single spaces.
+// most one each of -N (OpenBSD netcat: shut the connection down for writing when the input
+// ends), -q N and -w N (N of at most four digits), words separated by single spaces.
 // common.sh's valid_connect_command is the same rule; testdata/connect-commands.txt holds the
 // table both are tested with.
 func ConnectCommand(s string) (ok bool, reason string) {
@@ -41,17 +42,21 @@ func ConnectCommand(s string) (ok bool, reason string) {
 		return false, fmt.Sprintf("%q is not nc, ncat or netcat, by name or absolute path", prog)
 	}
 	seen := map[string]bool{}
-	for rest := words[1:]; len(rest) > 0; rest = rest[2:] {
+	for rest := words[1:]; len(rest) > 0; {
 		opt := rest[0]
 		switch {
 		case opt == "-e" || opt == "-c" || strings.HasPrefix(opt, "--") && strings.HasSuffix(opt, "exec"):
 			return false, fmt.Sprintf("%s runs a program for the connection", opt)
-		case opt != "-q" && opt != "-w":
-			return false, fmt.Sprintf("%q is not -q N or -w N, the only options admitted", opt)
+		case opt != "-q" && opt != "-w" && opt != "-N":
+			return false, fmt.Sprintf("%q is not -N, -q N or -w N, the only options admitted", opt)
 		case seen[opt]:
 			return false, fmt.Sprintf("%s is given twice", opt)
+		case opt == "-N":
+			rest = rest[1:]
 		case len(rest) < 2 || !connectNumber.MatchString(rest[1]):
 			return false, fmt.Sprintf("%s must be followed by a number of seconds of at most four digits", opt)
+		default:
+			rest = rest[2:]
 		}
 		seen[opt] = true
 	}
