@@ -13,8 +13,18 @@ import (
 // CreatePods creates pods with n concurrent clients taking the next pod as each finishes, and
 // returns each create's latency, the wall time of them all, and the errors of those that failed.
 func CreatePods(ctx context.Context, cs kubernetes.Interface, pods []*corev1.Pod, n int) ([]time.Duration, time.Duration, []error) {
-	latencies := make([]time.Duration, len(pods))
-	errs := make([]error, len(pods))
+	return Concurrently(len(pods), n, func(i int) error {
+		_, err := cs.CoreV1().Pods(pods[i].Namespace).Create(ctx, pods[i], metav1.CreateOptions{})
+		return err
+	})
+}
+
+// Concurrently runs do for 0..count-1 with n concurrent clients taking the next index as each
+// finishes, and returns each call's latency, the wall time of them all, and the errors of the
+// calls that failed.
+func Concurrently(count, n int, do func(i int) error) ([]time.Duration, time.Duration, []error) {
+	latencies := make([]time.Duration, count)
+	errs := make([]error, count)
 	next := make(chan int)
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -22,12 +32,12 @@ func CreatePods(ctx context.Context, cs kubernetes.Interface, pods []*corev1.Pod
 		wg.Go(func() {
 			for i := range next {
 				t := time.Now()
-				_, errs[i] = cs.CoreV1().Pods(pods[i].Namespace).Create(ctx, pods[i], metav1.CreateOptions{})
+				errs[i] = do(i)
 				latencies[i] = time.Since(t)
 			}
 		})
 	}
-	for i := range pods {
+	for i := range count {
 		next <- i
 	}
 	close(next)

@@ -20,8 +20,12 @@ import (
 // (public-key login, reverse tunnel enabled).
 const Node = "hpc-vk"
 
-// Forwards is what a pod asking for the reverse tunnel asks: the user guide's trainer.
-const Forwards = "minio.user.svc.cluster.local:9000 6443:kubernetes.default.svc.cluster.local:443"
+// Forwards is what a pod of namespace asking for the reverse tunnel asks: the user guide's
+// trainer's, a Service of its own namespace and the API server, both destinations the example
+// policy allows.
+func Forwards(namespace string) string {
+	return "minio." + namespace + ".svc.cluster.local:9000 6443:kubernetes.default.svc.cluster.local:443"
+}
 
 // TypicalPod is an offloaded pod as the API server sends it to the webhooks: the user guide's
 // notebook with the fields the API server defaults, a few variables and resources. With a
@@ -113,7 +117,7 @@ func offloadedPod(name, namespace string, containers, envPerContainer int, withP
 		pod.Spec.Containers = append(pod.Spec.Containers, c)
 	}
 	if reverse {
-		pod.Annotations["interlink.eu/reverse-forwards"] = Forwards
+		pod.Annotations["interlink.eu/reverse-forwards"] = Forwards(namespace)
 	}
 	return pod
 }

@@ -142,7 +142,12 @@ func run(o options) error {
 		return err
 	}
 	apiserverPID, etcdPID := cp.PIDs()
-	load := &apiServerLoad{cs: cs, sg: sg, namespace: "bench", pids: []int{apiserverPID, etcdPID, sg.PID()}, processes: []string{"apiserver", "etcd", "shadowgate"}, hooked: true}
+	vk, err := newVKWay(root, cfg)
+	if err != nil {
+		return err
+	}
+	load := &apiServerLoad{cs: cs, sg: sg, vk: vk, namespace: "bench", pids: []int{apiserverPID, etcdPID, sg.PID()},
+		processes: []string{"apiserver", "etcd", "shadowgate"}, hooked: true, last: map[string]string{}}
 	if o.phases["apiserver"] {
 		r.Note("API server: pod creates, %d interleaved rounds; CPU per pod is kube-apiserver + etcd + shadowgate; load average %s", o.apiRounds, bench.LoadAverage())
 		podsPer := map[int]int{1: o.podsPer1, 10: o.podsPer10, 50: o.podsPer50}
