@@ -29,10 +29,14 @@ var (
 
 // preExecBody is the constant part of the snippet: the functions after the file's
 // markerPreExecBegin line, with the relay's source in place of its markerRelayInsert line,
-// in a quoted here-document so the shell expands nothing in it.
+// in a quoted here-document so the shell expands nothing in it; both without what only a
+// reader of the source needs (minifiedShell, pythonWithoutDocs).
 var preExecBody = splice("scripts/reverse-preexec.sh",
-	after("scripts/reverse-preexec.sh", preExecFunctions, markerPreExecBegin),
-	markerRelayInsert, relayPy)
+	minifiedShell("scripts/reverse-preexec.sh", after("scripts/reverse-preexec.sh", preExecFunctions, markerPreExecBegin)),
+	markerRelayInsert, carriedRelay)
+
+// carriedRelay is the relay as the snippet carries it, without its docstrings.
+var carriedRelay = pythonWithoutDocs("relay/relay.py", relayPy)
 
 // shellWord matches values that can stand between single quotes as they are. Everything the
 // snippet is called with has been validated to this already; a value that is not is refused,

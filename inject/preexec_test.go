@@ -101,7 +101,7 @@ func TestPreExecRefusesAValueItWouldHaveToEscape(t *testing.T) {
 	}
 }
 
-func TestPreExecHoldsTheRelayVerbatim(t *testing.T) {
+func TestPreExecHoldsTheCarriedRelayVerbatim(t *testing.T) {
 	if !strings.Contains(preExecBody, "<<'"+relayHeredoc+"'") {
 		t.Fatalf("the snippet does not quote the relay's here-document %s", relayHeredoc)
 	}
@@ -110,8 +110,8 @@ func TestPreExecHoldsTheRelayVerbatim(t *testing.T) {
 			t.Fatalf("relay.py has a line %s, which would end its here-document early", relayHeredoc)
 		}
 	}
-	if !strings.Contains(preExecBody, relayPy) {
-		t.Error("the snippet does not hold relay.py as it is")
+	if !strings.Contains(preExecBody, carriedRelay) {
+		t.Error("the snippet does not hold relay.py, without its docstrings, as it is")
 	}
 }
 

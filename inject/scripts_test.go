@@ -154,8 +154,8 @@ func TestSplicedScriptsHoldEachInsertOnce(t *testing.T) {
 			}
 		}
 	}
-	if n := strings.Count(preExecBody, relayPy); n != 1 {
-		t.Errorf("the pre-exec snippet holds relay.py %d times, want once", n)
+	if n := strings.Count(preExecBody, carriedRelay); n != 1 {
+		t.Errorf("the pre-exec snippet holds the carried relay %d times, want once", n)
 	}
 	if strings.Contains(preExecBody, "# shellcheck shell=sh") {
 		t.Error("the pre-exec snippet holds reverse-preexec.sh's own header")
