@@ -295,7 +295,7 @@ func (a *Applier) writes(dryRun bool) client.Client {
 
 // applyObject server-side applies obj and reports whether it existed before: the API server
 // answers an apply that created its object with 201 (dry run or not), so no read beforehand
-// is needed. An object this call brought into being is recorded in created, so a failure can
+// is needed; it sends back the object's metadata only (withAnswerMetadataOnly). An object this call brought into being is recorded in created, so a failure can
 // take it back; a namespace is not, as other pods' shadows may have gone into it meanwhile.
 func (a *Applier) applyObject(ctx context.Context, obj client.Object, dryRun bool, created *createdObjects) (bool, error) {
 	u, err := toApply(obj, a.scheme)
@@ -303,9 +303,13 @@ func (a *Applier) applyObject(ctx context.Context, obj client.Object, dryRun boo
 		return false, err
 	}
 	var status int
-	if err := a.writes(dryRun).Apply(withStatusRecorded(ctx, &status), client.ApplyConfigurationFromUnstructured(u), client.ForceOwnership); err != nil {
-		return false, fmt.Errorf("applying %s: %w", describeObject(u.GetKind(), obj), err)
+	gvk := u.GroupVersionKind()
+	if err := a.writes(dryRun).Apply(withAnswerMetadataOnly(ctx, &status), client.ApplyConfigurationFromUnstructured(u), client.ForceOwnership); err != nil {
+		return false, fmt.Errorf("applying %s: %w", describeObject(gvk.Kind, obj), err)
 	}
+	// u now holds the answer, the stored object's metadata (its UID, for remove), as a
+	// PartialObjectMetadata: it is the object's again.
+	u.SetGroupVersionKind(gvk)
 	existed := status != http.StatusCreated
 	if _, isNamespace := obj.(*corev1.Namespace); !existed && !dryRun && !isNamespace {
 		created.add(u)
