@@ -7,10 +7,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -121,9 +123,41 @@ type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 
-// dialPath opens a connection to a path's entrance and says what it is for.
+// pathUsers holds the paths whose entrance lets in only one user's connections, address to
+// uid: a reverse tunnel's relay passes on only those of its job's user (dialPath connects
+// as that user).
+var pathUsers sync.Map
+
+// connectAs makes every connection the measurements open to addr one of uid's, until the
+// benchmark ends.
+func connectAs(tb testing.TB, addr string, uid uint32) {
+	pathUsers.Store(addr, uid)
+	tb.Cleanup(func() { pathUsers.Delete(addr) })
+}
+
+// dialTCPAs opens a TCP connection to addr whose socket belongs to uid, for a process running as
+// root. A socket belongs to the filesystem uid of the thread that creates it (the uid that
+// /proc/net/tcp and sock_diag show), and setfsuid changes only the calling thread's: so the
+// goroutine holds its thread, creates the socket there as uid, and gives the thread back as
+// root.
+func dialTCPAs(network string, uid uint32, addr string, timeout time.Duration) (net.Conn, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	syscall.RawSyscall(syscall.SYS_SETFSUID, uintptr(uid), 0, 0)
+	defer syscall.RawSyscall(syscall.SYS_SETFSUID, 0, 0, 0)
+	return net.DialTimeout(network, addr, timeout)
+}
+
+// dialPath opens a connection to a path's entrance, as its user when pathUsers names one,
+// and says what it is for.
 func dialPath(addr string, op byte) (net.Conn, error) {
-	c, err := net.DialTimeout("tcp", addr, 30*time.Second)
+	var c net.Conn
+	var err error
+	if uid, ok := pathUsers.Load(addr); ok {
+		c, err = dialTCPAs("tcp", uid.(uint32), addr, 30*time.Second)
+	} else {
+		c, err = net.DialTimeout("tcp", addr, 30*time.Second)
+	}
 	if err != nil {
 		return nil, err
 	}
