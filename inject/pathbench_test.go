@@ -410,7 +410,15 @@ type pairedFigures struct {
 // path and for the baseline, and the ratios the targets are written in.
 func (p pairedFigures) report(b *testing.B) {
 	b.Helper()
-	get := func(rounds []pathFigures, f func(pathFigures) float64) float64 {
+	reportFigures(b, "tunnel-", p.path)
+	reportFigures(b, "plain-", p.base)
+}
+
+// reportFigures gives the medians of a path's rounds as benchmark metrics, each named prefix
+// and the figure.
+func reportFigures(b *testing.B, prefix string, rounds []pathFigures) {
+	b.Helper()
+	get := func(f func(pathFigures) float64) float64 {
 		v := make([]float64, len(rounds))
 		for i, r := range rounds {
 			v[i] = f(r)
@@ -429,8 +437,7 @@ func (p pairedFigures) report(b *testing.B) {
 		{"wwr-p50-us", func(r pathFigures) float64 { return float64(r.requestP50) / 1e3 }},
 	}
 	for _, fig := range figures {
-		b.ReportMetric(get(p.path, fig.f), "tunnel-"+fig.name)
-		b.ReportMetric(get(p.base, fig.f), "plain-"+fig.name)
+		b.ReportMetric(get(fig.f), prefix+fig.name)
 	}
 }
 
@@ -438,25 +445,26 @@ func (p pairedFigures) report(b *testing.B) {
 // every other round, so a drift of the machine's load touches both alike.
 func measurePaired(b *testing.B, path, base string) pairedFigures {
 	b.Helper()
-	var p pairedFigures
+	rounds := measureInterleaved(b, path, base)
+	return pairedFigures{path: rounds[0], base: rounds[1]}
+}
+
+// measureInterleaved measures every path of addrs once a round for b.N rounds, each round
+// starting one path further along, and returns each path's rounds in the order of addrs.
+func measureInterleaved(b *testing.B, addrs ...string) [][]pathFigures {
+	b.Helper()
+	rounds := make([][]pathFigures, len(addrs))
 	for round := range b.N {
-		order := []string{path, base}
-		if round%2 == 1 {
-			order = []string{base, path}
-		}
-		for _, addr := range order {
-			f, err := measurePath(addr)
+		for k := range addrs {
+			i := (round + k) % len(addrs)
+			f, err := measurePath(addrs[i])
 			if err != nil {
-				b.Fatalf("through %s: %v", addr, err)
+				b.Fatalf("through %s: %v", addrs[i], err)
 			}
-			if addr == path {
-				p.path = append(p.path, f)
-			} else {
-				p.base = append(p.base, f)
-			}
+			rounds[i] = append(rounds[i], f)
 		}
 	}
-	return p
+	return rounds
 }
 
 // groupMemory is the memory of every process of a process group, as the kernel charges a
