@@ -33,6 +33,10 @@ const (
 	// own, answered with one reply written at once: a client that writes twice before it
 	// reads, which Nagle's algorithm holds up until the peer's delayed ACK.
 	opRequest = 'R'
+	// opSplitReply: requests as opRequest, each answered in two writes of 2 bytes, as a
+	// server writes a header and then a body: the relay passes each on as it comes, and
+	// without TCP_NODELAY its second waits for the client's ACK of the first.
+	opSplitReply = 'S'
 )
 
 const (
@@ -98,11 +102,21 @@ func serveBench(c net.Conn) {
 		_, _ = io.Copy(c, c)
 	case opPing:
 		_, _ = c.Write([]byte{1})
-	case opRequest:
+	case opRequest, opSplitReply:
 		var req [4]byte
 		for {
 			if _, err := io.ReadFull(c, req[:]); err != nil {
 				return
+			}
+			if op[0] == opSplitReply {
+				if _, err := c.Write(req[:2]); err != nil {
+					return
+				}
+				time.Sleep(time.Millisecond) // the two parts travel apart, as a slow server's do
+				if _, err := c.Write(req[2:]); err != nil {
+					return
+				}
+				continue
 			}
 			if _, err := c.Write(req[:]); err != nil {
 				return
@@ -266,8 +280,12 @@ func ping(addr string) error {
 
 // measureRequests times requests write-write-read requests over one connection: the small
 // writes Nagle's algorithm holds back unless TCP_NODELAY is set on every hop.
-func measureRequests(addr string) (time.Duration, error) {
-	c, err := dialPath(addr, opRequest)
+func measureRequests(addr string) (time.Duration, error) { return measureRequestsOp(addr, opRequest) }
+
+// measureRequestsOp is measureRequests with the server's answer of op: opRequest or
+// opSplitReply.
+func measureRequestsOp(addr string, op byte) (time.Duration, error) {
+	c, err := dialPath(addr, op)
 	if err != nil {
 		return 0, err
 	}

@@ -87,31 +87,38 @@ func (s *reverseSite) plainReverse(b *testing.B) (plain, hop string) {
 
 // reportNagle measures the write-write-read request through the relay of path, which sets
 // TCP_NODELAY, and through a second tunnel whose relay leaves Nagle's algorithm on
-// (SHADOW_RELAY_NODELAY=0), alternately for b.N rounds: "relay-nodelay-" and "relay-nagle-".
+// (SHADOW_RELAY_NODELAY=0), alternately for b.N rounds: "relay-nodelay-" and "relay-nagle-";
+// and the same with the answer in two writes (opSplitReply), where the relay's own sends are
+// what Nagle's algorithm holds.
 func reportNagle(b *testing.B, path string) {
 	b.Helper()
 	s := newReverseSite(b, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH, bench: true})
 	nagle := s.benchTunnel(b, "SHADOW_RELAY_NODELAY=0")
-	var nodelay, held []time.Duration
-	for round := range b.N {
-		order := []string{path, nagle}
-		if round%2 == 1 {
-			order = []string{nagle, path}
-		}
-		for _, addr := range order {
-			d, err := measureRequests(addr)
-			if err != nil {
-				b.Fatalf("write-write-read through %s: %v", addr, err)
+	for _, fig := range []struct {
+		op   byte
+		name string
+	}{{opRequest, "wwr"}, {opSplitReply, "split-reply"}} {
+		var nodelay, held []time.Duration
+		for round := range b.N {
+			order := []string{path, nagle}
+			if round%2 == 1 {
+				order = []string{nagle, path}
 			}
-			if addr == path {
-				nodelay = append(nodelay, d)
-			} else {
-				held = append(held, d)
+			for _, addr := range order {
+				d, err := measureRequestsOp(addr, fig.op)
+				if err != nil {
+					b.Fatalf("%s through %s: %v", fig.name, addr, err)
+				}
+				if addr == path {
+					nodelay = append(nodelay, d)
+				} else {
+					held = append(held, d)
+				}
 			}
 		}
+		b.ReportMetric(float64(medianDuration(nodelay))/1e3, "relay-nodelay-"+fig.name+"-p50-us")
+		b.ReportMetric(float64(medianDuration(held))/1e3, "relay-nagle-"+fig.name+"-p50-us")
 	}
-	b.ReportMetric(float64(medianDuration(nodelay))/1e3, "relay-nodelay-wwr-p50-us")
-	b.ReportMetric(float64(medianDuration(held))/1e3, "relay-nagle-wwr-p50-us")
 }
 
 // shellQuote quotes a word for sh, as ssh runs a ProxyCommand.

@@ -20,8 +20,8 @@ import (
 // its plain-ssh baseline in the same round. Each reports its medians over the rounds as
 // metrics named "tunnel-<figure>" and "plain-<figure>"; the reverse tunnel also "hop-<figure>",
 // plain ssh -R through the login node inside a second ssh (the double hop its session takes),
-// and "relay-nodelay-wwr-p50-us" and "relay-nagle-wwr-p50-us", the write-write-read request
-// through its relay with and without TCP_NODELAY.
+// and "relay-{nodelay,nagle}-{wwr,split-reply}-p50-us", the write-write-read request and a
+// reply in two writes through its relay with and without TCP_NODELAY.
 const tunnelBenchmarks = "^BenchmarkTunnel"
 
 // pathFigures are the figures measured of both a tunnel and its baseline.
@@ -145,6 +145,9 @@ func reportTunnels(results map[string]metrics, r *bench.Report) {
 		}
 		if nagle, ok := m["relay-nagle-wwr-p50-us"]; ok {
 			r.Info(path+": write-write-read through the relay, TCP_NODELAY", fmt.Sprintf("%.0fus with, %.0fus without (Nagle)", m["relay-nodelay-wwr-p50-us"], nagle))
+		}
+		if nagle, ok := m["relay-nagle-split-reply-p50-us"]; ok {
+			r.Info(path+": a reply in two writes through the relay, TCP_NODELAY", fmt.Sprintf("%.0fus with, %.0fus without (Nagle)", m["relay-nodelay-split-reply-p50-us"], nagle))
 		}
 		if opened, ok := m["tunnel-crowd-opened"]; ok {
 			done := m["tunnel-crowd-completed"]
