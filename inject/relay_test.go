@@ -142,18 +142,22 @@ func runRelayModule(t *testing.T, program string, stdin []byte) []byte {
 	return out
 }
 
-// relayOwners accepts one connection for each line of stdin and prints, a line each, what the
-// client said it is, the uid the relay attributes its connection to, and whether the relay
-// had to read /proc/net/tcp instead of asking sock_diag.
+// relayOwners accepts argv[1] connections and prints, a line each, what the client said it
+// is, the uid the relay attributes its connection to, and whether the relay reads
+// /proc/net/tcp instead of asking sock_diag. With argv[2] "no-netlink", the kernel refuses
+// the relay's sock_diag socket, as a kernel without it or a sandbox does.
 const relayOwners = `
 import importlib.util, json, socket, sys
 spec = importlib.util.spec_from_file_location("relay", "relay/relay.py")
 relay = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(relay)
-owners = relay.Owners(relay.Log())
+if sys.argv[2] == "no-netlink":
+    relay.NETLINK_SOCK_DIAG = 255  # no such netlink protocol: socket() fails
+owners = relay.Owners()
 listener = socket.socket()
 listener.bind(("127.0.0.1", 0))
 listener.listen(8)
+owners.probe(listener)
 print(listener.getsockname()[1], flush=True)
 for _ in range(int(sys.argv[1])):
     conn, _ = listener.accept()
@@ -165,9 +169,15 @@ for _ in range(int(sys.argv[1])):
 
 // The relay lets a connection through only when its client end belongs to the relay's own
 // user, so attributing it to the wrong uid would open the job's tunnel to another user of
-// the node. The relay runs as the job's user, as on a node, and asks sock_diag.
+// the node. The relay runs as the job's user, as on a node, and asks sock_diag; where it
+// cannot, it says so and reads /proc/net/tcp, with the same answers.
 func TestRelayAttributesEachConnectionToTheUserWhoseSocketItIs(t *testing.T) {
 	sshtest.Require(t, "python3", "socat")
+	t.Run("by sock_diag", func(t *testing.T) { testRelayOwners(t, "netlink") })
+	t.Run("by /proc/net/tcp where netlink is refused", func(t *testing.T) { testRelayOwners(t, "no-netlink") })
+}
+
+func testRelayOwners(t *testing.T, netlink string) {
 	job, other := newAccount(t, jobUser), newAccount(t, otherUser)
 	clients := []struct {
 		network  string
@@ -178,7 +188,7 @@ func TestRelayAttributesEachConnectionToTheUserWhoseSocketItIs(t *testing.T) {
 	}
 	// The job's python3, as its shell finds it (the PATH of this process may name one of
 	// root's own).
-	cmd := exec.Command("/bin/sh", "-c", `exec python3 -I -B -c "$1" "$2"`, "sh", relayOwners, strconv.Itoa(len(clients)))
+	cmd := exec.Command("/bin/sh", "-c", `exec python3 -I -B -c "$1" "$2" "$3"`, "sh", relayOwners, strconv.Itoa(len(clients)), netlink)
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: job.uid, Gid: job.gid}}
 	var stderr bytes.Buffer
@@ -230,8 +240,14 @@ func TestRelayAttributesEachConnectionToTheUserWhoseSocketItIs(t *testing.T) {
 		if want := fmt.Sprintf("%s uid %d", c.network, c.uid); got[0] != want || got[1] != float64(c.uid) {
 			t.Errorf("a connection of %s was attributed to uid %v", want, got[1])
 		}
-		if got[2] != false {
-			t.Errorf("the relay read /proc/net/tcp instead of asking sock_diag: %s", stderr.String())
+		if proc := netlink == "no-netlink"; got[2] != proc {
+			t.Errorf("reading /proc/net/tcp: %v, want %v", got[2], proc)
 		}
+	}
+	said := strings.Contains(stderr.String(), "sock_diag is unavailable (")
+	if netlink == "no-netlink" && !said {
+		t.Errorf("the relay did not say it reads /proc/net/tcp instead of asking sock_diag: %q", stderr.String())
+	} else if netlink == "netlink" && stderr.Len() > 0 {
+		t.Errorf("the relay said: %s", stderr.String())
 	}
 }

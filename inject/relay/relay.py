@@ -201,20 +201,37 @@ def diag_owner(client, server):
 
 class Owners:
     """Finds the owner of a connection's client end: by sock_diag, or, where the kernel gives
-    none, by /proc/net/tcp{,6}, said once in the log."""
+    no answer, by /proc/net/tcp{,6}, said once in the log."""
 
-    def __init__(self, log):
-        self.log = log
+    def __init__(self):
         self.proc = False
+
+    def probe(self, listener):
+        """Asks sock_diag once, at start, for the relay's own listener: a kernel without
+        sock_diag or inet_diag, or a sandbox refusing netlink, answers no query, and every
+        lookup then reads /proc."""
+        bind, port = endpoint(listener.getsockname())
+        try:
+            if diag_query(socket.AF_INET, (bind, port), (ipaddress.ip_address("0.0.0.0"), 0)):
+                return
+            why = "it does not know the relay's own listener"
+        except DiagUnavailable as e:
+            why = str(e)
+        except OSError as e:
+            why = e.strerror or str(e)
+        self.fall_back(why)
+
+    def fall_back(self, why):
+        self.proc = True
+        say("sock_diag is unavailable (%s): finding each connection's owner in /proc/net/tcp "
+            "instead, which costs milliseconds a connection" % why)
 
     def of(self, client, server):
         if not self.proc:
             try:
                 return diag_owner(client, server)
             except DiagUnavailable as e:
-                self.proc = True
-                say("sock_diag is unavailable (%s): finding each connection's owner in "
-                    "/proc/net/tcp instead, which costs milliseconds a connection" % e)
+                self.fall_back(e)
         return owner(read_tables(), client, server)
 
 
@@ -289,7 +306,7 @@ def serve(directory, bind, shell_pid, ports, hosts_file):
             "here rather than run without its tunnel")
         return 1
     log = Log()
-    owners = Owners(log)
+    owners = Owners()
     listeners = []
     for port in ports:
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -303,6 +320,8 @@ def serve(directory, bind, shell_pid, ports, hosts_file):
         s.listen(128)
         s.setblocking(False)
         listeners.append((s, port))
+    if listeners:
+        owners.probe(listeners[0][0])
     inode = os.stat(directory).st_ino
     ready = os.path.join(directory, "rev-relay.ready")
     with open(ready + ".tmp", "w") as f:
