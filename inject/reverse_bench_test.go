@@ -19,7 +19,8 @@ import (
 // it, interleaved round by round: the plain ssh -R an admin would run to the same node sshd
 // with the same options, to a TCP port ("plain-"), and the same through the login node inside
 // a second ssh (ssh -W as ProxyCommand), the double hop the deployed session takes ("hop-").
-// With NodeExec ssh, also the write-write-read request through a relay without TCP_NODELAY.
+// With NodeExec ssh, also the write-write-read request and a reply in two writes through a
+// relay without TCP_NODELAY.
 func BenchmarkTunnelReverse(b *testing.B) {
 	for _, carrier := range []string{policy.NodeExecSSH, policy.NodeExecSrun} {
 		b.Run(carrier, func(b *testing.B) {
@@ -36,9 +37,9 @@ func BenchmarkTunnelReverse(b *testing.B) {
 	}
 }
 
-// benchTunnel runs the job (env added to what the plugin gives it) and the shadow's
-// ssh-reverse, and returns the relay's address once a connection of the job's user gets
-// through it to the benchServer.
+// benchTunnel runs the job and the shadow's ssh-reverse, and returns the relay's address once
+// a connection of the job's user gets through it to the benchServer. env, added to what the
+// plugin gives the job, runs it in a shell (NodeExec ssh) rather than as s.runJob does.
 func (s *reverseSite) benchTunnel(b *testing.B, env ...string) string {
 	b.Helper()
 	var job jobRun
@@ -52,6 +53,11 @@ func (s *reverseSite) benchTunnel(b *testing.B, env ...string) string {
 	addr := net.JoinHostPort(s.bind, strconv.Itoa(s.listen))
 	connectAs(b, addr, s.job.uid)
 	waitForPath(b, addr, shadow)
+	// The relay asked sock_diag at start; measured with /proc/net/tcp, it would not be the
+	// relay as a node with sock_diag runs it.
+	if out := job.output(); strings.Contains(out, "sock_diag is unavailable") {
+		b.Fatalf("the relay finds owners in /proc/net/tcp here:\n%s", out)
+	}
 	return addr
 }
 
