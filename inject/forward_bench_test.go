@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/interlink-hq/shadowgate/internal/sshtest"
@@ -78,17 +79,7 @@ func (s *site) reportCrowd(b *testing.B, p *process, path, base string) {
 // options, to the same compute node, on an address of its own. It returns that address.
 func (s *site) plainForward(b *testing.B, mode string) string {
 	b.Helper()
-	env := containerEnv(b, container(b, s.shadow.Deployment, containerForward), s.mounts)
-	var options []string
-	for _, e := range env {
-		if v, ok := strings.CutPrefix(e, envSSHOptions+"="); ok {
-			for _, opt := range strings.Split(v, "\n") {
-				if opt != "" {
-					options = append(options, "-o", opt)
-				}
-			}
-		}
-	}
+	options := plainOptions(b, container(b, s.shadow.Deployment, containerForward), s.mounts)
 	listen := sshtest.Loopback(b)
 	target := net.JoinHostPort(s.nodes["node07"], strconv.Itoa(s.port))
 	addr := net.JoinHostPort(listen, strconv.Itoa(s.port))
@@ -132,6 +123,24 @@ func (s *site) plainForward(b *testing.B, mode string) string {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return addr
+}
+
+// plainOptions are the ssh options a container gives its ssh (SHADOW_SSH_OPTIONS), as -o
+// arguments, its mounts rewritten to their emulating directories: what plain ssh beside it runs
+// with.
+func plainOptions(b *testing.B, c corev1.Container, mounts map[string]string) []string {
+	b.Helper()
+	var options []string
+	for _, e := range containerEnv(b, c, mounts) {
+		if v, ok := strings.CutPrefix(e, envSSHOptions+"="); ok {
+			for _, opt := range strings.Split(v, "\n") {
+				if opt != "" {
+					options = append(options, "-o", opt)
+				}
+			}
+		}
+	}
+	return options
 }
 
 // startPlain runs ssh with args until the benchmark ends.

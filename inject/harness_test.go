@@ -124,7 +124,7 @@ func containerEnv(t testing.TB, c corev1.Container, mounts map[string]string) []
 }
 
 // wait returns the exit code once the process ends, failing the test after timeout.
-func (p *process) wait(t *testing.T, timeout time.Duration) int {
+func (p *process) wait(t testing.TB, timeout time.Duration) int {
 	t.Helper()
 	select {
 	case <-p.exited:

@@ -32,7 +32,7 @@ virtualNodes:
         Reverse: {Enabled: true, AllowedDestinations: {Namespaces: [default]}, AllowSocks: true}
 `
 
-func mustPolicy(t *testing.T, doc string) *policy.Policy {
+func mustPolicy(t testing.TB, doc string) *policy.Policy {
 	t.Helper()
 	pol, errs := validate.ParsePolicy([]byte(doc), validate.CredentialRules{})
 	if len(errs) > 0 {

@@ -7,10 +7,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -31,6 +33,10 @@ const (
 	// own, answered with one reply written at once: a client that writes twice before it
 	// reads, which Nagle's algorithm holds up until the peer's delayed ACK.
 	opRequest = 'R'
+	// opSplitReply: requests as opRequest, each answered in two writes of 2 bytes, as a
+	// server writes a header and then a body: the relay passes each on as it comes, and
+	// without TCP_NODELAY its second waits for the client's ACK of the first.
+	opSplitReply = 'S'
 )
 
 const (
@@ -96,11 +102,21 @@ func serveBench(c net.Conn) {
 		_, _ = io.Copy(c, c)
 	case opPing:
 		_, _ = c.Write([]byte{1})
-	case opRequest:
+	case opRequest, opSplitReply:
 		var req [4]byte
 		for {
 			if _, err := io.ReadFull(c, req[:]); err != nil {
 				return
+			}
+			if op[0] == opSplitReply {
+				if _, err := c.Write(req[:2]); err != nil {
+					return
+				}
+				time.Sleep(time.Millisecond) // the two parts travel apart, as a slow server's do
+				if _, err := c.Write(req[2:]); err != nil {
+					return
+				}
+				continue
 			}
 			if _, err := c.Write(req[:]); err != nil {
 				return
@@ -121,9 +137,41 @@ type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 
-// dialPath opens a connection to a path's entrance and says what it is for.
+// pathUsers holds the paths whose entrance lets in only one user's connections, address to
+// uid: a reverse tunnel's relay passes on only those of its job's user (dialPath connects
+// as that user).
+var pathUsers sync.Map
+
+// connectAs makes every connection the measurements open to addr one of uid's, until the
+// benchmark ends.
+func connectAs(tb testing.TB, addr string, uid uint32) {
+	pathUsers.Store(addr, uid)
+	tb.Cleanup(func() { pathUsers.Delete(addr) })
+}
+
+// dialTCPAs opens a TCP connection to addr whose socket belongs to uid, for a process running as
+// root. A socket belongs to the filesystem uid of the thread that creates it (the uid that
+// /proc/net/tcp and sock_diag show), and setfsuid changes only the calling thread's: so the
+// goroutine holds its thread, creates the socket there as uid, and gives the thread back as
+// root.
+func dialTCPAs(network string, uid uint32, addr string, timeout time.Duration) (net.Conn, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	syscall.RawSyscall(syscall.SYS_SETFSUID, uintptr(uid), 0, 0)
+	defer syscall.RawSyscall(syscall.SYS_SETFSUID, 0, 0, 0)
+	return net.DialTimeout(network, addr, timeout)
+}
+
+// dialPath opens a connection to a path's entrance, as its user when pathUsers names one,
+// and says what it is for.
 func dialPath(addr string, op byte) (net.Conn, error) {
-	c, err := net.DialTimeout("tcp", addr, 30*time.Second)
+	var c net.Conn
+	var err error
+	if uid, ok := pathUsers.Load(addr); ok {
+		c, err = dialTCPAs("tcp", uid.(uint32), addr, 30*time.Second)
+	} else {
+		c, err = net.DialTimeout("tcp", addr, 30*time.Second)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -232,8 +280,12 @@ func ping(addr string) error {
 
 // measureRequests times requests write-write-read requests over one connection: the small
 // writes Nagle's algorithm holds back unless TCP_NODELAY is set on every hop.
-func measureRequests(addr string) (time.Duration, error) {
-	c, err := dialPath(addr, opRequest)
+func measureRequests(addr string) (time.Duration, error) { return measureRequestsOp(addr, opRequest) }
+
+// measureRequestsOp is measureRequests with the server's answer of op: opRequest or
+// opSplitReply.
+func measureRequestsOp(addr string, op byte) (time.Duration, error) {
+	c, err := dialPath(addr, op)
 	if err != nil {
 		return 0, err
 	}
@@ -376,7 +428,15 @@ type pairedFigures struct {
 // path and for the baseline, and the ratios the targets are written in.
 func (p pairedFigures) report(b *testing.B) {
 	b.Helper()
-	get := func(rounds []pathFigures, f func(pathFigures) float64) float64 {
+	reportFigures(b, "tunnel-", p.path)
+	reportFigures(b, "plain-", p.base)
+}
+
+// reportFigures gives the medians of a path's rounds as benchmark metrics, each named prefix
+// and the figure.
+func reportFigures(b *testing.B, prefix string, rounds []pathFigures) {
+	b.Helper()
+	get := func(f func(pathFigures) float64) float64 {
 		v := make([]float64, len(rounds))
 		for i, r := range rounds {
 			v[i] = f(r)
@@ -395,8 +455,7 @@ func (p pairedFigures) report(b *testing.B) {
 		{"wwr-p50-us", func(r pathFigures) float64 { return float64(r.requestP50) / 1e3 }},
 	}
 	for _, fig := range figures {
-		b.ReportMetric(get(p.path, fig.f), "tunnel-"+fig.name)
-		b.ReportMetric(get(p.base, fig.f), "plain-"+fig.name)
+		b.ReportMetric(get(fig.f), prefix+fig.name)
 	}
 }
 
@@ -404,25 +463,26 @@ func (p pairedFigures) report(b *testing.B) {
 // every other round, so a drift of the machine's load touches both alike.
 func measurePaired(b *testing.B, path, base string) pairedFigures {
 	b.Helper()
-	var p pairedFigures
+	rounds := measureInterleaved(b, path, base)
+	return pairedFigures{path: rounds[0], base: rounds[1]}
+}
+
+// measureInterleaved measures every path of addrs once a round for b.N rounds, each round
+// starting one path further along, and returns each path's rounds in the order of addrs.
+func measureInterleaved(b *testing.B, addrs ...string) [][]pathFigures {
+	b.Helper()
+	rounds := make([][]pathFigures, len(addrs))
 	for round := range b.N {
-		order := []string{path, base}
-		if round%2 == 1 {
-			order = []string{base, path}
-		}
-		for _, addr := range order {
-			f, err := measurePath(addr)
+		for k := range addrs {
+			i := (round + k) % len(addrs)
+			f, err := measurePath(addrs[i])
 			if err != nil {
-				b.Fatalf("through %s: %v", addr, err)
+				b.Fatalf("through %s: %v", addrs[i], err)
 			}
-			if addr == path {
-				p.path = append(p.path, f)
-			} else {
-				p.base = append(p.base, f)
-			}
+			rounds[i] = append(rounds[i], f)
 		}
 	}
-	return p
+	return rounds
 }
 
 // groupMemory is the memory of every process of a process group, as the kernel charges a

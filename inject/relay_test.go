@@ -1,11 +1,18 @@
 package inject
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/interlink-hq/shadowgate/internal/sshtest"
 )
@@ -133,4 +140,114 @@ func runRelayModule(t *testing.T, program string, stdin []byte) []byte {
 		t.Error("relay/__pycache__ exists: a test or a run of relay.py wrote bytecode into the source tree")
 	}
 	return out
+}
+
+// relayOwners accepts argv[1] connections and prints, a line each, what the client said it
+// is, the uid the relay attributes its connection to, and whether the relay reads
+// /proc/net/tcp instead of asking sock_diag. With argv[2] "no-netlink", the kernel refuses
+// the relay's sock_diag socket, as a kernel without it or a sandbox does.
+const relayOwners = `
+import importlib.util, json, socket, sys
+spec = importlib.util.spec_from_file_location("relay", "relay/relay.py")
+relay = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(relay)
+if sys.argv[2] == "no-netlink":
+    relay.NETLINK_SOCK_DIAG = 255  # no such netlink protocol: socket() fails
+owners = relay.Owners()
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen(8)
+owners.probe(listener)
+print(listener.getsockname()[1], flush=True)
+for _ in range(int(sys.argv[1])):
+    conn, _ = listener.accept()
+    claimed = conn.makefile().readline().strip()
+    uid = owners.of(relay.endpoint(conn.getpeername()), relay.endpoint(conn.getsockname()))
+    print(json.dumps([claimed, uid, owners.proc]), flush=True)
+    conn.close()
+`
+
+// The relay lets a connection through only when its client end belongs to the relay's own
+// user, so attributing it to the wrong uid would open the job's tunnel to another user of
+// the node. The relay runs as the job's user, as on a node, and asks sock_diag; where it
+// cannot, it says so and reads /proc/net/tcp, with the same answers.
+func TestRelayAttributesEachConnectionToTheUserWhoseSocketItIs(t *testing.T) {
+	sshtest.Require(t, "python3", "socat")
+	t.Run("by sock_diag", func(t *testing.T) { testRelayOwners(t, "netlink") })
+	t.Run("by /proc/net/tcp where netlink is refused", func(t *testing.T) { testRelayOwners(t, "no-netlink") })
+}
+
+func testRelayOwners(t *testing.T, netlink string) {
+	job, other := newAccount(t, jobUser), newAccount(t, otherUser)
+	clients := []struct {
+		network  string
+		uid, gid uint32
+	}{
+		{"tcp4", job.uid, job.gid}, {"tcp4", other.uid, other.gid}, {"tcp4", 0, 0},
+		{"tcp6", other.uid, other.gid}, {"tcp6", job.uid, job.gid},
+	}
+	// The job's python3, as its shell finds it (the PATH of this process may name one of
+	// root's own).
+	cmd := exec.Command("/bin/sh", "-c", `exec python3 -I -B -c "$1" "$2" "$3"`, "sh", relayOwners, strconv.Itoa(len(clients)), netlink)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: job.uid, Gid: job.gid}}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() {
+		t.Fatalf("the relay module printed no port: %s", stderr.String())
+	}
+	port := strings.TrimSpace(lines.Text())
+	for _, c := range clients {
+		claim := fmt.Sprintf("%s uid %d\n", c.network, c.uid)
+		if c.network == "tcp4" {
+			// As the benchmarks connect as the job's user (dialTCPAs).
+			conn, err := dialTCPAs(c.network, c.uid, "127.0.0.1:"+port, 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = conn.Write([]byte(claim))
+			defer conn.Close()
+		} else {
+			// An IPv6 client (a JVM's default) reaches the IPv4 listener at its v4-mapped
+			// address, which Go's dialer does not dial. socat's input stays open until the
+			// answer: a closed client end is nobody's.
+			in, w := io.Pipe()
+			socat := exec.Command("socat", "-", "TCP6:[::ffff:127.0.0.1]:"+port)
+			socat.Stdin = in
+			socat.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: c.uid, Gid: c.gid}}
+			if err := socat.Start(); err != nil {
+				t.Fatal(err)
+			}
+			go func() { _, _ = w.Write([]byte(claim)) }()
+			defer func() { w.Close(); _ = socat.Wait() }()
+		}
+		if !lines.Scan() {
+			t.Fatalf("no answer for %s uid %d: %s", c.network, c.uid, stderr.String())
+		}
+		var got []any
+		if err := json.Unmarshal(lines.Bytes(), &got); err != nil || len(got) != 3 {
+			t.Fatalf("%q: %v", lines.Text(), err)
+		}
+		if want := fmt.Sprintf("%s uid %d", c.network, c.uid); got[0] != want || got[1] != float64(c.uid) {
+			t.Errorf("a connection of %s was attributed to uid %v", want, got[1])
+		}
+		if proc := netlink == "no-netlink"; got[2] != proc {
+			t.Errorf("reading /proc/net/tcp: %v, want %v", got[2], proc)
+		}
+	}
+	said := strings.Contains(stderr.String(), "sock_diag is unavailable (")
+	if netlink == "no-netlink" && !said {
+		t.Errorf("the relay did not say it reads /proc/net/tcp instead of asking sock_diag: %q", stderr.String())
+	} else if netlink == "netlink" && stderr.Len() > 0 {
+		t.Errorf("the relay said: %s", stderr.String())
+	}
 }

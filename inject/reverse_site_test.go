@@ -104,6 +104,9 @@ type reverseOptions struct {
 	// job's key in and opens channels to the login sshd alone; its host key is pinned beside
 	// the others.
 	bastion bool
+	// bench puts a benchServer (pathbench_test.go) where the echo service is, as the cluster
+	// Service of the first forward.
+	bench bool
 }
 
 // reverseSite is one login node, one compute node, an echo service and a pod with a reverse
@@ -114,7 +117,7 @@ type reverseSite struct {
 	bastion    *sshtest.Server // with reverseOptions.bastion
 	node       *sshtest.Server
 	authorized string // the authorized_keys of the job's account on every node
-	echo       string // the echo service's address
+	echo       string // the echo service's address (with reverseOptions.bench, the benchServer's)
 	listen     int    // the job's port for it
 	second     int    // the job's port for the second forward, to the name "echo"
 	socks      int
@@ -129,7 +132,7 @@ type reverseSite struct {
 	discovery  bool   // the node is asked of Slurm (NodeDiscovery slurm)
 }
 
-func newReverseSite(t *testing.T, opt reverseOptions) *reverseSite {
+func newReverseSite(t testing.TB, opt reverseOptions) *reverseSite {
 	t.Helper()
 	sshtest.Require(t, "ssh", "ssh-keygen", "socat", "python3", "useradd")
 	s := &reverseSite{job: newAccount(t, jobUser), other: newAccount(t, otherUser), root: sharedDir(t)}
@@ -191,7 +194,12 @@ func newReverseSite(t *testing.T, opt reverseOptions) *reverseSite {
 		bastionHosts = sshtest.ReadFile(t, s.bastion.KnownHosts)
 	}
 
-	s.echo = startEcho(t)
+	if opt.bench {
+		host := sshtest.Loopback(t)
+		s.echo = net.JoinHostPort(host, strconv.Itoa(startBenchServer(t, host, 0).Port()))
+	} else {
+		s.echo = startEcho(t)
+	}
 	s.listen = sshtest.FreePort(t, "127.0.0.1")
 	// The second forward gives /etc/hosts a name to map; nothing answers for it in this cluster.
 	s.second = sshtest.FreePort(t, "127.0.0.1")
@@ -255,14 +263,14 @@ type shellJob struct{ *process }
 func (j shellJob) output() string { return j.out.String() }
 
 // startJob runs the job in a shell of the job's user.
-func (s *reverseSite) startJob(t *testing.T, env ...string) shellJob {
+func (s *reverseSite) startJob(t testing.TB, env ...string) shellJob {
 	t.Helper()
 	return shellJob{startAs(t, s.job, s.jobEnv(env...), "sh", "-c", s.jobScript())}
 }
 
 // runJob runs the job as the site would: a Slurm batch job named after the pod's UID with
 // NodeExec srun, else a shell.
-func (s *reverseSite) runJob(t *testing.T) jobRun {
+func (s *reverseSite) runJob(t testing.TB) jobRun {
 	t.Helper()
 	if s.slurm == nil {
 		return s.startJob(t)
@@ -271,7 +279,7 @@ func (s *reverseSite) runJob(t *testing.T) jobRun {
 }
 
 // startShadow runs the rendered ssh-reverse container.
-func (s *reverseSite) startShadow(t *testing.T) *process {
+func (s *reverseSite) startShadow(t testing.TB) *process {
 	t.Helper()
 	if s.discovery {
 		// As in the shadow pod, wait-for-node holds ssh-reverse back until Slurm runs the job.
@@ -285,7 +293,7 @@ func (s *reverseSite) startShadow(t *testing.T) *process {
 }
 
 // waitReady waits until the job's pre-exec has let the workload start.
-func (s *reverseSite) waitReady(t *testing.T, job jobRun) {
+func (s *reverseSite) waitReady(t testing.TB, job jobRun) {
 	t.Helper()
 	eventually(t, 45*time.Second, func() error {
 		if !job.running() {
@@ -299,7 +307,7 @@ func (s *reverseSite) waitReady(t *testing.T, job jobRun) {
 }
 
 // startTunnel starts a job and its shadow and waits until the job's workload has started.
-func (s *reverseSite) startTunnel(t *testing.T) (shellJob, *process) {
+func (s *reverseSite) startTunnel(t testing.TB) (shellJob, *process) {
 	t.Helper()
 	job := s.startJob(t)
 	shadow := s.startShadow(t)
@@ -308,7 +316,7 @@ func (s *reverseSite) startTunnel(t *testing.T) (shellJob, *process) {
 }
 
 // startAs starts a process as acct in a process group of its own, stopped with the test.
-func startAs(t *testing.T, acct account, env []string, name string, args ...string) *process {
+func startAs(t testing.TB, acct account, env []string, name string, args ...string) *process {
 	t.Helper()
 	p := &process{cmd: exec.Command(name, args...), out: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	p.cmd.Env = append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + acct.home, "LANG=C"}, env...)
@@ -342,7 +350,7 @@ func dialAs(t *testing.T, acct account, addr string) string {
 }
 
 // startEcho serves a TCP echo on a fresh loopback address: the cluster Service.
-func startEcho(t *testing.T) string {
+func startEcho(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", sshtest.Loopback(t)+":0")
 	if err != nil {

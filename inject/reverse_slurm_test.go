@@ -28,7 +28,7 @@ type slurm struct {
 	nodeAddr string // the node's NodeAddr, a compute node address (slurmd listens on all)
 }
 
-func startSlurm(t *testing.T) *slurm {
+func startSlurm(t testing.TB) *slurm {
 	t.Helper()
 	sshtest.Require(t, "munged", "slurmctld", "slurmd", "sbatch", "squeue", "srun", "scancel", "sinfo")
 	root := account{name: "root", home: "/root"}
@@ -89,7 +89,7 @@ type slurmJob struct {
 
 // submit runs script as acct's batch job named name, cancelled when the test ends; sbatchArgs
 // (such as --hold) go to sbatch before the script.
-func (s *slurm) submit(t *testing.T, acct account, name, script string, env []string, sbatchArgs ...string) *slurmJob {
+func (s *slurm) submit(t testing.TB, acct account, name, script string, env []string, sbatchArgs ...string) *slurmJob {
 	t.Helper()
 	file := filepath.Join(s.dir, name+".sh")
 	writeExecutable(t, file, "#!/bin/sh\n"+script)
@@ -128,7 +128,7 @@ func (j *slurmJob) running() bool {
 	return err == nil && (state == "RUNNING" || state == "PENDING" || state == "CONFIGURING" || state == "COMPLETING")
 }
 
-func writeExecutable(t *testing.T, name, content string) {
+func writeExecutable(t testing.TB, name, content string) {
 	t.Helper()
 	if err := os.WriteFile(name, []byte(content), 0o755); err != nil {
 		t.Fatal(err)

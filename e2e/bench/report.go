@@ -47,6 +47,12 @@ func (r *Report) Target(want, figure string, met bool) {
 	r.targets = append(r.targets, fmt.Sprintf("%s  %-62s %s", verdict, want, figure))
 }
 
+// Info records a row for the summary that has no target: a figure reported beside the
+// targets to explain them.
+func (r *Report) Info(what, figure string) {
+	r.targets = append(r.targets, fmt.Sprintf("%s  %-62s %s", "INFO  ", what, figure))
+}
+
 // Summary prints the targets and the machine's load, which inflates every wall-clock figure
 // on a shared machine (the ratios and allocation counts are not inflated by it).
 func (r *Report) Summary(started time.Time) {

@@ -33,6 +33,7 @@ func TestReportPrintsOneLinePerFigureAndTheTargets(t *testing.T) {
 	r.Duration("inprocess-mutate-typical-time", 61500*time.Nanosecond)
 	r.Duration("apiserver-baseline-10clients-p99", 37600*time.Microsecond)
 	r.Target("wanted", "figure", false)
+	r.Info("explained", "another figure")
 	r.Summary(time.Now())
 	text := out.String()
 	for _, want := range []string{
@@ -41,6 +42,7 @@ func TestReportPrintsOneLinePerFigureAndTheTargets(t *testing.T) {
 		"BENCH apiserver-baseline-10clients-p99 37.6 ms\n",
 		"\nSUMMARY (",
 		"MISSED  wanted",
+		"INFO    explained",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report lacks %q:\n%s", want, text)

@@ -26,12 +26,14 @@ connect HOST PORT
     the node.
 """
 
+import errno
 import ipaddress
 import os
 import selectors
 import shutil
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
@@ -43,6 +45,11 @@ LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's st column
 # is an orphan, shown as uid 0 with inode 0, which would pass for root's.
 CLIENT_STATES = ("01", "04", "05")
 POLL = 1.0
+BUFFER = 65536
+# SHADOW_RELAY_NODELAY=0 leaves Nagle's algorithm on for the relay's TCP sockets. It exists only
+# so that the tunnel benchmark (inject/reverse_bench_test.go) can measure what TCP_NODELAY
+# saves; a job has no reason to set it. Read once, at start-up.
+NODELAY = os.environ.get("SHADOW_RELAY_NODELAY", "1") != "0"
 
 
 def say(msg):
@@ -122,6 +129,112 @@ def owner(tables, client, server):
     return None
 
 
+# sock_diag (NETLINK_SOCK_DIAG): one exact query per connection for the client end's owner,
+# where /proc/net/tcp{,6} is every socket of the node, read and parsed (milliseconds, tens of
+# them on a busy node). The structures are linux/inet_diag.h's.
+NETLINK_SOCK_DIAG = 4
+SOCK_DIAG_BY_FAMILY = 20
+NLM_F_REQUEST = 1
+NLMSG_ERROR = 2
+NLMSG_HDR = struct.Struct("=IHHII")  # len, type, flags, seq, pid
+DIAG_NOCOOKIE = b"\xff" * 8
+# inet_diag_msg: family, state, timer, retrans, the sockid (48 bytes), expires, rqueue,
+# wqueue, uid, inode.
+DIAG_MSG = struct.Struct("=BBBB48sIIIII")
+CLIENT_STATE_CODES = (1, 4, 5)  # CLIENT_STATES as numbers
+
+
+class DiagUnavailable(Exception):
+    """This kernel or sandbox gives no sock_diag: the relay reads /proc/net/tcp instead."""
+
+
+def diag_query(family, client, server):
+    """The sock_diag answer for the TCP socket whose own end is client and whose peer is
+    server, as (state, uid, inode), or None when the kernel has no such socket."""
+    # inet_diag_req_v2: family, protocol, ext, pad, states; then inet_diag_sockid: ports and
+    # addresses in network order (an IPv4 address in the first 4 of 16 bytes), interface, cookie.
+    src, dst = client[0].packed.ljust(16, b"\0"), server[0].packed.ljust(16, b"\0")
+    body = (struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0, 0xffffffff)
+            + struct.pack("!HH", client[1], server[1]) + src + dst
+            + struct.pack("=I", 0) + DIAG_NOCOOKIE)
+    try:
+        s = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG)
+    except OSError as e:
+        raise DiagUnavailable(e.strerror or str(e))
+    try:
+        s.settimeout(5)
+        s.send(NLMSG_HDR.pack(NLMSG_HDR.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST,
+                              1, 0) + body)
+        reply = s.recv(8192)
+    finally:
+        s.close()
+    length, kind, _, _, _ = NLMSG_HDR.unpack_from(reply)
+    if kind == NLMSG_ERROR:
+        code = -struct.unpack_from("=i", reply, NLMSG_HDR.size)[0]
+        if code == errno.ENOENT:
+            return None
+        raise OSError(code, os.strerror(code))
+    if kind != SOCK_DIAG_BY_FAMILY or length < NLMSG_HDR.size + DIAG_MSG.size:
+        raise OSError(errno.EPROTO, "sock_diag answered message type %d" % kind)
+    _, state, _, _, _, _, _, _, uid, inode = DIAG_MSG.unpack_from(reply, NLMSG_HDR.size)
+    return state, uid, inode
+
+
+def diag_owner(client, server):
+    """owner() by sock_diag. An IPv4 client is looked up as IPv4 first, then as the v4-mapped
+    end of an IPv6 socket (a JVM's default); the semantics are owner()'s."""
+    queries = [(socket.AF_INET6, client, server)]
+    if client[0].version == 4:
+        mapped = (ipaddress.IPv6Address("::ffff:" + str(client[0])), client[1])
+        peer = (ipaddress.IPv6Address("::ffff:" + str(server[0])), server[1])
+        queries = [(socket.AF_INET, client, server), (socket.AF_INET6, mapped, peer)]
+    for family, c, s in queries:
+        found = diag_query(family, c, s)
+        if found is None:
+            continue
+        state, uid, inode = found
+        if state in CLIENT_STATE_CODES and inode != 0:
+            return uid
+        return None
+    return None
+
+
+class Owners:
+    """Finds the owner of a connection's client end: by sock_diag, or, where the kernel gives
+    no answer, by /proc/net/tcp{,6}, said once in the log."""
+
+    def __init__(self):
+        self.proc = False
+
+    def probe(self, listener):
+        """Asks sock_diag once, at start, for the relay's own listener: a kernel without
+        sock_diag or inet_diag, or a sandbox refusing netlink, answers no query, and every
+        lookup then reads /proc."""
+        bind, port = endpoint(listener.getsockname())
+        try:
+            if diag_query(socket.AF_INET, (bind, port), (ipaddress.ip_address("0.0.0.0"), 0)):
+                return
+            why = "it does not know the relay's own listener"
+        except DiagUnavailable as e:
+            why = str(e)
+        except OSError as e:
+            why = e.strerror or str(e)
+        self.fall_back(why)
+
+    def fall_back(self, why):
+        self.proc = True
+        say("sock_diag is unavailable (%s): finding each connection's owner in /proc/net/tcp "
+            "instead, which costs milliseconds a connection" % why)
+
+    def of(self, client, server):
+        if not self.proc:
+            try:
+                return diag_owner(client, server)
+            except DiagUnavailable as e:
+                self.fall_back(e)
+        return owner(read_tables(), client, server)
+
+
 def socks_listener(tables, port, uid):
     """'ok' when this uid listens on 127.0.0.1:port, 'wildcard' when it listens there on
     0.0.0.0 or ::, else 'waiting'."""
@@ -137,12 +250,13 @@ def socks_listener(tables, port, uid):
 
 
 def pump(src, dst):
+    buf = memoryview(bytearray(BUFFER))
     try:
         while True:
-            data = src.recv(65536)
-            if not data:
+            n = src.recv_into(buf)
+            if not n:
                 break
-            dst.sendall(data)
+            dst.sendall(buf[:n])
     except OSError:
         pass
     try:
@@ -151,15 +265,21 @@ def pump(src, dst):
         pass
 
 
-def relay(conn, port, directory, log):
+def relay(conn, port, directory, log, owners):
     try:
         client, server = endpoint(conn.getpeername()), endpoint(conn.getsockname())
-        uid = owner(read_tables(), client, server)
+        try:
+            uid = owners.of(client, server)
+        except OSError as e:
+            log.failure("lookup", "refused a connection to port %d: its owner could not be looked "
+                        "up (%s)" % (port, e.strerror or e))
+            return
         if uid != os.getuid():
             log.failure("foreign", "refused a connection to port %d from uid %s: only uid %d may "
                         "use the tunnel" % (port, uid, os.getuid()))
             return
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if NODELAY:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             up.connect(os.path.join(directory, "rev-%d.sock" % port))
@@ -186,6 +306,7 @@ def serve(directory, bind, shell_pid, ports, hosts_file):
             "here rather than run without its tunnel")
         return 1
     log = Log()
+    owners = Owners()
     listeners = []
     for port in ports:
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -199,6 +320,8 @@ def serve(directory, bind, shell_pid, ports, hosts_file):
         s.listen(128)
         s.setblocking(False)
         listeners.append((s, port))
+    if listeners:
+        owners.probe(listeners[0][0])
     inode = os.stat(directory).st_ino
     ready = os.path.join(directory, "rev-relay.ready")
     with open(ready + ".tmp", "w") as f:
@@ -233,7 +356,7 @@ def serve(directory, bind, shell_pid, ports, hosts_file):
                     continue
                 conn.setblocking(True)
                 try:
-                    threading.Thread(target=relay, args=(conn, key.data, directory, log),
+                    threading.Thread(target=relay, args=(conn, key.data, directory, log, owners),
                                      daemon=True).start()
                 except RuntimeError as e:
                     conn.close()
@@ -299,15 +422,17 @@ def connect(host, port):
         say("cannot connect to %s:%d: %s" % (host, port, e.strerror or e))
         return 1
     s.settimeout(None)
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if NODELAY:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def upstream():
+        buf = memoryview(bytearray(BUFFER))
         try:
             while True:
-                data = os.read(0, 65536)
-                if not data:
+                n = os.readv(0, [buf])
+                if not n:
                     break
-                s.sendall(data)
+                s.sendall(buf[:n])
         except OSError:
             pass
         try:
@@ -316,12 +441,13 @@ def connect(host, port):
             pass
 
     threading.Thread(target=upstream, daemon=True).start()
+    buf = memoryview(bytearray(BUFFER))
     try:
         while True:
-            data = s.recv(65536)
-            if not data:
+            n = s.recv_into(buf)
+            if not n:
                 return 0
-            write_all(1, data)
+            write_all(1, buf[:n])
     except OSError:
         return 1  # the other end went; the session that used it ends with it
 

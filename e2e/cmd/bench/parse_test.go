@@ -74,3 +74,44 @@ PASS
 		t.Error("no error for output without a result")
 	}
 }
+
+func TestReverseTunnelRowsAreReadAndHeldToTheirTargets(t *testing.T) {
+	out := []byte(`BenchmarkTunnelReverse/ssh-2         	       1	25752281989 ns/op	       127.5 hop-down-MiB/s	       459.3 hop-rtt-p50-us	      1246 hop-rtt-p99-us	       313.3 hop-setup/s	       128.7 hop-up-MiB/s	       599.0 hop-wwr-p50-us	       199.6 plain-down-MiB/s	       263.8 plain-rtt-p50-us	       498.7 plain-rtt-p99-us	      1780 plain-setup/s	       137.1 plain-up-MiB/s	       492.6 plain-wwr-p50-us	       44157 relay-nagle-split-reply-p50-us	       1755 relay-nodelay-split-reply-p50-us	       579.7 relay-nagle-wwr-p50-us	       559.5 relay-nodelay-wwr-p50-us	        190 tunnel-down-MiB/s	       372.1 tunnel-rtt-p50-us	      3011 tunnel-rtt-p99-us	       1600 tunnel-setup/s	        39.63 tunnel-up-MiB/s	       371.0 tunnel-wwr-p50-us
+BenchmarkTunnelReverse/srun-2        	       1	45752281989 ns/op	       120 hop-down-MiB/s	       450 hop-rtt-p50-us	      1200 hop-rtt-p99-us	       300 hop-setup/s	       125 hop-up-MiB/s	       590 hop-wwr-p50-us	       200 plain-down-MiB/s	       260 plain-rtt-p50-us	       500 plain-rtt-p99-us	      1700 plain-setup/s	       130 plain-up-MiB/s	       490 plain-wwr-p50-us	        20 tunnel-down-MiB/s	       900 tunnel-rtt-p50-us	      4000 tunnel-rtt-p99-us	       100 tunnel-setup/s	        25 tunnel-up-MiB/s	       1000 tunnel-wwr-p50-us
+PASS
+`)
+	results, err := parseMetrics(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	r := bench.NewReport(&buf)
+	reportTunnels(results, r)
+	r.Summary(time.Now())
+	for want, line := range map[string]string{
+		"the tunnel's figure":                               "BENCH tunnel-reverse-ssh-up 39.6 MiB/s",
+		"plain ssh -R beside it":                            "BENCH tunnel-reverse-ssh-plain-up 137 MiB/s",
+		"the double hop beside it, with its unit":           "BENCH tunnel-reverse-ssh-hop-down 128 MiB/s",
+		"the relay with Nagle's algorithm":                  "BENCH tunnel-reverse-ssh-relay-nagle-wwr-p50 580 us",
+		"the relay with TCP_NODELAY":                        "BENCH tunnel-reverse-ssh-relay-nodelay-wwr-p50 560 us",
+		"the srun carrier as its own path":                  "BENCH tunnel-reverse-srun-up 25.0 MiB/s",
+		"up at 0.29x is missed though down at 0.95x is not": "MISSED  tunnel-reverse-ssh: throughput within 0.9x",
+		"a round trip 108us over plain is missed":           "MISSED  tunnel-reverse-ssh: round trip p50 within plain + 100us",
+		"1600 set-ups/s against 1780 is within 1.2x":        "MET     tunnel-reverse-ssh: new connections within 1.2x",
+		"100 set-ups/s against 1700 is not":                 "MISSED  tunnel-reverse-srun: new connections within 1.2x",
+		"the double hop against plain, informational":       "INFO    tunnel-reverse-ssh: plain ssh -R through the login node (double hop)",
+		"its ratios": "up 0.94x, down 0.64x of plain; rtt p50 459us; 313 set-ups/s",
+		"the tunnel against the double hop, informational": "INFO    tunnel-reverse-ssh: the tunnel against that double hop",
+		"the Nagle figures, informational":                 "INFO    tunnel-reverse-ssh: write-write-read through the relay, TCP_NODELAY",
+		"both of them":                                     "560us with, 580us without (Nagle)",
+	} {
+		if !strings.Contains(buf.String(), line) {
+			t.Errorf("%s: no %q in:\n%s", want, line, buf.String())
+		}
+	}
+	for _, wrong := range []string{"tunnel-reverse-ssh-hop-up-MiB/s", "tunnel-reverse-srun: write-write-read through the relay"} {
+		if strings.Contains(buf.String(), wrong) {
+			t.Errorf("%q in:\n%s", wrong, buf.String())
+		}
+	}
+}

@@ -18,7 +18,10 @@ import (
 // The tunnel benchmarks are Go benchmarks of the inject package (BenchmarkTunnel*): the
 // shadow's scripts and relay as rendered, against real OpenSSH on loopback, each path beside
 // its plain-ssh baseline in the same round. Each reports its medians over the rounds as
-// metrics named "tunnel-<figure>" and "plain-<figure>".
+// metrics named "tunnel-<figure>" and "plain-<figure>"; the reverse tunnel also "hop-<figure>",
+// plain ssh -R through the login node inside a second ssh (the double hop its session takes),
+// and "relay-{nodelay,nagle}-{wwr,split-reply}-p50-us", the write-write-read request and a
+// reply in two writes through its relay with and without TCP_NODELAY.
 const tunnelBenchmarks = "^BenchmarkTunnel"
 
 // pathFigures are the figures measured of both a tunnel and its baseline.
@@ -102,11 +105,20 @@ func reportTunnels(results map[string]metrics, r *bench.Report) {
 			unit, short := figureUnit(fig)
 			r.Figure(path+"-"+short, t, unit)
 			r.Figure(path+"-plain-"+short, p, unit)
+			if h, ok := m["hop-"+fig]; ok {
+				r.Figure(path+"-hop-"+short, h, unit)
+			}
 		}
 		for _, k := range sortedKeys(m) {
-			if k != "ns/op" && !isPathFigure(k) {
-				r.Figure(path+"-"+strings.TrimPrefix(k, "tunnel-"), m[k], "")
+			if k == "ns/op" || isPathFigure(k) {
+				continue
 			}
+			if strings.HasPrefix(k, "relay-") {
+				unit, short := figureUnit(k)
+				r.Figure(path+"-"+short, m[k], unit)
+				continue
+			}
+			r.Figure(path+"-"+strings.TrimPrefix(k, "tunnel-"), m[k], "")
 		}
 		if up, ok := tunnelRatio(m, "up-MiB/s"); ok {
 			down, _ := tunnelRatio(m, "down-MiB/s")
@@ -122,6 +134,20 @@ func reportTunnels(results map[string]metrics, r *bench.Report) {
 		if s, ok := tunnelRatio(m, "setup/s"); ok {
 			r.Target(path+": new connections within 1.2x of plain", fmt.Sprintf("%.0f vs %.0f per s (%.2fx the time)",
 				m["tunnel-setup/s"], m["plain-setup/s"], 1/s), s >= 1/1.2)
+		}
+		if hopUp, ok := m["hop-up-MiB/s"]; ok && m["plain-up-MiB/s"] > 0 && m["plain-down-MiB/s"] > 0 {
+			r.Info(path+": plain ssh -R through the login node (double hop)", fmt.Sprintf("up %.2fx, down %.2fx of plain; rtt p50 %.0fus; %.0f set-ups/s",
+				hopUp/m["plain-up-MiB/s"], m["hop-down-MiB/s"]/m["plain-down-MiB/s"], m["hop-rtt-p50-us"], m["hop-setup/s"]))
+			if hopUp > 0 && m["hop-down-MiB/s"] > 0 {
+				r.Info(path+": the tunnel against that double hop", fmt.Sprintf("up %.2fx, down %.2fx; rtt p50 %+.0fus; set-ups %.2fx",
+					m["tunnel-up-MiB/s"]/hopUp, m["tunnel-down-MiB/s"]/m["hop-down-MiB/s"], m["tunnel-rtt-p50-us"]-m["hop-rtt-p50-us"], m["tunnel-setup/s"]/m["hop-setup/s"]))
+			}
+		}
+		if nagle, ok := m["relay-nagle-wwr-p50-us"]; ok {
+			r.Info(path+": write-write-read through the relay, TCP_NODELAY", fmt.Sprintf("%.0fus with, %.0fus without (Nagle)", m["relay-nodelay-wwr-p50-us"], nagle))
+		}
+		if nagle, ok := m["relay-nagle-split-reply-p50-us"]; ok {
+			r.Info(path+": a reply in two writes through the relay, TCP_NODELAY", fmt.Sprintf("%.0fus with, %.0fus without (Nagle)", m["relay-nodelay-split-reply-p50-us"], nagle))
 		}
 		if opened, ok := m["tunnel-crowd-opened"]; ok {
 			done := m["tunnel-crowd-completed"]
@@ -154,7 +180,7 @@ func figureUnit(fig string) (unit, short string) {
 
 func isPathFigure(k string) bool {
 	for _, fig := range pathFigures {
-		if k == "tunnel-"+fig || k == "plain-"+fig {
+		if k == "tunnel-"+fig || k == "plain-"+fig || k == "hop-"+fig {
 			return true
 		}
 	}
