@@ -52,8 +52,9 @@ func pythonWithoutDocs(file, src string) string {
 				panic(fmt.Sprintf("inject: %s: the docstring of line %d does not end", file, i+1))
 			}
 			i, opensBlock = end, false
-			if next := nextStatement(lines[end+1:]); next != "" && indent(next) < indent(open) {
-				panic(fmt.Sprintf("inject: %s: the docstring ending on line %d is its block's only statement", file, end+1))
+			if next := nextStatement(lines[end+1:]); next == "" || indent(next) < indent(open) {
+				// The docstring was its block's only statement: a block cannot be empty.
+				out.WriteString(open[:indent(open)] + "pass\n")
 			}
 			continue
 		}
