@@ -30,9 +30,9 @@ func minifiedShell(file, src string) string {
 // pythonWithoutDocs is src, a Python module, without its blank lines, its comment lines and
 // the docstrings of the module, its classes and its functions, which are the first statement
 // of their block: a line opening with """ right after a def or class line (or at the top).
-// Only whole lines go; what is left means the same program
-// (TestRelayWithoutDocsIsTheSameProgram compares the two as Python parses them). A docstring that is its block's only
-// statement would leave the block empty: it panics on that.
+// Only whole lines go, and a docstring that is its block's only statement becomes a pass;
+// what is left means the same program (TestRelayWithoutDocsIsTheSameProgram compares the two
+// as Python parses them).
 func pythonWithoutDocs(file, src string) string {
 	var out strings.Builder
 	lines := strings.SplitAfter(src, "\n")
