@@ -2,6 +2,7 @@ package inject
 
 import (
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -459,7 +460,15 @@ func reportFigures(b *testing.B, prefix string, rounds []pathFigures) {
 	}
 }
 
-// measurePaired measures path and base alternately for b.N rounds, the baseline first in
+// tunnelRounds multiplies the rounds of a tunnel benchmark. go test runs a benchmark once
+// with b.N = 1 before it runs it with -test.benchtime's count, so with 3x each site would be
+// built twice and measured four times; make bench runs 1x with this flag instead.
+var tunnelRounds = flag.Int("tunnel.rounds", 1, "interleaved rounds of each tunnel benchmark for each b.N")
+
+// benchRounds is how many interleaved rounds a tunnel benchmark measures.
+func benchRounds(b *testing.B) int { return b.N * *tunnelRounds }
+
+// measurePaired measures path and base alternately for benchRounds rounds, the baseline first in
 // every other round, so a drift of the machine's load touches both alike.
 func measurePaired(b *testing.B, path, base string) pairedFigures {
 	b.Helper()
@@ -467,12 +476,12 @@ func measurePaired(b *testing.B, path, base string) pairedFigures {
 	return pairedFigures{path: rounds[0], base: rounds[1]}
 }
 
-// measureInterleaved measures every path of addrs once a round for b.N rounds, each round
+// measureInterleaved measures every path of addrs once a round for benchRounds rounds, each round
 // starting one path further along, and returns each path's rounds in the order of addrs.
 func measureInterleaved(b *testing.B, addrs ...string) [][]pathFigures {
 	b.Helper()
 	rounds := make([][]pathFigures, len(addrs))
-	for round := range b.N {
+	for round := range benchRounds(b) {
 		for k := range addrs {
 			i := (round + k) % len(addrs)
 			f, err := measurePath(addrs[i])

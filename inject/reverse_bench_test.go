@@ -93,7 +93,7 @@ func (s *reverseSite) plainReverse(b *testing.B) (plain, hop string) {
 
 // reportNagle measures the write-write-read request through the relay of path, which sets
 // TCP_NODELAY, and through a second tunnel whose relay leaves Nagle's algorithm on
-// (SHADOW_RELAY_NODELAY=0), alternately for b.N rounds: "relay-nodelay-" and "relay-nagle-";
+// (SHADOW_RELAY_NODELAY=0), alternately for benchRounds rounds: "relay-nodelay-" and "relay-nagle-";
 // and the same with the answer in two writes (opSplitReply), where the relay's own sends are
 // what Nagle's algorithm holds.
 func reportNagle(b *testing.B, path string) {
@@ -105,7 +105,7 @@ func reportNagle(b *testing.B, path string) {
 		name string
 	}{{opRequest, "wwr"}, {opSplitReply, "split-reply"}} {
 		var nodelay, held []time.Duration
-		for round := range b.N {
+		for round := range benchRounds(b) {
 			order := []string{path, nagle}
 			if round%2 == 1 {
 				order = []string{nagle, path}

@@ -37,7 +37,7 @@ func runTunnelBenchmarks(ctx context.Context, root, dir string, rounds int, r *b
 		return fmt.Errorf("compiling the tunnel benchmarks: %w\n%s", err, out)
 	}
 	cmd := exec.CommandContext(ctx, bin, "-test.run", "^$", "-test.bench", tunnelBenchmarks,
-		"-test.benchtime", strconv.Itoa(rounds)+"x", "-test.count", "1")
+		"-test.benchtime", "1x", "-test.count", "1", "-tunnel.rounds", strconv.Itoa(rounds))
 	cmd.Dir = filepath.Join(root, "inject")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
