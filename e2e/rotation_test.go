@@ -15,6 +15,9 @@ import (
 // shadow namespaces (webhook/follow.go's rate; docs/security.md, "When a source changes").
 const followBound = 10 * time.Second
 
+// recheck is how often a copy that cannot follow is looked at again (webhook/follow.go).
+const recheck = 30 * time.Second
+
 // The sources of the example policy's hpc-vk, and the keys the copies hold them under.
 const (
 	keySource        = "hpc-ssh-key"
@@ -25,7 +28,7 @@ const (
 
 // A rotated key and known-hosts file reach the copies of two shadows in two namespaces within
 // the bound, marker kept; a copy that cannot follow (someone else's object, an immutable copy)
-// is left alone and said so on the source; and nothing is written while the sources change
+// is left alone and said so on the source, and made again once deleted; and nothing is written while the sources change
 // only in metadata, are applied again unchanged, or a new shadow mounts copies already current.
 func TestCopiesFollowTheirSource(t *testing.T) {
 	pods := []offloaded{
@@ -116,6 +119,26 @@ func TestCopiesFollowTheirSource(t *testing.T) {
 		}
 	}
 
+	// Looked at again while they still cannot follow, they are not said again.
+	checked := `controller_runtime_reconcile_total{controller="credential-copies",result="success"}`
+	said, checks := metricValues(t, series[2:]), metricValues(t, []string{checked})[checked]
+	eventually(t, recheck+followBound, "the refused copies looked at again", func() (bool, string) {
+		now := metricValues(t, []string{checked})[checked]
+		return now >= checks+2, fmt.Sprintf("%s went from %v to %v", checked, checks, now)
+	})
+	if again := metricValues(t, series[2:]); again[series[2]] != said[series[2]] || again[series[3]] != said[series[3]] {
+		t.Errorf("copies that still cannot follow were said again at their recheck: %v, then %v", said, again)
+	}
+
+	// Deleted, as the Events say, the refused copies are made again from the source, with no
+	// pod or change of the source to bring them.
+	mustKubectl(t, "", "delete", "secret/"+keySource, "configmap/"+knownHostsSource, "-n", refusing.shadowNamespace())
+	eventually(t, recheck+followBound, "rotate-c's copies made again once deleted", func() (bool, string) {
+		key := copyValue(t, "secret", refusing.shadowNamespace(), keySource, keyKey)
+		hosts := copyValue(t, "configmap", refusing.shadowNamespace(), knownHostsSource, knownHostsKey)
+		return key == newKey && hosts == newHosts, fmt.Sprintf("key %q, known hosts %q", key, hosts)
+	})
+
 	// Nothing is written for copies already current: the copies keep their resourceVersions,
 	// and the API server counts no update of a Secret or ConfigMap (copies are updated with
 	// PUT; shadowgate writes no other Secret or ConfigMap that way, and this test none).
@@ -127,8 +150,8 @@ func TestCopiesFollowTheirSource(t *testing.T) {
 		}
 		return strings.Join(out, "| ")
 	}
-	checked := `controller_runtime_reconcile_total{controller="credential-copies",result="success"}`
-	rvs, puts, checks := versions(), apiserverUpdates(t), metricValues(t, []string{checked})[checked]
+	rvs, puts := versions(), apiserverUpdates(t)
+	checks = metricValues(t, []string{checked})[checked]
 	hostsManifest := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + knownHostsSource + ", namespace: shadowgate-system}\ndata: {" + knownHostsKey + ": \"" + newHosts + "\"}\n"
 	for range 2 { // the first apply takes its fields over, the second changes nothing at all
 		mustKubectl(t, hostsManifest, "apply", "--server-side", "--field-manager=e2e-rotation", "--force-conflicts", "-f", "-")

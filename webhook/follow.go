@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/time/rate"
 	appsv1 "k8s.io/api/apps/v1"
@@ -37,6 +39,10 @@ const (
 	followRate    = 20
 	followBurst   = 20
 	followWorkers = 2
+	// refusedRecheck is how often a copy that cannot follow is looked at again, so that once
+	// an admin deletes it, as its Event says, the copy is made again without a pod or a
+	// change of the source to bring it: one read a period per such copy.
+	refusedRecheck = 30 * time.Second
 )
 
 // indexMounts indexes cached shadow Deployments by the credentials they mount
@@ -66,12 +72,18 @@ type CredentialFollower struct {
 	recorder             events.EventRecorder
 	metrics              *Metrics
 	limiter              *rate.Limiter
+
+	mu sync.Mutex
+	// refusals holds, per copy that cannot follow, the refusal last said, so a recheck that
+	// finds the same says nothing again.
+	refusals map[copyKey]string
 }
 
 // SetupWithManager indexes shadow Deployments by what they mount and starts the follower on
 // the leader, watching the sources in sourceCache and the shadow Deployments in mgr's cache.
 func (f *CredentialFollower) SetupWithManager(ctx context.Context, mgr manager.Manager, sourceCache cache.Cache) error {
 	f.limiter = rate.NewLimiter(followRate, followBurst)
+	f.refusals = map[copyKey]string{}
 	err := mgr.GetFieldIndexer().IndexField(ctx, &appsv1.Deployment{}, indexMounts, func(o client.Object) []string {
 		return mountedCredentials(&o.(*appsv1.Deployment).Spec.Template.Spec)
 	})
@@ -190,26 +202,27 @@ func mountedCopies(d, old *appsv1.Deployment, replicated map[string]bool, creden
 // Reconcile brings one copy up to date with its source, if a shadow of its namespace still
 // mounts it under the policy in force: an unused copy is the Collector's.
 func (f *CredentialFollower) Reconcile(ctx context.Context, k copyKey) (reconcile.Result, error) {
-	if err := f.limiter.Wait(ctx); err != nil {
-		return reconcile.Result{}, nil // stopping
-	}
 	mount := k.Kind + "/" + k.Name
-	if !f.replicated()[mount] {
-		return reconcile.Result{}, nil
-	}
 	list := &appsv1.DeploymentList{}
 	if err := f.shadows.List(ctx, list, client.InNamespace(k.Namespace), client.MatchingFields{indexMounts: mount}); err != nil {
 		return reconcile.Result{}, err
 	}
-	if len(list.Items) == 0 {
+	if !f.replicated()[mount] || len(list.Items) == 0 {
+		f.forgetRefusal(k)
 		return reconcile.Result{}, nil
+	}
+	if err := f.limiter.Wait(ctx); err != nil {
+		return reconcile.Result{}, nil // stopping
 	}
 	logger := log.FromContext(ctx).WithValues("copy", k.String(), "source", f.credentialsNamespace+"/"+k.Name)
 	action, err := f.applier.copyCredential(ctx, inject.Credential{Kind: k.Kind, Name: k.Name, Namespace: k.Namespace}, false)
+	if action != copyRefused && action != copyStuck {
+		f.forgetRefusal(k)
+	}
 	switch {
 	case action == copyRefused || action == copyStuck:
 		f.refused(ctx, k, action, err)
-		return reconcile.Result{}, nil // asked again when the source or the namespace's shadows change
+		return reconcile.Result{RequeueAfter: refusedRecheck}, nil
 	case apierrors.IsNotFound(err):
 		// The source is gone: copies keep what they hold, and admissions say it is missing.
 		logger.Info("the source of a credential copy is gone; the copy keeps its content")
@@ -227,9 +240,28 @@ func (f *CredentialFollower) Reconcile(ctx context.Context, k copyKey) (reconcil
 }
 
 // refused says that the copy k cannot follow its source, and what to do: a Warning Event on
-// the source, a log line and the metric. refusal is decideCopy's error; a copy that is someone
-// else's object (copyRefused) is theirs to delete, which its message does not say.
+// the source, a log line and the metric, once per version of the source (a recheck that finds
+// the same says nothing again). refusal is decideCopy's error; a copy that is someone else's
+// object (copyRefused) is theirs to delete, which its message does not say.
 func (f *CredentialFollower) refused(ctx context.Context, k copyKey, action copyAction, refusal error) {
+	src, err := newCredential(k.Kind)
+	if err != nil {
+		return
+	}
+	if err := f.sources.Get(ctx, client.ObjectKey{Namespace: f.credentialsNamespace, Name: k.Name}, src); err != nil {
+		src = nil // gone meanwhile: the log line says it
+	}
+	said := refusal.Error()
+	if src != nil {
+		said += " @" + src.GetResourceVersion()
+	}
+	f.mu.Lock()
+	again := f.refusals[k] == said
+	f.refusals[k] = said
+	f.mu.Unlock()
+	if again {
+		return
+	}
 	f.metrics.copiesFollowed.WithLabelValues(k.Kind, followRefused).Inc()
 	msg := refusal.Error()
 	if action == copyRefused {
@@ -238,14 +270,16 @@ func (f *CredentialFollower) refused(ctx context.Context, k copyKey, action copy
 	}
 	msg = fmt.Sprintf("the copy %s does not follow this %s, and the shadows there keep what it holds: %s", k, strings.ToLower(k.Kind), msg)
 	log.FromContext(ctx).Error(refusal, "a credential copy does not follow its source", "copy", k.String(), "source", f.credentialsNamespace+"/"+k.Name, "remedy", msg)
-	src, err := newCredential(k.Kind)
-	if err != nil {
-		return
+	if src != nil {
+		f.recorder.Eventf(src, nil, corev1.EventTypeWarning, ReasonCopyNotFollowing, "Follow", "%s", truncate(msg))
 	}
-	if err := f.sources.Get(ctx, client.ObjectKey{Namespace: f.credentialsNamespace, Name: k.Name}, src); err != nil {
-		return // gone meanwhile: the log line says it
-	}
-	f.recorder.Eventf(src, nil, corev1.EventTypeWarning, ReasonCopyNotFollowing, "Follow", "%s", truncate(msg))
+}
+
+// forgetRefusal forgets that k could not follow: it can now, or is no longer the follower's.
+func (f *CredentialFollower) forgetRefusal(k copyKey) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.refusals, k)
 }
 
 // credentialSources reads the Secrets and ConfigMaps of the credentials namespace from a
