@@ -120,11 +120,11 @@ func TestCopiesFollowTheirSource(t *testing.T) {
 	}
 
 	// Looked at again while they still cannot follow, they are not said again.
-	checked := `controller_runtime_reconcile_total{controller="credential-copies",result="success"}`
-	said, checks := metricValues(t, series[2:]), metricValues(t, []string{checked})[checked]
+	rechecked := `controller_runtime_reconcile_total{controller="credential-copies",result="requeue_after"}`
+	said, rechecks := metricValues(t, series[2:]), metricValues(t, []string{rechecked})[rechecked]
 	eventually(t, recheck+followBound, "the refused copies looked at again", func() (bool, string) {
-		now := metricValues(t, []string{checked})[checked]
-		return now >= checks+2, fmt.Sprintf("%s went from %v to %v", checked, checks, now)
+		now := metricValues(t, []string{rechecked})[rechecked]
+		return now >= rechecks+2, fmt.Sprintf("%s went from %v to %v", rechecked, rechecks, now)
 	})
 	if again := metricValues(t, series[2:]); again[series[2]] != said[series[2]] || again[series[3]] != said[series[3]] {
 		t.Errorf("copies that still cannot follow were said again at their recheck: %v, then %v", said, again)
@@ -150,8 +150,8 @@ func TestCopiesFollowTheirSource(t *testing.T) {
 		}
 		return strings.Join(out, "| ")
 	}
-	rvs, puts := versions(), apiserverUpdates(t)
-	checks = metricValues(t, []string{checked})[checked]
+	checked := `controller_runtime_reconcile_total{controller="credential-copies",result="success"}`
+	rvs, puts, checks := versions(), apiserverUpdates(t), metricValues(t, []string{checked})[checked]
 	hostsManifest := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + knownHostsSource + ", namespace: shadowgate-system}\ndata: {" + knownHostsKey + ": \"" + newHosts + "\"}\n"
 	for range 2 { // the first apply takes its fields over, the second changes nothing at all
 		mustKubectl(t, hostsManifest, "apply", "--server-side", "--field-manager=e2e-rotation", "--force-conflicts", "-f", "-")

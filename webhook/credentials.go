@@ -21,18 +21,19 @@ import (
 // replicate copies one credential from the credentials namespace into the shadow's, marked
 // with interlink.eu/replicated-from (decideCopy says when): copyCredential, for an admission.
 func (a *Applier) replicate(ctx context.Context, c inject.Credential, dryRun bool) error {
-	_, err := a.copyCredential(ctx, c, dryRun)
+	_, err := a.copyCredential(ctx, c, dryRun, true)
 	return err
 }
 
 // copyCredential brings the copy c of its source up to date and says what it did, or
-// copyRefused or copyStuck with decideCopy's refusal. The copy is written without forced
+// copyRefused or copyStuck with decideCopy's refusal; a missing copy is created only with
+// create, else it is left missing and copyMissing said. The copy is written without forced
 // ownership and never blindly: a missing one is created, and an existing one updated at the
 // resourceVersion the decision was made on, so an object created or changed in between makes
 // the write fail and the decision is taken again on what is there now. The source is read
 // through a.sources when set (credentialSources: a cache of the credentials namespace), the
 // copy always from the API server, as shadowgate caches no Secret outside its own namespace.
-func (a *Applier) copyCredential(ctx context.Context, c inject.Credential, dryRun bool) (copyAction, error) {
+func (a *Applier) copyCredential(ctx context.Context, c inject.Credential, dryRun, create bool) (copyAction, error) {
 	if c.Namespace == a.credentialsNamespace {
 		return copyUpToDate, nil // the shadow lives beside the source and mounts it as it is
 	}
@@ -73,6 +74,8 @@ func (a *Applier) copyCredential(ctx context.Context, c inject.Credential, dryRu
 			return copyRefused, err
 		case action == copyUpToDate:
 			return action, nil
+		case action == copyCreate && !create:
+			return copyMissing, nil
 		case action == copyCreate:
 			cp := copyOf(src, c.Namespace, from)
 			err = writes.Create(ctx, cp)
@@ -118,6 +121,7 @@ const (
 	copyAdopt                       // unmarked but identical: marked and kept
 	copyRefused                     // unmarked, other content: someone else's, left alone
 	copyStuck                       // marked, but the API server would refuse the change (cannotOverwrite)
+	copyMissing                     // there is none, and copyCredential was not asked to create one
 )
 
 // decideCopy decides, from the source and what the shadow's namespace holds (nil: nothing),

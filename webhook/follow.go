@@ -216,7 +216,10 @@ func (f *CredentialFollower) Reconcile(ctx context.Context, k copyKey) (reconcil
 		return reconcile.Result{}, nil // stopping
 	}
 	logger := log.FromContext(ctx).WithValues("copy", k.String(), "source", f.credentialsNamespace+"/"+k.Name)
-	action, err := f.applier.copyCredential(ctx, inject.Credential{Kind: k.Kind, Name: k.Name, Namespace: k.Namespace}, false)
+	// A missing copy is admission's to create, under the policy the pod was admitted by; the
+	// follower makes one again only where it said a copy could not follow, as its remedy is
+	// to delete that copy.
+	action, err := f.applier.copyCredential(ctx, inject.Credential{Kind: k.Kind, Name: k.Name, Namespace: k.Namespace}, false, f.saidRefused(k))
 	if action != copyRefused && action != copyStuck {
 		f.forgetRefusal(k)
 	}
@@ -232,7 +235,7 @@ func (f *CredentialFollower) Reconcile(ctx context.Context, k copyKey) (reconcil
 		return reconcile.Result{}, err
 	case action == copyCreate:
 		f.metrics.copiesFollowed.WithLabelValues(k.Kind, followCreated).Inc()
-		logger.Info("created a credential copy the shadows of its namespace mount")
+		logger.Info("made a credential copy again, deleted after it could not follow")
 	case action == copyOverwrite || action == copyAdopt:
 		f.metrics.copiesFollowed.WithLabelValues(k.Kind, followUpdated).Inc()
 		logger.Info("updated a credential copy to its source's content")
@@ -274,6 +277,14 @@ func (f *CredentialFollower) refused(ctx context.Context, k copyKey, action copy
 	if src != nil {
 		f.recorder.Eventf(src, nil, corev1.EventTypeWarning, ReasonCopyNotFollowing, "Follow", "%s", truncate(msg))
 	}
+}
+
+// saidRefused says whether the follower said that k could not follow, and it has not since.
+func (f *CredentialFollower) saidRefused(k copyKey) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.refusals[k]
+	return ok
 }
 
 // forgetRefusal forgets that k could not follow: it can now, or is no longer the follower's.

@@ -63,7 +63,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	m.copiesFollowed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shadowgate_credential_copies_followed_total",
-		Help: "Credential copies the follower brought to their source's content, by kind (Secret, ConfigMap) and result: updated, created (missing while a shadow mounts it), refused (it cannot follow: a Warning Event CopyNotFollowing on the source says why).",
+		Help: "Credential copies the follower brought to their source's content, by kind (Secret, ConfigMap) and result: updated, created (made again once a copy that could not follow was deleted), refused (it cannot follow: a Warning Event CopyNotFollowing on the source says why).",
 	}, []string{"kind", "result"})
 	for _, kind := range []string{"Secret", "ConfigMap"} {
 		for _, result := range []string{followCreated, followUpdated, followRefused} {
