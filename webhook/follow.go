@@ -220,7 +220,7 @@ func (f *CredentialFollower) Reconcile(ctx context.Context, k copyKey) (reconcil
 	// follower makes one again only where it said a copy could not follow, as its remedy is
 	// to delete that copy.
 	action, err := f.applier.copyCredential(ctx, inject.Credential{Kind: k.Kind, Name: k.Name, Namespace: k.Namespace}, false, f.saidRefused(k))
-	if action != copyRefused && action != copyStuck {
+	if err == nil {
 		f.forgetRefusal(k)
 	}
 	switch {
