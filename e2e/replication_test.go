@@ -54,7 +54,8 @@ func serveArgs(t *testing.T, r rendered) []string {
 // Without credential replication, neither install grants a Secret verb anywhere nor update on
 // ConfigMaps (used only for credential ConfigMap copies), both run serve with
 // --credential-replication=false, and they grant the same rules; with it (the default), the
-// Secret and ConfigMap update rules are there, in the replication role only.
+// Secret and ConfigMap update rules are there, in the replication roles only: list and watch
+// on Secrets in a Role of shadowgate's namespace, never cluster-wide.
 func TestWithoutCredentialReplicationNoSecretIsGranted(t *testing.T) {
 	replicationRules := func(r rendered) []string {
 		var found []string
@@ -94,7 +95,9 @@ func TestWithoutCredentialReplicationNoSecretIsGranted(t *testing.T) {
 			compare(t, key+" rules", w.Rules, g.Rules)
 		}
 	}
-	want := []string{"ClusterRole/shadowgate-credential-replication: configmaps update", "ClusterRole/shadowgate-credential-replication: secrets get,create,update,delete"}
+	// Secrets are listed and watched in shadowgate's own namespace only, for the follower.
+	want := []string{"ClusterRole/shadowgate-credential-replication: configmaps update", "ClusterRole/shadowgate-credential-replication: secrets get,create,update,delete",
+		"Role/shadowgate-credential-sources: secrets list,watch"}
 	for name, r := range map[string]rendered{"the chart's default": parseRendered(t, helmTemplate(t)), "the kustomize base": parseRendered(t, mustKubectl(t, "", "kustomize", filepath.Join(cluster.root, "manifests/base")))} {
 		if found := replicationRules(r); !slices.Equal(found, want) {
 			t.Errorf("%s grants these Secret and ConfigMap update rules, want only the replication role's %q: %q", name, want, found)

@@ -40,7 +40,9 @@ type Applier struct {
 	// credentialsNamespace is where the policy's Secrets and ConfigMaps are copied from.
 	credentialsNamespace string
 	metrics              *Metrics
-	namespaces           knownNamespaces
+	// sources reads the credentials to copy (credentialSources); nil reads them with reader.
+	sources    objectGetter
+	namespaces knownNamespaces
 	// cleanups tracks removals still running after their request was answered, so that
 	// shutdown waits for them (Wait).
 	cleanups sync.WaitGroup

@@ -19,23 +19,37 @@ import (
 )
 
 // replicate copies one credential from the credentials namespace into the shadow's, marked
-// with interlink.eu/replicated-from (decideCopy says when). The copy is written without
-// forced ownership and never blindly: a missing one is created, and an existing one updated
-// at the resourceVersion the decision was made on, so an object created or changed in between
-// makes the write fail and the decision is taken again on what is there now.
+// with interlink.eu/replicated-from (decideCopy says when): copyCredential, for an admission.
 func (a *Applier) replicate(ctx context.Context, c inject.Credential, dryRun bool) error {
+	_, err := a.copyCredential(ctx, c, dryRun, true)
+	return err
+}
+
+// copyCredential brings the copy c of its source up to date and says what it did, or
+// copyRefused or copyStuck with decideCopy's refusal; a missing copy is created only with
+// create, else it is left missing and copyMissing said. The copy is written without forced
+// ownership and never blindly: a missing one is created, and an existing one updated at the
+// resourceVersion the decision was made on, so an object created or changed in between makes
+// the write fail and the decision is taken again on what is there now. The source is read
+// through a.sources when set (credentialSources: a cache of the credentials namespace), the
+// copy always from the API server, as shadowgate caches no Secret outside its own namespace.
+func (a *Applier) copyCredential(ctx context.Context, c inject.Credential, dryRun, create bool) (copyAction, error) {
 	if c.Namespace == a.credentialsNamespace {
-		return nil // the shadow lives beside the source and mounts it as it is
+		return copyUpToDate, nil // the shadow lives beside the source and mounts it as it is
 	}
 	src, err := newCredential(c.Kind)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if err := a.reader.Get(ctx, client.ObjectKey{Namespace: a.credentialsNamespace, Name: c.Name}, src); err != nil {
+	var sources objectGetter = a.reader
+	if a.sources != nil {
+		sources = a.sources
+	}
+	if err := sources.Get(ctx, client.ObjectKey{Namespace: a.credentialsNamespace, Name: c.Name}, src); err != nil {
 		if apierrors.IsNotFound(err) {
-			return missingSource(c, a.credentialsNamespace)
+			return 0, missingSource(c, a.credentialsNamespace)
 		}
-		return fmt.Errorf("reading %s %s/%s: %w", c.Kind, a.credentialsNamespace, c.Name, err)
+		return 0, fmt.Errorf("reading %s %s/%s: %w", c.Kind, a.credentialsNamespace, c.Name, err)
 	}
 	from := a.credentialsNamespace + "/" + c.Name
 	writes := a.writes(dryRun)
@@ -43,20 +57,25 @@ func (a *Applier) replicate(ctx context.Context, c inject.Credential, dryRun boo
 	for range writeRounds {
 		existing, err := newCredential(c.Kind)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		err = a.reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Name}, existing)
 		if apierrors.IsNotFound(err) {
 			existing = nil
 		} else if err != nil {
-			return fmt.Errorf("reading %s %s/%s: %w", c.Kind, c.Namespace, c.Name, err)
+			return 0, fmt.Errorf("reading %s %s/%s: %w", c.Kind, c.Namespace, c.Name, err)
 		}
 		action, err := decideCopy(src, existing, from)
 		switch {
 		case err != nil:
-			return err
+			if existing.GetAnnotations()[validate.AnnotationReplicatedFrom] != "" {
+				return copyStuck, err
+			}
+			return copyRefused, err
 		case action == copyUpToDate:
-			return nil
+			return action, nil
+		case action == copyCreate && !create:
+			return copyMissing, nil
 		case action == copyCreate:
 			cp := copyOf(src, c.Namespace, from)
 			err = writes.Create(ctx, cp)
@@ -70,11 +89,11 @@ func (a *Applier) replicate(ctx context.Context, c inject.Credential, dryRun boo
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("copying %s %s into %s: %w", strings.ToLower(c.Kind), from, c.Namespace, err)
+			return 0, fmt.Errorf("copying %s %s into %s: %w", strings.ToLower(c.Kind), from, c.Namespace, err)
 		}
-		return nil
+		return action, nil
 	}
-	return apierrors.NewConflict(schema.GroupResource{Resource: strings.ToLower(c.Kind) + "s"}, c.Namespace+"/"+c.Name,
+	return 0, apierrors.NewConflict(schema.GroupResource{Resource: strings.ToLower(c.Kind) + "s"}, c.Namespace+"/"+c.Name,
 		fmt.Errorf("it changed %d times while shadowgate was copying %s into it; try again", writeRounds, from))
 }
 
@@ -100,6 +119,9 @@ const (
 	copyUpToDate                    // shadowgate's copy of this source, same content: nothing to write
 	copyOverwrite                   // a copy shadowgate made (marked) with other content, or of another source
 	copyAdopt                       // unmarked but identical: marked and kept
+	copyRefused                     // unmarked, other content: someone else's, left alone
+	copyStuck                       // marked, but the API server would refuse the change (cannotOverwrite)
+	copyMissing                     // there is none, and copyCredential was not asked to create one
 )
 
 // decideCopy decides, from the source and what the shadow's namespace holds (nil: nothing),

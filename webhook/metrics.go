@@ -14,6 +14,7 @@ type Metrics struct {
 	unconfirmed         prometheus.Gauge
 	unconfirmedRefusals prometheus.Counter
 	collected           *prometheus.CounterVec
+	copiesFollowed      *prometheus.CounterVec
 }
 
 // Label values.
@@ -21,6 +22,10 @@ const (
 	reloadValid   = "valid"
 	reloadInvalid = "invalid"
 	reloadDeleted = "deleted"
+
+	followCreated = "created"
+	followUpdated = "updated"
+	followRefused = "refused"
 )
 
 // NewMetrics creates the metrics and registers them with reg (controller-runtime's
@@ -56,7 +61,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, kind := range []string{"Namespace", "Secret", "ConfigMap"} {
 		m.collected.WithLabelValues(kind) // exported at 0 from the start
 	}
-	for _, c := range []prometheus.Collector{m.applySeconds, m.policyReloads, m.tunnels, m.unconfirmed, m.unconfirmedRefusals, m.collected} {
+	m.copiesFollowed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shadowgate_credential_copies_followed_total",
+		Help: "Credential copies the follower brought to their source's content, by kind (Secret, ConfigMap) and result: updated, created (made again once a copy that could not follow was deleted), refused (it cannot follow: a Warning Event CopyNotFollowing on the source says why).",
+	}, []string{"kind", "result"})
+	for _, kind := range []string{"Secret", "ConfigMap"} {
+		for _, result := range []string{followCreated, followUpdated, followRefused} {
+			m.copiesFollowed.WithLabelValues(kind, result)
+		}
+	}
+	for _, c := range []prometheus.Collector{m.applySeconds, m.policyReloads, m.tunnels, m.unconfirmed, m.unconfirmedRefusals, m.collected, m.copiesFollowed} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

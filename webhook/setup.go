@@ -42,11 +42,12 @@ type Options struct {
 }
 
 // Setup reads the policy (an error when it is missing or invalid), then registers the
-// admission endpoints, the policy watch, the pod Event recorder, the reconciler and the
-// readiness checks with mgr. The endpoints answer on every replica; the reconciler runs on
-// the leader. The returned wait blocks until the removals of refused pods' shadow objects,
-// which run after the denial is sent, have finished: call it once mgr has stopped, since the
-// webhook server can start more of them until then.
+// admission endpoints, the policy watch, the pod Event recorder, the reconciler, the
+// credential follower (with replication) and the readiness checks with mgr. The endpoints
+// answer on every replica; the reconciler and the follower run on the leader. The returned
+// wait blocks until the removals of refused pods' shadow objects, which run after the denial
+// is sent, have finished: call it once mgr has stopped, since the webhook server can start
+// more of them until then.
 func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metrics, decisions *serving.Decisions) (wait func(), err error) {
 	if opts.ShadowGracePeriod <= 0 {
 		return nil, errors.New("the shadow grace period must be positive")
@@ -73,6 +74,14 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 		scheme:               mgr.GetScheme(),
 		credentialsNamespace: opts.Policy.Namespace,
 		metrics:              metrics,
+	}
+	var sources *credentialSources
+	if !opts.Rules.WithoutReplication {
+		// Without replication shadowgate may not read Secrets, and has no copy to keep.
+		if sources, err = newCredentialSources(ctx, mgr, opts.Policy.Namespace); err != nil {
+			return nil, err
+		}
+		applier.sources = sources
 	}
 	events := newPodEvents(mgr.GetClient(), recorder)
 	fixed := validate.Config{PolicyRef: opts.Policy, Credentials: opts.Rules}
@@ -138,6 +147,20 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 	}
 	if err := newTunnelReporter(mgr, applyClient, store, recorder, metrics).SetupWithManager(mgr); err != nil {
 		return nil, err
+	}
+	if sources != nil {
+		follower := &CredentialFollower{
+			shadows:              mgr.GetClient(),
+			sources:              sources,
+			applier:              applier,
+			policies:             store,
+			credentialsNamespace: opts.Policy.Namespace,
+			recorder:             recorder,
+			metrics:              metrics,
+		}
+		if err := follower.SetupWithManager(ctx, mgr, sources.cache); err != nil {
+			return nil, err
+		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
