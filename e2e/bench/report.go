@@ -14,10 +14,11 @@ import (
 type Report struct {
 	w       io.Writer
 	targets []string
+	started time.Time
 }
 
 // NewReport writes to w.
-func NewReport(w io.Writer) *Report { return &Report{w: w} }
+func NewReport(w io.Writer) *Report { return &Report{w: w, started: time.Now()} }
 
 // Figure prints one figure.
 func (r *Report) Figure(name string, value float64, unit string) {
@@ -33,9 +34,10 @@ func (r *Report) Duration(name string, d time.Duration) {
 	r.Figure(name, float64(d)/float64(time.Millisecond), "ms")
 }
 
-// Note prints a line that is not a figure: what ran, and on what.
+// Note prints a line that is not a figure: what ran, and on what, after how long since the
+// report began (make bench has a budget of minutes; this says which phase spends it).
 func (r *Report) Note(format string, args ...any) {
-	fmt.Fprintf(r.w, "# "+format+"\n", args...)
+	fmt.Fprintf(r.w, "# [%s] "+format+"\n", append([]any{time.Since(r.started).Round(time.Second)}, args...)...)
 }
 
 // Target records a target for the summary: what is wanted, the figure, and whether it is met.

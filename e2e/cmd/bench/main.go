@@ -46,9 +46,9 @@ func main() {
 	var o options
 	flag.StringVar(&o.root, "root", ".", "the shadowgate repository")
 	flag.StringVar(&o.shadowgate, "shadowgate", "", "a shadowgate binary to measure instead of one built from -root (another version, for a before and after)")
-	flag.IntVar(&o.goRounds, "go-rounds", 5, "rounds of the Go benchmarks")
+	flag.IntVar(&o.goRounds, "go-rounds", 3, "rounds of the Go benchmarks")
 	flag.DurationVar(&o.goBenchtime, "go-benchtime", time.Second, "-test.benchtime of each Go benchmark in each round")
-	flag.IntVar(&o.tunnelRounds, "tunnel-rounds", 3, "interleaved rounds of each tunnel benchmark and its baseline")
+	flag.IntVar(&o.tunnelRounds, "tunnel-rounds", 2, "interleaved rounds of each tunnel benchmark and its baseline")
 	flag.IntVar(&o.httpsRounds, "https-rounds", 2, "rounds of each HTTPS measurement")
 	flag.IntVar(&o.httpsRate, "https-rate", 1000, "fixed offered load for the HTTPS latencies, requests per second")
 	flag.IntVar(&o.httpsWorkers, "https-workers", 8, "concurrent connections of the HTTPS throughput runs")
