@@ -62,7 +62,7 @@ const (
 	EnvForwardMode    = "SHADOW_FORWARD_MODE"
 	envPorts          = "SHADOW_PORTS"
 	envExecConnect    = "SHADOW_EXEC_CONNECT_COMMAND"
-	envExecRelay      = "SHADOW_EXEC_RELAY" // the path of exec-relay.sh
+	envExecRelay      = "SHADOW_EXEC_RELAY"    // the path of exec-relay.sh
 	envExecLogins     = "SHADOW_EXEC_LOGINS"   // the most logins exec mode opens
 	envExecSessions   = "SHADOW_EXEC_SESSIONS" // relayed connections per login
 	envNodeConfigMap  = "SHADOW_NODE_CONFIGMAP"

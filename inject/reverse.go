@@ -20,8 +20,8 @@ const (
 	envReverseJobName      = "SHADOW_REVERSE_JOB_NAME"
 	envReversePython       = "SHADOW_REVERSE_PYTHON"        // with srun: runs the byte relay on the node
 	envReverseLoginOptions = "SHADOW_REVERSE_LOGIN_OPTIONS" // first on the login hop of srun
-	envReverseHop          = "SHADOW_REVERSE_HOP"         // the path of reverse-hop.sh
-	envReverseNodeScript   = "SHADOW_REVERSE_NODE_SCRIPT" // the path of reverse-node.sh
+	envReverseHop          = "SHADOW_REVERSE_HOP"           // the path of reverse-hop.sh
+	envReverseNodeScript   = "SHADOW_REVERSE_NODE_SCRIPT"   // the path of reverse-node.sh
 )
 
 var (
