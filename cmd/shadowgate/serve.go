@@ -17,6 +17,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -228,6 +229,13 @@ func (o *serveOptions) managerOptions(namespace string, webhookServer ctrlwebhoo
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme) // registering built-in types into a new scheme cannot fail
 	shadows := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{inject.LabelManagedBy: inject.ManagedBy})}
+	// Not the scripts ConfigMaps, one per shadow namespace and most of a shadow's bytes: the
+	// collector reads their metadata from the API server, and nothing else reads them.
+	notScripts, err := labels.NewRequirement(validate.LabelShadowRole, selection.NotEquals, []string{inject.ShadowRoleScripts})
+	if err != nil {
+		panic(err) // constant label and value
+	}
+	shadowConfigMaps := cache.ByObject{Label: shadows.Label.Add(*notScripts)}
 	return manager.Options{
 		Scheme: scheme,
 		Logger: logger,
@@ -237,7 +245,7 @@ func (o *serveOptions) managerOptions(namespace string, webhookServer ctrlwebhoo
 				// ConfigMap or NetworkPolicy.
 				&appsv1.Deployment{}:          shadows,
 				&corev1.Service{}:             shadows,
-				&corev1.ConfigMap{}:           shadows,
+				&corev1.ConfigMap{}:           shadowConfigMaps,
 				&networkingv1.NetworkPolicy{}: shadows,
 			},
 			// The cache holds every pod in the cluster (the reconciler watches them all), in a
