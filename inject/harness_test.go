@@ -123,10 +123,16 @@ func withScriptsVolume(t testing.TB, c corev1.Container, mounts map[string]strin
 
 // scriptsVolumeDir writes a scripts ConfigMap's files into a new directory, one file a key
 // with the volume's default mode (0644), as kubelet does: what the containers read is what
-// the ConfigMap holds.
+// the ConfigMap holds. The directory's name holds nothing a shell reads as syntax (a test's
+// TempDir holds its name, parentheses and all): the containers source their script by a path
+// written into the shell's text.
 func scriptsVolumeDir(t testing.TB, cm *corev1.ConfigMap) string {
 	t.Helper()
-	dir := t.TempDir()
+	dir, err := os.MkdirTemp("", "shadow-scripts-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	for name, text := range cm.Data {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)

@@ -54,8 +54,9 @@ func TestScriptsConfigMap(t *testing.T) {
 		"it belongs to no pod":                      func() bool { return cm.Labels[LabelPodUID] == "" && cm.Annotations[AnnotationShadowFor] == "" },
 		"it is no node ConfigMap":                   func() bool { return cm.Labels[validate.LabelShadowRole] != validate.ShadowRoleNode },
 		"its content is that of the embedded files": func() bool { return maps.Equal(cm.Data, scriptsData) },
-		"a change to it changes no later one": func() bool {
-			cm.Data[scriptForward.name] = "changed"
+		"a change to one changes no later one": func() bool {
+			changed := ScriptsConfigMap("user-shadow")
+			changed.Data[scriptForward.name] = "changed"
 			return ScriptsConfigMap("user-shadow").Data[scriptForward.name] == scriptForward.text
 		},
 	} {

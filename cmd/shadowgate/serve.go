@@ -15,9 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -33,7 +31,6 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/interlink-hq/shadowgate/certs"
-	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/serving"
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
@@ -228,24 +225,17 @@ func (o *serveOptions) restConfig() (*rest.Config, error) {
 func (o *serveOptions) managerOptions(namespace string, webhookServer ctrlwebhook.Server, logger logr.Logger) manager.Options {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme) // registering built-in types into a new scheme cannot fail
-	shadows := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{inject.LabelManagedBy: inject.ManagedBy})}
-	// Not the scripts ConfigMaps, one per shadow namespace and most of a shadow's bytes: the
-	// collector reads their metadata from the API server, and nothing else reads them.
-	notScripts, err := labels.NewRequirement(validate.LabelShadowRole, selection.NotEquals, []string{inject.ShadowRoleScripts})
-	if err != nil {
-		panic(err) // constant label and value
-	}
-	shadowConfigMaps := cache.ByObject{Label: shadows.Label.Add(*notScripts)}
+	shadows := cache.ByObject{Label: webhook.ShadowObjects}
 	return manager.Options{
 		Scheme: scheme,
 		Logger: logger,
 		Cache: cache.Options{
 			ByObject: map[client.Object]cache.ByObject{
 				// Only shadow objects: the reconciler needs no other Deployment, Service,
-				// ConfigMap or NetworkPolicy.
+				// ConfigMap or NetworkPolicy, and the scripts ConfigMaps are no shadow's.
 				&appsv1.Deployment{}:          shadows,
 				&corev1.Service{}:             shadows,
-				&corev1.ConfigMap{}:           shadowConfigMaps,
+				&corev1.ConfigMap{}:           shadows,
 				&networkingv1.NetworkPolicy{}: shadows,
 			},
 			// The cache holds every pod in the cluster (the reconciler watches them all), in a
