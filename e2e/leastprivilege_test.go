@@ -72,7 +72,8 @@ func TestShadowgatesServiceAccountIsRefusedWhatNoShadowNeeds(t *testing.T) {
 		"a scripts ConfigMap that is not immutable is refused":          {want: "may only write configmaps it marks", stdin: scriptsCM("shadowgate-scripts-1111111111", "false"), args: apply},
 		"a ConfigMap labelled as scripts under another name is refused": {want: "may only write configmaps it marks", stdin: scriptsCM("lp-scripts", "true"), args: apply},
 		"taking over a foreign ConfigMap of a scripts ConfigMap's name is refused": {want: "may only update configmaps it marked before",
-			stdin: scriptsCM("shadowgate-scripts-3333333333", "true"), args: apply},
+			// Forced, as shadowgate applies.
+			stdin: scriptsCM("shadowgate-scripts-3333333333", "true"), args: []string{"apply", "--server-side", "--field-manager=shadowgate", "--force-conflicts", "-f", "-"}},
 		"an externalIPs Service is refused":             {want: "without externalIPs", stdin: "apiVersion: v1\nkind: Service\nmetadata: {name: lp-ext, namespace: default, " + marked + "}\nspec: {externalIPs: [1.2.3.4], ports: [{port: 80}]}\n", args: apply},
 		"a coredns ConfigMap in kube-system is refused": {want: "may not write in kube-system", stdin: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: coredns, namespace: kube-system, " + marked + "}\ndata: {Corefile: evil}\n", args: apply},
 		"an unmarked ConfigMap is refused":              {want: "may only write configmaps it marks", stdin: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lp-unmarked, namespace: default}\ndata: {a: b}\n", args: apply},
