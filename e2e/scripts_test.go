@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -31,14 +33,14 @@ func TestShadowsOfANamespaceShareOneScriptsConfigMap(t *testing.T) {
 		if strings.Contains(deployment, "#!/bin/") {
 			t.Errorf("the shadow Deployment of %s carries a script", p.name)
 		}
-		t.Logf("shadow Deployment of %s as stored: %d bytes of JSON", p.name, len(deployment))
+		t.Logf("shadow Deployment of %s as stored: %d bytes of JSON", p.name, compactLen(t, deployment))
 	}
 	scripts := mustKubectl(t, "", "get", "configmap", "-n", ns, "-l", "interlink.eu/shadow-role=scripts",
 		"-o", `jsonpath={range .items[*]}{.metadata.name} {.immutable} {.metadata.managedFields[*].manager}{"\n"}{end}`)
 	if want := current + " true shadowgate\n"; scripts != want {
 		t.Fatalf("scripts ConfigMaps of %s:\n%s\nwant one, immutable, written by shadowgate:\n%s", ns, scripts, want)
 	}
-	t.Logf("scripts ConfigMap as stored: %d bytes of JSON", len(mustKubectl(t, "", "get", "configmap", current, "-n", ns, "-o", "json")))
+	t.Logf("scripts ConfigMap as stored: %d bytes of JSON", compactLen(t, mustKubectl(t, "", "get", "configmap", current, "-n", ns, "-o", "json")))
 
 	previous := inject.ScriptsConfigMapPrefix + "0000000000"
 	mustKubectl(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: "+previous+", namespace: "+ns+
@@ -55,4 +57,14 @@ func TestShadowsOfANamespaceShareOneScriptsConfigMap(t *testing.T) {
 	if ok, out := exists(t, "configmap", current, "-n", ns); !ok {
 		t.Errorf("the scripts ConfigMap the second shadow mounts was deleted: %s", out)
 	}
+}
+
+// compactLen is the length of the JSON document doc without kubectl's indentation.
+func compactLen(t *testing.T, doc string) int {
+	t.Helper()
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	return b.Len()
 }
