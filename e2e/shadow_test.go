@@ -422,7 +422,7 @@ func TestCreatingATakenPodNameLeavesTheLivePodsShadowAlone(t *testing.T) {
 
 // Each replica applies a shadow namespace at most once a minute; one deleted within that
 // minute is applied again by the next pod's write that finds it gone, and that pod's shadow
-// is complete. There is no namespace controller here: the test empties the namespace and
+// is complete, its scripts ConfigMap (remembered as applied within the minute too) included. There is no namespace controller here: the test empties the namespace and
 // finalizes it, as the controller would.
 func TestShadowNamespaceDeletedWithinTheMinuteComesBackWithTheNextShadow(t *testing.T) {
 	createNamespaces(t, "nsgone")
@@ -454,6 +454,8 @@ func TestShadowNamespaceDeletedWithinTheMinuteComesBackWithTheNextShadow(t *test
 		{"configmap", inject.NodeConfigMapName(second.shadowName()), "-n", shadowNS},
 		{"service", second.shadowName(), "-n", shadowNS},
 		{"secret", "hpc-ssh-key", "-n", shadowNS},
+		// Remembered as applied too, and forgotten with the namespace.
+		{"configmap", inject.ScriptsConfigMap(shadowNS).Name, "-n", shadowNS},
 		{"deployment", second.shadowName(), "-n", shadowNS},
 	} {
 		if ok, out := exists(t, obj...); !ok {
