@@ -13,7 +13,7 @@ import (
 // scripts ConfigMap, named by its content, and carry no script themselves. An earlier
 // shadowgate's scripts (another content, so another name, which an upgrade leaves behind,
 // mounted by a shadow that shadowgate rendered) are deleted once no shadow mounts them, while
-// the current ones, older than those and mounted all along, stay.
+// the current ones, older than those and mounted all along, stay, and come back if deleted.
 func TestShadowsOfANamespaceShareOneScriptsConfigMap(t *testing.T) {
 	createNamespaces(t, "scripts")
 	pods := []offloaded{
@@ -55,8 +55,14 @@ func TestShadowsOfANamespaceShareOneScriptsConfigMap(t *testing.T) {
 		return !ok, out
 	})
 	if ok, out := exists(t, "configmap", current, "-n", ns); !ok {
-		t.Errorf("the scripts ConfigMap the second shadow mounts was deleted: %s", out)
+		t.Fatalf("the scripts ConfigMap the second shadow mounts was deleted: %s", out)
 	}
+
+	// Deleted by hand while the second shadow mounts it, it comes back with the next sweep.
+	mustKubectl(t, "", "delete", "configmap", current, "-n", ns)
+	eventually(t, 2*gracePeriod, "the scripts ConfigMap a shadow mounts is applied again", func() (bool, string) {
+		return exists(t, "configmap", current, "-n", ns)
+	})
 }
 
 // compactLen is the length of the JSON document doc without kubectl's indentation.

@@ -30,7 +30,9 @@ import (
 // leave, so a made-up review, whose pod is never stored, leaves nothing behind. Of namespaces
 // and copies only what carries inject.LabelCreatedByShadowgate is collected: a namespace an
 // admin handed over, or a copy shadowgate adopted, is never deleted; of ConfigMaps named as
-// scripts ConfigMaps only those labelled as one (inject.IsScriptsConfigMap).
+// scripts ConfigMaps only those labelled as one (inject.IsScriptsConfigMap). A scripts
+// ConfigMap that shadows of its namespace mount but that is gone (deleted by hand) it applies
+// again, so their pods can start.
 //
 // It sweeps every period on the leader. Something is deleted only when two sweeps in a row
 // found it unused: a shadow being applied (its namespace and copies first, its Deployment
@@ -169,7 +171,7 @@ func (c *Collector) sweep(ctx context.Context) error {
 	}
 	doomed := twiceUnused(c.unused, unused)
 	c.unused = unused
-	var firstErr error
+	firstErr := c.restoreScripts(ctx, missingScripts(uses, scripts.Items))
 	for _, k := range doomed {
 		if err := c.collect(ctx, k, unused[k]); err != nil && firstErr == nil {
 			firstErr = err
@@ -280,6 +282,50 @@ func unusedScripts(items []metav1.PartialObjectMetadata, uses shadowMounts, unus
 		out[collectKey{kind: "ConfigMap", namespace: cm.Namespace, name: cm.Name, scripts: true}] = objectVersion{uid: cm.UID, resourceVersion: cm.ResourceVersion}
 	}
 	return out
+}
+
+// missingScripts are the namespaces whose cached shadow Deployments mount this shadowgate's
+// scripts ConfigMap while items (all scripts ConfigMaps, read from the API server) has none
+// there: deleted by hand, the shadows' pods could not start again. An earlier shadowgate's
+// scripts, mounted by a shadow it rendered, cannot be made again here: that content is gone.
+func missingScripts(uses shadowMounts, items []metav1.PartialObjectMetadata) []string {
+	current := inject.ScriptsConfigMap("").Name
+	present := map[string]bool{}
+	for i := range items {
+		if items[i].Name == current && items[i].DeletionTimestamp == nil {
+			present[items[i].Namespace] = true
+		}
+	}
+	var out []string
+	for ns, mounts := range uses {
+		if mounts["ConfigMap/"+current] && !present[ns] {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
+// restoreScripts applies the scripts ConfigMap again in each of namespaces, returning the
+// first error after trying them all.
+func (c *Collector) restoreScripts(ctx context.Context, namespaces []string) error {
+	var firstErr error
+	for _, ns := range namespaces {
+		u, err := toApply(inject.ScriptsConfigMap(ns), c.writer.Scheme())
+		if err == nil {
+			err = client.WithFieldOwner(c.writer, FieldManager).Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.ForceOwnership)
+		}
+		if isMissingNamespace(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+			continue // its shadows go with it
+		}
+		if err != nil {
+			if firstErr == nil {
+				firstErr = fmt.Errorf("applying the scripts ConfigMap of %s again: %w", ns, err)
+			}
+			continue
+		}
+		log.FromContext(ctx).Info("applied again the scripts ConfigMap shadows mount, which was gone", "namespace", ns, "name", u.GetName())
+	}
+	return firstErr
 }
 
 // createdCopy says whether obj is a credential copy shadowgate created (not adopted).

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -180,6 +181,45 @@ func TestUnusedScriptsConfigMaps(t *testing.T) {
 			}
 			if found && (v.uid != item.UID || v.resourceVersion != item.ResourceVersion) {
 				t.Errorf("found as %+v, want the UID and resourceVersion read", v)
+			}
+		})
+	}
+}
+
+func TestMissingScriptsConfigMapsAreTheMountedCurrentOnesThatAreGone(t *testing.T) {
+	current := inject.ScriptsConfigMap("").Name
+	previous := inject.ScriptsConfigMapPrefix + "0000000000"
+	item := func(ns, name string) metav1.PartialObjectMetadata {
+		return metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	}
+	deleting := item("user-shadow", current)
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	for name, tc := range map[string]struct {
+		uses  shadowMounts
+		items []metav1.PartialObjectMetadata
+		want  []string
+	}{
+		"a namespace whose shadows mount the current scripts, which are there, needs nothing": {
+			uses: shadowMounts{"user-shadow": {"ConfigMap/" + current: true}}, items: []metav1.PartialObjectMetadata{item("user-shadow", current)},
+		},
+		"a namespace whose shadows mount the current scripts, which are gone, gets them again": {
+			uses: shadowMounts{"user-shadow": {"ConfigMap/" + current: true}}, items: []metav1.PartialObjectMetadata{item("team-shadow", current)},
+			want: []string{"user-shadow"},
+		},
+		"scripts being deleted count as gone": {
+			uses: shadowMounts{"user-shadow": {"ConfigMap/" + current: true}}, items: []metav1.PartialObjectMetadata{deleting},
+			want: []string{"user-shadow"},
+		},
+		"an earlier shadowgate's scripts, gone, cannot be made again": {
+			uses: shadowMounts{"user-shadow": {"ConfigMap/" + previous: true}},
+		},
+		"a namespace whose shadows mount no scripts needs none": {
+			uses: shadowMounts{"user-shadow": {"Secret/hpc-ssh-key": true}},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := missingScripts(tc.uses, tc.items); !slices.Equal(got, tc.want) {
+				t.Errorf("missing in %v, want %v", got, tc.want)
 			}
 		})
 	}
