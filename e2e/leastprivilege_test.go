@@ -48,9 +48,15 @@ func TestShadowgatesServiceAccountIsRefusedWhatNoShadowNeeds(t *testing.T) {
 	}
 	mustKubectl(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: lp-pod, namespace: "+ns+"}\nspec: {containers: [{name: c, image: busybox}]}\n", "create", "-f", "-")
 	mustKubectl(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lp-foreign, namespace: "+ns+"}\ndata: {a: b}\n", "create", "-f", "-")
+	mustKubectl(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shadowgate-scripts-3333333333, namespace: "+ns+"}\ndata: {a.sh: exit}\n", "create", "-f", "-")
 	mustKubectl(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lp-adoptable, namespace: lp-ns-marked-for}\ndata: {a: b}\n", "create", "-f", "-")
 	mustKubectl(t, "apiVersion: v1\nkind: Service\nmetadata: {name: lp-foreign, namespace: "+ns+"}\nspec: {ports: [{port: 80}]}\n", "create", "-f", "-")
 	apply := []string{"apply", "--server-side", "--field-manager=shadowgate", "-f", "-"}
+	// A scripts ConfigMap (inject/scriptsconfigmap.go) named name, immutable or not.
+	scriptsCM := func(name, immutable string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + name + ", namespace: " + ns +
+			", labels: {app.kubernetes.io/managed-by: shadowgate, interlink.eu/shadow-role: scripts}}\nimmutable: " + immutable + "\ndata: {a.sh: 'true'}\n"
+	}
 	// A merge patch putting shadowgate's labels on an object.
 	marking := `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"shadowgate","interlink.eu/pod-uid":"00000000-0000-0000-0000-000000000018"}}}`
 	markingAndData := `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"shadowgate","interlink.eu/pod-uid":"00000000-0000-0000-0000-000000000018"}},"data":{"a":"evil"}}`
@@ -59,10 +65,15 @@ func TestShadowgatesServiceAccountIsRefusedWhatNoShadowNeeds(t *testing.T) {
 		stdin, want string
 		args        []string
 	}{
-		"a Deployment in kube-system is refused":        {want: "may not write in kube-system", stdin: shadowDeployment("kube-system", "lp-ks", ""), args: apply},
-		"a hostNetwork Deployment is refused":           {want: "no host namespaces", stdin: shadowDeployment("default", "lp-hostnet", "      hostNetwork: true\n"), args: apply},
-		"a hostPath Deployment is refused":              {want: "hostPath volumes", stdin: shadowDeployment("default", "lp-hostpath", "      volumes: [{name: h, hostPath: {path: /}}]\n"), args: apply},
-		"a NodePort Service is refused":                 {want: "ClusterIP", stdin: "apiVersion: v1\nkind: Service\nmetadata: {name: lp-np, namespace: default, " + marked + "}\nspec: {type: NodePort, ports: [{port: 80}]}\n", args: apply},
+		"a Deployment in kube-system is refused":                        {want: "may not write in kube-system", stdin: shadowDeployment("kube-system", "lp-ks", ""), args: apply},
+		"a hostNetwork Deployment is refused":                           {want: "no host namespaces", stdin: shadowDeployment("default", "lp-hostnet", "      hostNetwork: true\n"), args: apply},
+		"a hostPath Deployment is refused":                              {want: "hostPath volumes", stdin: shadowDeployment("default", "lp-hostpath", "      volumes: [{name: h, hostPath: {path: /}}]\n"), args: apply},
+		"a NodePort Service is refused":                                 {want: "ClusterIP", stdin: "apiVersion: v1\nkind: Service\nmetadata: {name: lp-np, namespace: default, " + marked + "}\nspec: {type: NodePort, ports: [{port: 80}]}\n", args: apply},
+		"a scripts ConfigMap that is not immutable is refused":          {want: "may only write configmaps it marks", stdin: scriptsCM("shadowgate-scripts-1111111111", "false"), args: apply},
+		"a ConfigMap labelled as scripts under another name is refused": {want: "may only write configmaps it marks", stdin: scriptsCM("lp-scripts", "true"), args: apply},
+		"taking over a foreign ConfigMap of a scripts ConfigMap's name is refused": {want: "may only update configmaps it marked before",
+			// Forced, as shadowgate applies.
+			stdin: scriptsCM("shadowgate-scripts-3333333333", "true"), args: []string{"apply", "--server-side", "--field-manager=shadowgate", "--force-conflicts", "-f", "-"}},
 		"an externalIPs Service is refused":             {want: "without externalIPs", stdin: "apiVersion: v1\nkind: Service\nmetadata: {name: lp-ext, namespace: default, " + marked + "}\nspec: {externalIPs: [1.2.3.4], ports: [{port: 80}]}\n", args: apply},
 		"a coredns ConfigMap in kube-system is refused": {want: "may not write in kube-system", stdin: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: coredns, namespace: kube-system, " + marked + "}\ndata: {Corefile: evil}\n", args: apply},
 		"an unmarked ConfigMap is refused":              {want: "may only write configmaps it marks", stdin: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lp-unmarked, namespace: default}\ndata: {a: b}\n", args: apply},
@@ -119,6 +130,7 @@ func TestShadowgatesServiceAccountIsRefusedWhatNoShadowNeeds(t *testing.T) {
 			"[{name: c, image: "+shadowImage+", "+restricted+"}]"), apply},
 		"adopting an unmarked ConfigMap of a shadow namespace without changing its data is admitted": {"", []string{"annotate", "configmap", "lp-adoptable", "-n", "lp-ns-marked-for",
 			"interlink.eu/replicated-from=shadowgate-system/lp-adoptable"}},
+		"an immutable scripts ConfigMap is admitted":          {scriptsCM("shadowgate-scripts-2222222222", "true"), apply},
 		"the tunnel-state annotation of a pod is admitted":    {"", []string{"annotate", "pod", "lp-pod", "-n", ns, "interlink.eu/tunnel-state=up"}},
 		"deleting a namespace shadowgate created is admitted": {"", []string{"delete", "namespace", "lp-ns-created", "--wait=false"}},
 	}

@@ -125,10 +125,14 @@ func TestAdmittedPodsHaveTheirShadowsAppliedByShadowgate(t *testing.T) {
 	}
 }
 
+// shadowObjectsOfAPod selects a pod's own shadow objects: shadowgate's, less the scripts
+// ConfigMap every shadow of the namespace shares.
+const shadowObjectsOfAPod = "app.kubernetes.io/managed-by=shadowgate,interlink.eu/shadow-role!=scripts"
+
 // A server-side dry run persists nothing, and still reports what would stop the shadow: here a
 // ResourceQuota in the shadow namespace that allows no Deployment. The same pod for real is
 // refused with the API server's message, and the shadow objects applied before the failure
-// are removed, but not the credential copies.
+// are removed, but not the credential copies nor the scripts ConfigMap.
 func TestDryRunPersistsNothingAndReportsShadowErrors(t *testing.T) {
 	createNamespaces(t, "dry", "quota")
 	handOverShadowNamespaces(t, "quota")
@@ -160,14 +164,15 @@ func TestDryRunPersistsNothingAndReportsShadowErrors(t *testing.T) {
 	}
 	// The removal runs once the denial is sent.
 	eventually(t, 10*time.Second, "the refused pod's shadow objects are removed", func() (bool, string) {
-		out := mustKubectl(t, "", "get", "deployments,services,configmaps", "-n", "quota-shadow", "-l", "app.kubernetes.io/managed-by=shadowgate", "-o", "name")
+		out := mustKubectl(t, "", "get", "deployments,services,configmaps", "-n", "quota-shadow", "-l", shadowObjectsOfAPod, "-o", "name")
 		return strings.TrimSpace(out) == "", out
 	})
-	// Credential copies are shared by every shadow in the namespace: one made for a refused
-	// pod may already be mounted by another's, so it stays.
-	for _, args := range [][]string{{"secret", "hpc-ssh-key", "-n", "quota-shadow"}, {"configmap", "hpc-known-hosts", "-n", "quota-shadow"}} {
+	// Credential copies and the scripts ConfigMap are shared by every shadow in the
+	// namespace: one made for a refused pod may already be mounted by another's, so it stays.
+	for _, args := range [][]string{{"secret", "hpc-ssh-key", "-n", "quota-shadow"}, {"configmap", "hpc-known-hosts", "-n", "quota-shadow"},
+		{"configmap", inject.ScriptsConfigMap("quota-shadow").Name, "-n", "quota-shadow"}} {
 		if ok, out := exists(t, args...); !ok {
-			t.Errorf("a credential copy was removed with the refused pod's shadow: %s", out)
+			t.Errorf("a shared object was removed with the refused pod's shadow: %s", out)
 		}
 	}
 	if ok, _ := exists(t, "pod", "trainer", "-n", "quota"); ok {
@@ -214,7 +219,7 @@ func TestCredentialReplication(t *testing.T) {
 		t.Errorf("the foreign Secret was changed: %+v", kept)
 	}
 	eventually(t, 10*time.Second, "the refused pod's shadow objects are removed", func() (bool, string) {
-		out := mustKubectl(t, "", "get", "deployments,services,configmaps", "-n", "foreign-shadow", "-l", "app.kubernetes.io/managed-by=shadowgate", "-o", "name")
+		out := mustKubectl(t, "", "get", "deployments,services,configmaps", "-n", "foreign-shadow", "-l", shadowObjectsOfAPod, "-o", "name")
 		return strings.TrimSpace(out) == "", out
 	})
 }
@@ -422,7 +427,7 @@ func TestCreatingATakenPodNameLeavesTheLivePodsShadowAlone(t *testing.T) {
 
 // Each replica applies a shadow namespace at most once a minute; one deleted within that
 // minute is applied again by the next pod's write that finds it gone, and that pod's shadow
-// is complete. There is no namespace controller here: the test empties the namespace and
+// is complete, its scripts ConfigMap (remembered as applied within the minute too) included. There is no namespace controller here: the test empties the namespace and
 // finalizes it, as the controller would.
 func TestShadowNamespaceDeletedWithinTheMinuteComesBackWithTheNextShadow(t *testing.T) {
 	createNamespaces(t, "nsgone")
@@ -454,6 +459,8 @@ func TestShadowNamespaceDeletedWithinTheMinuteComesBackWithTheNextShadow(t *test
 		{"configmap", inject.NodeConfigMapName(second.shadowName()), "-n", shadowNS},
 		{"service", second.shadowName(), "-n", shadowNS},
 		{"secret", "hpc-ssh-key", "-n", shadowNS},
+		// Remembered as applied too, and forgotten with the namespace.
+		{"configmap", inject.ScriptsConfigMap(shadowNS).Name, "-n", shadowNS},
 		{"deployment", second.shadowName(), "-n", shadowNS},
 	} {
 		if ok, out := exists(t, obj...); !ok {

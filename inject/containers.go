@@ -62,7 +62,7 @@ const (
 	EnvForwardMode    = "SHADOW_FORWARD_MODE"
 	envPorts          = "SHADOW_PORTS"
 	envExecConnect    = "SHADOW_EXEC_CONNECT_COMMAND"
-	envExecRelay      = "SHADOW_EXEC_RELAY"
+	envExecRelay      = "SHADOW_EXEC_RELAY"    // the path of exec-relay.sh
 	envExecLogins     = "SHADOW_EXEC_LOGINS"   // the most logins exec mode opens
 	envExecSessions   = "SHADOW_EXEC_SESSIONS" // relayed connections per login
 	envNodeConfigMap  = "SHADOW_NODE_CONFIGMAP"
@@ -106,7 +106,7 @@ func (b *builder) waitForNodeContainer() corev1.Container {
 		env(envNodeFile, path.Join(nodeDir, validate.ComputeNodeKey)),
 		env(envNodeConfigMap, b.namespaceName+"/"+NodeConfigMapName(b.name)),
 	}, wait...)...)
-	c.VolumeMounts = []corev1.VolumeMount{b.nodeMount()}
+	c.VolumeMounts = append(c.VolumeMounts, b.nodeMount())
 	return c
 }
 
@@ -126,7 +126,7 @@ func (b *builder) forwardContainer() corev1.Container {
 	extra := []corev1.EnvVar{env(EnvForwardMode, b.ssh.ForwardMode), env(envPorts, strings.Join(ports, " "))}
 	if b.ssh.ForwardMode == policy.ForwardModeExec {
 		// One channel of each login is left for the tunnel's checks.
-		extra = append(extra, env(envExecConnect, b.ssh.ExecConnectCommand), env(envExecRelay, scriptExecRelay.text),
+		extra = append(extra, env(envExecConnect, b.ssh.ExecConnectCommand), env(envExecRelay, scriptPath(scriptExecRelay)),
 			env(envExecLogins, strconv.Itoa(b.ssh.ExecMaxLogins)), env(envExecSessions, strconv.Itoa(b.ssh.ExecSessionsPerLogin-1)))
 	}
 	c := b.sshContainer(containerForward, scriptForward, extra...)
@@ -154,7 +154,7 @@ func (b *builder) kerberosContainer(name string, extra ...corev1.EnvVar) corev1.
 		env(envKrb5CCName, "FILE:"+path.Join(stateDir, "krb5cc")),
 		env(envStateDir, stateDir),
 	}, extra...)...)
-	c.VolumeMounts = append([]corev1.VolumeMount{b.stateMount()}, b.kerberosMounts()...)
+	c.VolumeMounts = append(append(c.VolumeMounts, b.stateMount()), b.kerberosMounts()...)
 	return c
 }
 
@@ -194,17 +194,20 @@ func (b *builder) sshContainer(name string, s script, extra ...corev1.EnvVar) co
 		mounts = append(mounts, corev1.VolumeMount{Name: volumeKnownHosts, MountPath: knownHostsDir, ReadOnly: true})
 	}
 	c := b.container(name, s, append(envs, extra...)...)
-	c.VolumeMounts = mounts
+	c.VolumeMounts = append(c.VolumeMounts, mounts...)
 	return c
 }
 
 // container is the part every shadow container shares: the image, the embedded script run
-// by its shell, the restricted security context and resource requests.
+// by its shell from the scripts volume, which it mounts, the restricted security context and
+// resource requests.
 func (b *builder) container(name string, s script, envs ...corev1.EnvVar) corev1.Container {
+	b.addVolume(scriptsVolume())
 	return corev1.Container{
 		Name:                     name,
 		Image:                    b.ssh.Image,
-		Command:                  []string{s.shell, "-c", s.text, name},
+		Command:                  runScript(s, name),
+		VolumeMounts:             []corev1.VolumeMount{scriptsMount()},
 		Env:                      append(slices.Clip(envs), env(envTerminationLog, corev1.TerminationMessagePathDefault)),
 		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -235,7 +238,7 @@ func (b *builder) container(name string, s script, envs ...corev1.EnvVar) corev1
 func statusProbe(name string) *corev1.Probe {
 	return &corev1.Probe{
 		ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
-			Command: []string{scriptProbe.shell, "-c", scriptProbe.text, "tunnel-probe", path.Join(stateDir, statusDir, name)},
+			Command: runScript(scriptProbe, "tunnel-probe", path.Join(stateDir, statusDir, name)),
 		}},
 		PeriodSeconds:    10,
 		TimeoutSeconds:   3,

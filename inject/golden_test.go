@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -86,10 +87,9 @@ func (c goldenCase) shadowOf(t *testing.T) (*Shadow, []string) {
 
 // TestGolden compares every shadow object of each case, whole, with
 // testdata/<case>.golden.yaml (for a pod of no listed virtual node, that it is admitted
-// unchanged); `go test ./inject -run TestGolden -update` rewrites them. The
-// scripts in container commands are written there as <scripts/NAME>, after checking that the
-// command holds that embedded file byte for byte, so a golden file shows what a case changes
-// and the scripts are read once, in scripts/.
+// unchanged); `go test ./inject -run TestGolden -update` rewrites them. The scripts ConfigMap
+// is left out, as it is the same for every case (TestScriptsConfigMap holds it), and its name
+// is written as <scripts ConfigMap> (withScriptNames), so the scripts are read once, in scripts/.
 func TestGolden(t *testing.T) {
 	for _, c := range goldenCases(t) {
 		t.Run(c.name, func(t *testing.T) {
@@ -144,41 +144,46 @@ func compareGolden(t *testing.T, name string, got []byte) {
 	}
 }
 
-// withScriptNames returns a copy of d with each embedded script replaced by its name, failing
-// the test if a command or environment value holds anything but an embedded script as the
-// shadow gets it.
+// withScriptNames returns a copy of d with the scripts ConfigMap's name in its volume written as
+// <scripts ConfigMap>, failing the test if a command or probe runs anything but an embedded
+// script from the scripts volume by its own shell, or a variable that names a script names
+// another file: a golden file shows what a case changes, and a change to a script changes
+// the name (the hash of the content) without changing what any case renders.
 func withScriptNames(t *testing.T, d *appsv1.Deployment) *appsv1.Deployment {
 	t.Helper()
 	d = d.DeepCopy()
 	spec := &d.Spec.Template.Spec
-	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
-		for i := range cs {
-			c := &cs[i]
-			if len(c.Command) != 4 || c.Command[1] != "-c" {
-				t.Fatalf("container %s: command %q is not [shell -c script name]", c.Name, c.Command)
+	for _, c := range append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...) {
+		checkRunsScript(t, c.Name, c.Command)
+		if p := c.ReadinessProbe; p != nil && p.Exec != nil {
+			checkRunsScript(t, c.Name+" readiness probe", p.Exec.Command)
+		}
+		for _, e := range c.Env {
+			if want, ok := map[string]script{envExecRelay: scriptExecRelay, envReverseHop: scriptReverseHop, envReverseNodeScript: scriptReverseNode}[e.Name]; ok && e.Value != scriptPath(want) {
+				t.Fatalf("container %s: %s is %q, want %q", c.Name, e.Name, e.Value, scriptPath(want))
 			}
-			c.Command[2] = scriptName(t, c.Command[2])
-			for j := range c.Env {
-				switch c.Env[j].Name {
-				case envExecRelay, envReverseHop, envReverseNodeScript:
-					c.Env[j].Value = scriptName(t, c.Env[j].Value)
-				}
+		}
+	}
+	for i := range spec.Volumes {
+		if cm := spec.Volumes[i].ConfigMap; cm != nil && spec.Volumes[i].Name == volumeScripts {
+			if cm.Name != scriptsName {
+				t.Fatalf("the scripts volume mounts ConfigMap %s, want %s", cm.Name, scriptsName)
 			}
+			cm.Name = "<scripts ConfigMap>"
 		}
 	}
 	return d
 }
 
-func scriptName(t *testing.T, text string) string {
+// checkRunsScript fails the test unless command is runScript of an embedded script.
+func checkRunsScript(t *testing.T, what string, command []string) {
 	t.Helper()
-	for _, s := range []script{scriptWaitForNode, scriptForward, scriptExecRelay, scriptKerberos,
-		scriptReverse, scriptReverseHop, scriptReverseNode} {
-		if s.text == text {
-			return "<scripts/" + s.name + ">"
+	for _, s := range shadowScripts {
+		if len(command) >= 4 && slices.Equal(command[:3], runScript(s, "")[:3]) {
+			return
 		}
 	}
-	t.Fatalf("a container runs a script that is not one of the embedded scripts:\n%s", text)
-	return ""
+	t.Fatalf("%s: command %q does not run an embedded script from the scripts volume by its shell", what, command)
 }
 
 // lineDiff lists the lines that differ, enough to see what changed without a diff tool.

@@ -2,9 +2,11 @@ package inject
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -71,11 +73,15 @@ type process struct {
 
 // runContainer runs a container's script as it would run in the shadow pod: its command, its
 // environment, and each of its volume mounts emulated by a directory of mounts (mount path to
-// directory): every mount path in the environment is rewritten to that directory. extraEnv
-// (NAME=value) comes last, for the test-only knobs the scripts read.
+// directory): every mount path in the command and the environment is rewritten to that
+// directory. The scripts volume, unless mounts has it, is the rendered scripts ConfigMap
+// written out as kubelet writes a ConfigMap volume (scriptsVolumeDir). extraEnv (NAME=value)
+// comes last, for the test-only knobs the scripts read.
 func runContainer(t testing.TB, c corev1.Container, mounts map[string]string, extraEnv ...string) *process {
 	t.Helper()
-	p := &process{cmd: exec.Command(c.Command[0], c.Command[1:]...), out: &syncbuf.Buffer{}, exited: make(chan struct{})}
+	mounts = withScriptsVolume(t, c, mounts)
+	command := rewriteMounts(t, c, mounts, c.Command)
+	p := &process{cmd: exec.Command(command[0], command[1:]...), out: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	p.cmd.Env = append(containerEnv(t, c, mounts), extraEnv...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -99,9 +105,60 @@ func runContainer(t testing.TB, c corev1.Container, mounts map[string]string, ex
 	return p
 }
 
+// withScriptsVolume is mounts with the scripts volume's directory added when c mounts it and
+// mounts lacks it.
+func withScriptsVolume(t testing.TB, c corev1.Container, mounts map[string]string) map[string]string {
+	t.Helper()
+	mountsScripts := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == scriptsDir })
+	if _, ok := mounts[scriptsDir]; ok || !mountsScripts {
+		return mounts
+	}
+	out := maps.Clone(mounts)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[scriptsDir] = scriptsVolumeDir(t, ScriptsConfigMap("test"))
+	return out
+}
+
+// scriptsVolumeDir writes a scripts ConfigMap's files into a new directory, one file a key
+// with the volume's default mode (0644), as kubelet does: what the containers read is what
+// the ConfigMap holds. The directory's name holds nothing a shell reads as syntax (a test's
+// TempDir holds its name, parentheses and all): the containers source their script by a path
+// written into the shell's text.
+func scriptsVolumeDir(t testing.TB, cm *corev1.ConfigMap) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "shadow-scripts-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	for name, text := range cm.Data {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
 // containerEnv is a container's environment as runContainer gives it: PATH, then the
 // container's own variables with every mount path rewritten to its emulating directory.
 func containerEnv(t testing.TB, c corev1.Container, mounts map[string]string) []string {
+	t.Helper()
+	env := []string{"PATH=" + os.Getenv("PATH") + ":/usr/sbin", "LANG=C"}
+	values := make([]string, len(c.Env))
+	for i, e := range c.Env {
+		values[i] = e.Value
+	}
+	for i, v := range rewriteMounts(t, c, mounts, values) {
+		env = append(env, c.Env[i].Name+"="+v)
+	}
+	return env
+}
+
+// rewriteMounts returns values with every mount path of c rewritten to its emulating
+// directory, failing the test for a mount mounts lacks.
+func rewriteMounts(t testing.TB, c corev1.Container, mounts map[string]string, values []string) []string {
 	t.Helper()
 	paths := make([]string, 0, len(c.VolumeMounts))
 	for _, m := range c.VolumeMounts {
@@ -112,15 +169,14 @@ func containerEnv(t testing.TB, c corev1.Container, mounts map[string]string) []
 	}
 	// Longest first, so a mount inside another is rewritten as itself.
 	sort.Slice(paths, func(i, j int) bool { return len(paths[i]) > len(paths[j]) })
-	env := []string{"PATH=" + os.Getenv("PATH") + ":/usr/sbin", "LANG=C"}
-	for _, e := range c.Env {
-		v := e.Value
+	out := make([]string, len(values))
+	for i, v := range values {
 		for _, p := range paths {
 			v = strings.ReplaceAll(v, p, mounts[p])
 		}
-		env = append(env, e.Name+"="+v)
+		out[i] = v
 	}
-	return env
+	return out
 }
 
 // wait returns the exit code once the process ends, failing the test after timeout.

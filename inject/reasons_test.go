@@ -75,6 +75,8 @@ func TestScriptsEmitOnlyContractReasons(t *testing.T) {
 func runProbe(t *testing.T, status *string) (int, string) {
 	t.Helper()
 	pr := statusProbe(containerForward).Exec.Command
+	pr = rewriteMounts(t, corev1.Container{VolumeMounts: []corev1.VolumeMount{scriptsMount()}},
+		map[string]string{scriptsDir: scriptsVolumeDir(t, ScriptsConfigMap("test"))}, pr)
 	file := filepath.Join(t.TempDir(), containerForward)
 	if status != nil {
 		if err := os.WriteFile(file, []byte(*status), 0o644); err != nil {

@@ -20,8 +20,8 @@ const (
 	envReverseJobName      = "SHADOW_REVERSE_JOB_NAME"
 	envReversePython       = "SHADOW_REVERSE_PYTHON"        // with srun: runs the byte relay on the node
 	envReverseLoginOptions = "SHADOW_REVERSE_LOGIN_OPTIONS" // first on the login hop of srun
-	envReverseHop          = "SHADOW_REVERSE_HOP"
-	envReverseNodeScript   = "SHADOW_REVERSE_NODE_SCRIPT"
+	envReverseHop          = "SHADOW_REVERSE_HOP"           // the path of reverse-hop.sh
+	envReverseNodeScript   = "SHADOW_REVERSE_NODE_SCRIPT"   // the path of reverse-node.sh
 )
 
 var (
@@ -67,7 +67,7 @@ func (b *builder) reverseContainer() corev1.Container {
 			extra = append(extra, env(envReverseLoginOptions, "GSSAPIDelegateCredentials=yes"))
 		}
 	}
-	extra = append(extra, env(envReverseHop, scriptReverseHop.text), env(envReverseNodeScript, scriptReverseNode.text))
+	extra = append(extra, env(envReverseHop, scriptPath(scriptReverseHop)), env(envReverseNodeScript, scriptPath(scriptReverseNode)))
 	c := b.sshContainer(ContainerReverse, scriptReverse, extra...)
 	c.ReadinessProbe = statusProbe(ContainerReverse)
 	return c

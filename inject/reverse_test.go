@@ -98,7 +98,9 @@ func TestReverseScriptsPassSyntaxChecksAndShellcheck(t *testing.T) {
 	_, s := reverseShadow(t, "        KeySecret: hpc-ssh-key\n        Reverse: {Enabled: true, AllowedDestinations: {Namespaces: [default]}}\n")
 	c := container(t, s.Deployment, ContainerReverse)
 	for name, text := range map[string]string{
-		"ssh-reverse": c.Command[2], envReverseHop: envValue(c, envReverseHop), envReverseNodeScript: envValue(c, envReverseNodeScript),
+		"ssh-reverse":        commandScript(t, s.Scripts, c.Command),
+		envReverseHop:        mountedScript(t, s.Scripts, envValue(c, envReverseHop)),
+		envReverseNodeScript: mountedScript(t, s.Scripts, envValue(c, envReverseNodeScript)),
 	} {
 		t.Run(name, func(t *testing.T) {
 			shell := shebang(t, text)

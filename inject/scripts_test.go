@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/interlink-hq/shadowgate/internal/sshtest"
 	vt "github.com/interlink-hq/shadowgate/validate/validatetest"
 )
@@ -22,12 +24,13 @@ func TestRenderedScriptsPassSyntaxChecksAndShellcheck(t *testing.T) {
 		s, _ := c.shadowOf(t)
 		spec := s.Deployment.Spec.Template.Spec
 		for _, ctr := range append(spec.InitContainers, spec.Containers...) {
-			scripts[ctr.Command[2]] = rendered{ctr.Command[0], ctr.Name}
+			scripts[commandScript(t, s.Scripts, ctr.Command)] = rendered{ctr.Command[0], ctr.Name}
 			if relay := envValue(ctr, envExecRelay); relay != "" {
-				scripts[relay] = rendered{shebang(t, relay), ctr.Name + " " + envExecRelay}
+				text := mountedScript(t, s.Scripts, relay)
+				scripts[text] = rendered{shebang(t, text), ctr.Name + " " + envExecRelay}
 			}
 			if p := ctr.ReadinessProbe; p != nil && p.Exec != nil {
-				scripts[p.Exec.Command[2]] = rendered{p.Exec.Command[0], ctr.Name + " readiness probe"}
+				scripts[commandScript(t, s.Scripts, p.Exec.Command)] = rendered{p.Exec.Command[0], ctr.Name + " readiness probe"}
 			}
 		}
 	}
@@ -45,6 +48,28 @@ func TestRenderedScriptsPassSyntaxChecksAndShellcheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// commandScript is the text of the script a command made by runScript runs, as the scripts
+// ConfigMap cm holds it.
+func commandScript(t *testing.T, cm *corev1.ConfigMap, command []string) string {
+	t.Helper()
+	file, ok := strings.CutPrefix(command[2], ". ")
+	if len(command) < 4 || command[1] != "-c" || !ok {
+		t.Fatalf("command %q does not source a file of the scripts volume", command)
+	}
+	return mountedScript(t, cm, file)
+}
+
+// mountedScript is the text of the file at path in the scripts volume: the key of the scripts
+// ConfigMap cm of its base name.
+func mountedScript(t *testing.T, cm *corev1.ConfigMap, file string) string {
+	t.Helper()
+	text, ok := cm.Data[path.Base(file)]
+	if path.Dir(file) != scriptsDir || !ok {
+		t.Fatalf("%s is no file of the scripts volume (%s, ConfigMap %s)", file, scriptsDir, cm.Name)
+	}
+	return text
 }
 
 func shebang(t *testing.T, text string) string {

@@ -19,6 +19,9 @@ type Shadow struct {
 	Service       *corev1.Service // nil when no TCP port is forwarded
 	NetworkPolicy *networkingv1.NetworkPolicy
 	Deployment    *appsv1.Deployment
+	// Scripts is the scripts ConfigMap the Deployment mounts (ScriptsConfigMap), shared by
+	// every shadow of the namespace, as the credential copies are.
+	Scripts *corev1.ConfigMap
 
 	credentials []Credential
 }
@@ -49,6 +52,7 @@ func buildShadow(pod *corev1.Pod, o *validate.Offload) (*Shadow, []string) {
 		Service:       b.service(),
 		NetworkPolicy: b.networkPolicy(),
 		Deployment:    b.deployment(),
+		Scripts:       ScriptsConfigMap(b.namespaceName),
 		credentials:   b.credentials(),
 	}
 	if !o.SameNamespace {
@@ -59,8 +63,10 @@ func buildShadow(pod *corev1.Pod, o *validate.Offload) (*Shadow, []string) {
 
 // Objects returns the shadow's objects in apply order: Namespace, node ConfigMap, Service,
 // NetworkPolicy, Deployment, leaving out the ones it does not have. The NetworkPolicy goes
-// before the Deployment, so the shadow pod never runs unfenced. Credentials go between the node ConfigMap
-// and the Deployment; they are not among these because copying them needs the source objects.
+// before the Deployment, so the shadow pod never runs unfenced. Credentials and the scripts
+// ConfigMap go between the node ConfigMap and the Deployment; they are not among these: copying
+// credentials needs the source objects, and both are shared by the namespace's shadows rather
+// than this shadow's own.
 func (s *Shadow) Objects() []client.Object {
 	var objs []client.Object
 	if s.Namespace != nil {

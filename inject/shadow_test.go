@@ -89,12 +89,13 @@ func TestCredentialsToReplicate(t *testing.T) {
 			ssh := c.policy.VirtualNodes["hpc-vk"].Network.SSH
 			var want []Credential
 			if ssh.ReplicateCredentials {
-				// Exactly what the Deployment mounts from the policy, nothing it does not.
+				// Exactly what the Deployment mounts from the policy, nothing it does not:
+				// not the node ConfigMap nor the scripts ConfigMap, which are shadowgate's own.
 				for _, v := range s.Deployment.Spec.Template.Spec.Volumes {
 					switch {
 					case v.Secret != nil:
 						want = append(want, Credential{Kind: "Secret", Name: v.Secret.SecretName, Namespace: s.Deployment.Namespace})
-					case v.ConfigMap != nil && v.Name != volumeNode:
+					case v.ConfigMap != nil && v.Name != volumeNode && v.Name != volumeScripts:
 						want = append(want, Credential{Kind: "ConfigMap", Name: v.ConfigMap.Name, Namespace: s.Deployment.Namespace})
 					}
 				}

@@ -124,38 +124,40 @@ func checkPreExec(pod *corev1.Pod, o *validate.Offload) error {
 	return nil
 }
 
-// embeddedScripts are the texts a shadow container may run with `<shell> -c`, by text.
+// embeddedScripts are the scripts a shadow container may run, by the `-c` text that runs
+// them from the scripts volume (runScript).
 var embeddedScripts = func() map[string]script {
 	m := map[string]script{}
 	for _, s := range []script{scriptWaitForNode, scriptForward, scriptKerberos, scriptReverse} {
-		m[s.text] = s
+		m[runScript(s, "")[2]] = s
 	}
 	return m
 }()
 
-// scriptEnv are the variables that carry a script the shadow runs: each must be the constant.
+// scriptEnv are the variables that name a script the shadow runs: each must be the constant
+// path of the embedded one in the scripts volume.
 var scriptEnv = map[string]string{
-	envExecRelay:         scriptExecRelay.text,
-	envReverseHop:        scriptReverseHop.text,
-	envReverseNodeScript: scriptReverseNode.text,
+	envExecRelay:         scriptPath(scriptExecRelay),
+	envReverseHop:        scriptPath(scriptReverseHop),
+	envReverseNodeScript: scriptPath(scriptReverseNode),
 }
 
 // checkContainers holds a shadow Deployment to the shell property: every container runs one
-// embedded script by `<its shell> -c <script> <container name>`, without args; the variables
-// that carry scripts carry the embedded ones; every ssh option is one Key=Value word, which
+// embedded script from the scripts volume by `<its shell> -c '. <file>' <container name>`,
+// without args; the variables that name scripts name the embedded ones; every ssh option is one Key=Value word, which
 // the scripts pass as one -o argument, so none can become a second option. o is what the pod
 // asked of its node, which the shadow was built from.
 func checkContainers(d *appsv1.Deployment, o *validate.Offload) error {
 	for _, c := range append(append([]corev1.Container{}, d.Spec.Template.Spec.InitContainers...), d.Spec.Template.Spec.Containers...) {
 		if len(c.Command) != 4 || c.Command[1] != "-c" || c.Command[3] != c.Name || len(c.Args) > 0 {
-			return fmt.Errorf("container %s runs %q %q, not `<shell> -c <script> %s`", c.Name, c.Command, c.Args, c.Name)
+			return fmt.Errorf("container %s runs %q %q, not `<shell> -c '. <file>' %s`", c.Name, c.Command, c.Args, c.Name)
 		}
 		if s, ok := embeddedScripts[c.Command[2]]; !ok || s.shell != c.Command[0] {
 			return fmt.Errorf("container %s runs a script that is not one of the embedded ones by its own shell", c.Name)
 		}
 		for _, e := range c.Env {
 			if want, ok := scriptEnv[e.Name]; ok && e.Value != want {
-				return fmt.Errorf("container %s: %s is not the embedded script", c.Name, e.Name)
+				return fmt.Errorf("container %s: %s does not name the embedded script", c.Name, e.Name)
 			}
 			if err := checkEnvValue(e, o); err != nil {
 				return fmt.Errorf("container %s: %w", c.Name, err)

@@ -300,7 +300,7 @@ func TestExecRelayWithoutItsControlMasterLogsInWithThePolicysOptions(t *testing.
 	forward := container(t, s.shadow.Deployment, containerForward)
 	relay := forward
 	relay.Name = "exec-relay"
-	relay.Command = []string{"sh", "-c", envValue(forward, envExecRelay), "exec-relay"}
+	relay.Command = []string{"sh", envValue(forward, envExecRelay)}
 	p := runContainer(t, relay, s.mounts, "SHADOW_CONTROL_PATH="+filepath.Join(t.TempDir(), "no-master"),
 		"SHADOW_EXEC_SLOTS="+t.TempDir(), "SHADOW_RELAY_COMMAND=echo relayed without a master")
 	if code := p.wait(t, 10*time.Second); code != 0 || !strings.Contains(p.out.String(), "relayed without a master") {

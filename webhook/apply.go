@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,19 +44,22 @@ type Applier struct {
 	// sources reads the credentials to copy (credentialSources); nil reads them with reader.
 	sources    objectGetter
 	namespaces knownNamespaces
+	// scripts remembers, as "<namespace>/<name>", the scripts ConfigMaps applied lately.
+	scripts knownNamespaces
 	// cleanups tracks removals still running after their request was answered, so that
 	// shutdown waits for them (Wait).
 	cleanups sync.WaitGroup
 }
 
 // Apply applies a shadow: its namespace first (unless applied lately: knownNamespaces), then
-// the node ConfigMap, Service, NetworkPolicy and credentials together, then the Deployment,
-// which mounts them, so its pods never start before what they mount exists nor unfenced. A nil
-// NodeConfigMap, Service, NetworkPolicy or Deployment is left alone (the reconciler applies only what is missing). On an error the
-// objects this call created are removed in the background, once the caller has its answer,
-// but not the namespace nor the credential copies: every shadow of the pod's namespace shares
-// them, and concurrent admissions may rely on them; the Collector deletes them once unused. A dry run applies with dry-run and
-// persists nothing.
+// the node ConfigMap, Service, NetworkPolicy, credentials and scripts ConfigMap together, then
+// the Deployment, which mounts them, so its pods never start before what they mount exists nor
+// unfenced. A nil NodeConfigMap, Service, NetworkPolicy, Deployment or Scripts is left alone
+// (the reconciler applies only what is missing). On an error the objects this call created are
+// removed in the background, once the caller has its answer, but not the namespace, the
+// credential copies nor the scripts ConfigMap: every shadow of the pod's namespace shares them,
+// and concurrent admissions may rely on them; the Collector deletes them once unused. A dry run
+// applies with dry-run and persists nothing.
 func (a *Applier) Apply(ctx context.Context, s *inject.Shadow, dryRun bool) ([]string, error) {
 	start := time.Now()
 	created := &createdObjects{}
@@ -76,6 +80,9 @@ func (a *Applier) apply(ctx context.Context, s *inject.Shadow, dryRun bool, crea
 		// The namespace was deleted since it was applied: nothing went into it, so all is
 		// applied again, the namespace first (which says so while it is still going).
 		a.namespaces.forget(s.Namespace.Name)
+		if s.Scripts != nil {
+			a.scripts.forget(scriptsKey(s.Scripts))
+		}
 		return a.applyObjects(ctx, s, dryRun, created, false)
 	}
 	return warnings, err
@@ -110,6 +117,9 @@ func (a *Applier) applyObjects(ctx context.Context, s *inject.Shadow, dryRun boo
 	}
 	for _, c := range s.Credentials() {
 		g.Go(func() error { return a.replicate(ctx, c, dryRun) })
+	}
+	if s.Scripts != nil {
+		g.Go(func() error { return a.applyScripts(ctx, s.Scripts, dryRun) })
 	}
 	if err := g.Wait(); err != nil || s.Deployment == nil {
 		return nil, err
@@ -163,6 +173,39 @@ func (a *Applier) ensureNamespace(ctx context.Context, ns *corev1.Namespace, dry
 	return false, apierrors.NewConflict(schema.GroupResource{Resource: "namespaces"}, ns.Name,
 		fmt.Errorf("it was created and deleted %d times while shadowgate was creating it; try again", writeRounds))
 }
+
+// applyScripts server-side applies the scripts ConfigMap cm, unless this process applied it
+// within namespaceMemory: it is immutable and named by its content, so once there it stays as
+// it is, and the namespace's next shadows need no write for it. An apply of the same content
+// over it changes nothing, so the API server writes nothing either. It is not recorded in
+// created: every shadow of the namespace mounts it, and the Collector deletes it once none does.
+func (a *Applier) applyScripts(ctx context.Context, cm *corev1.ConfigMap, dryRun bool) error {
+	key := scriptsKey(cm)
+	if a.scripts.known(key) {
+		return nil
+	}
+	u, err := toApply(cm, a.scheme)
+	if err != nil {
+		return err
+	}
+	err = a.writes(dryRun).Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.ForceOwnership)
+	if apierrors.IsInvalid(err) && strings.Contains(err.Error(), "immutable") {
+		// The one apply the API server refuses: a ConfigMap of that name, immutable, with
+		// other content, which shadowgate did not write (its name is the hash of its content).
+		return apierrors.NewConflict(corev1.Resource("configmaps"), cm.Namespace+"/"+cm.Name,
+			fmt.Errorf("it exists and holds other content than shadowgate's scripts, which it cannot take as it is immutable: delete it (kubectl delete configmap -n %s %s) and shadowgate writes it again (%w)",
+				cm.Namespace, cm.Name, err))
+	}
+	if err != nil {
+		return fmt.Errorf("applying %s: %w", describeObject("ConfigMap", cm), err)
+	}
+	if !dryRun {
+		a.scripts.add(key)
+	}
+	return nil
+}
+
+func scriptsKey(cm *corev1.ConfigMap) string { return cm.Namespace + "/" + cm.Name }
 
 // withCreatedBy is labels with inject.LabelCreatedByShadowgate, for an object shadowgate
 // creates and may therefore delete once nothing uses it. It goes on the Create only: the

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -21,11 +23,16 @@ import (
 )
 
 // Collector deletes what shadowgate created for shadows once no shadow uses it: a shadow
-// namespace it created that holds no shadow object and whose pod namespace is gone, and a
-// credential copy it created that no shadow Deployment of its namespace mounts. The Reconciler collects shadows whose pod never
-// came; this collects what they leave, so a made-up review, whose pod is never stored, leaves
-// nothing behind. Only what carries inject.LabelCreatedByShadowgate is collected: a namespace
-// an admin handed over, or a copy shadowgate adopted, is never deleted.
+// namespace it created that holds no shadow object and whose pod namespace is gone, a
+// credential copy it created that no shadow Deployment of its namespace mounts, and a scripts
+// ConfigMap no shadow Deployment of its namespace mounts (an upgrade leaves the old scripts
+// behind). The Reconciler collects shadows whose pod never came; this collects what they
+// leave, so a made-up review, whose pod is never stored, leaves nothing behind. Of namespaces
+// and copies only what carries inject.LabelCreatedByShadowgate is collected: a namespace an
+// admin handed over, or a copy shadowgate adopted, is never deleted; of ConfigMaps named as
+// scripts ConfigMaps only those labelled as one (inject.IsScriptsConfigMap). A scripts
+// ConfigMap that shadows of its namespace mount but that is gone (deleted by hand) it applies
+// again, so their pods can start.
 //
 // It sweeps every period on the leader. Something is deleted only when two sweeps in a row
 // found it unused: a shadow being applied (its namespace and copies first, its Deployment
@@ -54,8 +61,11 @@ var (
 	_ manager.LeaderElectionRunnable = (*Collector)(nil)
 )
 
-// collectKey names one object the collector may delete.
-type collectKey struct{ kind, namespace, name string }
+// collectKey names one object the collector may delete; scripts marks a scripts ConfigMap.
+type collectKey struct {
+	kind, namespace, name string
+	scripts               bool
+}
 
 func (k collectKey) String() string {
 	if k.namespace == "" {
@@ -75,6 +85,17 @@ const (
 	// maxHeldNamespaces bounds held; past it the oldest are forgotten first.
 	maxHeldNamespaces = 4096
 )
+
+// ShadowObjects selects the objects of shadows: shadowgate's, but not the scripts ConfigMaps,
+// which belong to no shadow, are most of the bytes shadowgate writes, and are read only by
+// the Collector, from the API server. The manager's cache holds what it selects.
+var ShadowObjects = func() labels.Selector {
+	notScripts, err := labels.NewRequirement(validate.LabelShadowRole, selection.NotEquals, []string{inject.ShadowRoleScripts})
+	if err != nil {
+		panic(err) // a constant label and value
+	}
+	return labels.SelectorFromSet(labels.Set{inject.LabelManagedBy: inject.ManagedBy}).Add(*notScripts)
+}()
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: one replica sweeps.
 func (c *Collector) NeedLeaderElection() bool { return true }
@@ -124,8 +145,8 @@ func (c *Collector) sweep(ctx context.Context) error {
 				return err
 			}
 			if !live {
-				unused[collectKey{"Namespace", "", ns.Name}] = objectVersion{uid: ns.UID}
-				continue // its copies go with it
+				unused[collectKey{kind: "Namespace", name: ns.Name}] = objectVersion{uid: ns.UID}
+				continue // its copies and scripts go with it
 			}
 		}
 		lookIn[ns.Name] = true
@@ -141,9 +162,16 @@ func (c *Collector) sweep(ctx context.Context) error {
 	for k, v := range copies {
 		unused[k] = v
 	}
+	scripts := &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMapList"}}
+	if err := c.reader.List(ctx, scripts, client.MatchingLabels{inject.LabelManagedBy: inject.ManagedBy, validate.LabelShadowRole: inject.ShadowRoleScripts}); err != nil {
+		return err
+	}
+	for k, v := range unusedScripts(scripts.Items, uses, unused, now, c.period) {
+		unused[k] = v
+	}
 	doomed := twiceUnused(c.unused, unused)
 	c.unused = unused
-	var firstErr error
+	firstErr := c.restoreScripts(ctx, missingScripts(uses, scripts.Items))
 	for _, k := range doomed {
 		if err := c.collect(ctx, k, unused[k]); err != nil && firstErr == nil {
 			firstErr = err
@@ -159,7 +187,7 @@ type shadowMounts map[string]map[string]bool
 
 // shadowUses reads the cache's shadow objects, by namespace.
 func (c *Collector) shadowUses(ctx context.Context) (shadowMounts, error) {
-	objs, err := listShadowKinds(ctx, c.cache, client.MatchingLabels{inject.LabelManagedBy: inject.ManagedBy})
+	objs, err := listShadowKinds(ctx, c.cache, client.MatchingLabelsSelector{Selector: ShadowObjects})
 	if err != nil {
 		return nil, err
 	}
@@ -233,11 +261,71 @@ func (c *Collector) unusedCopies(ctx context.Context, lookIn map[string]bool, us
 				return nil, fmt.Errorf("reading %s %s/%s: %w", kind, ns, name, err)
 			}
 			if createdCopy(obj) && obj.DeletionTimestamp == nil && now.Sub(obj.CreationTimestamp.Time) >= c.period {
-				out[collectKey{kind, ns, name}] = objectVersion{uid: obj.UID, resourceVersion: obj.ResourceVersion}
+				out[collectKey{kind: kind, namespace: ns, name: name}] = objectVersion{uid: obj.UID, resourceVersion: obj.ResourceVersion}
 			}
 		}
 	}
 	return out, nil
+}
+
+// unusedScripts are the scripts ConfigMaps of items (read from the API server) that no cached
+// shadow Deployment of their namespace mounts, made a period before now or earlier, outside
+// the namespaces unused already holds (they go with their namespace).
+func unusedScripts(items []metav1.PartialObjectMetadata, uses shadowMounts, unused map[collectKey]objectVersion, now time.Time, period time.Duration) map[collectKey]objectVersion {
+	out := map[collectKey]objectVersion{}
+	for i := range items {
+		cm := &items[i]
+		if _, nsGoes := unused[collectKey{kind: "Namespace", name: cm.Namespace}]; nsGoes || !inject.IsScriptsConfigMap(cm) ||
+			uses[cm.Namespace]["ConfigMap/"+cm.Name] || cm.DeletionTimestamp != nil || now.Sub(cm.CreationTimestamp.Time) < period {
+			continue
+		}
+		out[collectKey{kind: "ConfigMap", namespace: cm.Namespace, name: cm.Name, scripts: true}] = objectVersion{uid: cm.UID, resourceVersion: cm.ResourceVersion}
+	}
+	return out
+}
+
+// missingScripts are the namespaces whose cached shadow Deployments mount this shadowgate's
+// scripts ConfigMap while items (all scripts ConfigMaps, read from the API server) has none
+// there: deleted by hand, the shadows' pods could not start again. An earlier shadowgate's
+// scripts, mounted by a shadow it rendered, cannot be made again here: that content is gone.
+func missingScripts(uses shadowMounts, items []metav1.PartialObjectMetadata) []string {
+	current := inject.ScriptsConfigMap("").Name
+	present := map[string]bool{}
+	for i := range items {
+		if items[i].Name == current && items[i].DeletionTimestamp == nil {
+			present[items[i].Namespace] = true
+		}
+	}
+	var out []string
+	for ns, mounts := range uses {
+		if mounts["ConfigMap/"+current] && !present[ns] {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
+// restoreScripts applies the scripts ConfigMap again in each of namespaces, returning the
+// first error after trying them all.
+func (c *Collector) restoreScripts(ctx context.Context, namespaces []string) error {
+	var firstErr error
+	for _, ns := range namespaces {
+		u, err := toApply(inject.ScriptsConfigMap(ns), c.writer.Scheme())
+		if err == nil {
+			err = client.WithFieldOwner(c.writer, FieldManager).Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.ForceOwnership)
+		}
+		if isMissingNamespace(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+			continue // its shadows go with it
+		}
+		if err != nil {
+			if firstErr == nil {
+				firstErr = fmt.Errorf("applying the scripts ConfigMap of %s again: %w", ns, err)
+			}
+			continue
+		}
+		log.FromContext(ctx).Info("applied again the scripts ConfigMap shadows mount, which was gone", "namespace", ns, "name", u.GetName())
+	}
+	return firstErr
 }
 
 // createdCopy says whether obj is a credential copy shadowgate created (not adopted).
@@ -288,8 +376,11 @@ func (c *Collector) collect(ctx context.Context, k collectKey, v objectVersion) 
 	}
 	c.metrics.collected.WithLabelValues(k.kind).Inc()
 	what := "deleted a credential copy shadowgate created that no shadow mounts"
-	if k.kind == "Namespace" {
+	switch {
+	case k.kind == "Namespace":
 		what = "deleted a shadow namespace shadowgate created that holds no shadow"
+	case k.scripts:
+		what = "deleted a scripts ConfigMap no shadow mounts"
 	}
 	log.FromContext(ctx).Info(what, "object", k.String())
 	return nil
@@ -320,12 +411,12 @@ func (c *Collector) namespaceUnused(ctx context.Context, ns string) (bool, error
 	if live, err := c.podNamespaceLives(ctx, c.reader, obj.Labels[inject.LabelShadowNamespaceFor]); err != nil || live {
 		return false, err
 	}
-	objs, err := listShadowKinds(ctx, c.reader, client.InNamespace(ns), client.MatchingLabels{inject.LabelManagedBy: inject.ManagedBy}, client.Limit(1))
+	objs, err := listShadowKinds(ctx, c.reader, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: ShadowObjects}, client.Limit(1))
 	return err == nil && len(objs) == 0, err
 }
 
 // copyUnused asks the API server, not the cache, whether no shadow Deployment of the copy's
-// namespace mounts it.
+// (or scripts ConfigMap's) namespace mounts it.
 func (c *Collector) copyUnused(ctx context.Context, k collectKey) (bool, error) {
 	list := &appsv1.DeploymentList{}
 	if err := c.reader.List(ctx, list, client.InNamespace(k.namespace), client.MatchingLabels{inject.LabelManagedBy: inject.ManagedBy}); err != nil {

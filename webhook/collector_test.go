@@ -13,8 +13,8 @@ import (
 )
 
 func TestOnlyWhatTwoSweepsFoundUnusedIsCollected(t *testing.T) {
-	ns := collectKey{"Namespace", "", "a-shadow"}
-	cp := collectKey{"Secret", "b-shadow", "hpc-ssh-key"}
+	ns := collectKey{kind: "Namespace", name: "a-shadow"}
+	cp := collectKey{kind: "Secret", namespace: "b-shadow", name: "hpc-ssh-key"}
 	for name, c := range map[string]struct {
 		last, now map[collectKey]objectVersion
 		want      []collectKey

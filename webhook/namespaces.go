@@ -14,7 +14,9 @@ import (
 // is applied again once namespaceMemory has passed, and at once when a write finds it gone
 // (Applier.apply), so no shadow waits for it. The namespace's own fields, its Pod Security
 // label above all, are therefore re-applied at most once a minute per replica, by the first
-// shadow after namespaceMemory: a label removed meanwhile stays off until then.
+// shadow after namespaceMemory: a label removed meanwhile stays off until then. The Applier
+// keeps a second one, keyed "<namespace>/<name>", for the scripts ConfigMaps it applied
+// (applyScripts).
 type knownNamespaces struct {
 	mu    sync.Mutex
 	until map[string]time.Time

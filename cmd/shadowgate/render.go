@@ -21,7 +21,10 @@ func newRenderCommand() *cobra.Command {
 		Short: "Print what the webhook would do to one Pod: the mutated Pod and its shadow",
 		Long: `Print what the webhook would do to one Pod: the mutated Pod first, then the shadow objects in
 apply order (Namespace when one would be created, node ConfigMap, Service, Deployment).
-Replicated credentials are left out: copying them needs the source objects. A pod that gets no
+Replicated credentials are left out: copying them needs the source objects. So is the scripts
+ConfigMap (shadowgate-scripts-<hash>) the Deployment mounts: like the credential copies it is
+shared by every shadow of the namespace and written beside them, it is the same for every pod,
+and the name in the Deployment's "scripts" volume says which one. A pod that gets no
 shadow prints only the Pod. Pods are rendered offline, so the pod UID label is empty.
 Exit 0: rendered. Exit 1: the pod is refused, with check's messages on standard error.
 Exit 2: unreadable input, not exactly one Pod, or an invalid policy.`,

@@ -15,7 +15,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -32,7 +31,6 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/interlink-hq/shadowgate/certs"
-	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/serving"
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
@@ -227,14 +225,14 @@ func (o *serveOptions) restConfig() (*rest.Config, error) {
 func (o *serveOptions) managerOptions(namespace string, webhookServer ctrlwebhook.Server, logger logr.Logger) manager.Options {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme) // registering built-in types into a new scheme cannot fail
-	shadows := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{inject.LabelManagedBy: inject.ManagedBy})}
+	shadows := cache.ByObject{Label: webhook.ShadowObjects}
 	return manager.Options{
 		Scheme: scheme,
 		Logger: logger,
 		Cache: cache.Options{
 			ByObject: map[client.Object]cache.ByObject{
 				// Only shadow objects: the reconciler needs no other Deployment, Service,
-				// ConfigMap or NetworkPolicy.
+				// ConfigMap or NetworkPolicy, and the scripts ConfigMaps are no shadow's.
 				&appsv1.Deployment{}:          shadows,
 				&corev1.Service{}:             shadows,
 				&corev1.ConfigMap{}:           shadows,

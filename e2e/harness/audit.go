@@ -45,7 +45,7 @@ func Audit(ctx context.Context, cs kubernetes.Interface, namespace string) (Shad
 	record := func(kind string, o metav1.Object) {
 		uid := o.GetLabels()[inject.LabelPodUID]
 		if uid == "" {
-			return // a credential copy, shared by the namespace's shadows
+			return // a credential copy or the scripts ConfigMap, shared by the namespace's shadows
 		}
 		have[uid] = append(have[uid], kind)
 		a.Objects++

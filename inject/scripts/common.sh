@@ -35,7 +35,7 @@ fail() {
 }
 
 # report REASON MESSAGE replaces this container's status file, $SHADOW_STATE_DIR/status/<name>
-# ($0 is the container's name: the builder runs each script as sh -c SCRIPT NAME), with
+# ($0 is the container's name: the builder runs each script as sh -c '. FILE' NAME), with
 # "<epoch seconds> <reason line>", which the readiness probe (tunnel-probe.sh) reads. A new
 # file moved over the old one, so the probe reads either line, never part of one; a mktemp
 # name of its own, as a script's checker and its main loop may report at once. The line is

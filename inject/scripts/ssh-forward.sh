@@ -13,7 +13,7 @@
 # Environment: SHADOW_LOGIN_HOST, SHADOW_SSH_OPTIONS (one ssh -o option a line),
 # SHADOW_NODE_DISCOVERY and what it reads (common.sh: check_discovery), SHADOW_NODE_FILE,
 # SHADOW_STATE_DIR (writable), SHADOW_FORWARD_MODE, SHADOW_PORTS
-# (space-separated), SHADOW_EXEC_CONNECT_COMMAND and SHADOW_EXEC_RELAY (the relay script) in
+# (space-separated), SHADOW_EXEC_CONNECT_COMMAND and SHADOW_EXEC_RELAY (the relay script's path) in
 # exec mode; SHADOW_LISTEN_ADDRESS (default 0.0.0.0) and SHADOW_POLL_INTERVAL (seconds,
 # default 5) for tests.
 
@@ -252,7 +252,7 @@ trap 'shutdown stop_tunnel' TERM INT
 
 if [[ $mode == exec ]]; then
   cd -- "$state"
-  printf '%s\n' "${SHADOW_EXEC_RELAY:?}" >exec-relay
+  cp -- "${SHADOW_EXEC_RELAY:?}" exec-relay
 fi
 
 node=$(current_node)

@@ -20,7 +20,7 @@
 # (common.sh: check_discovery), SHADOW_NODE_FILE, SHADOW_STATE_DIR,
 # SHADOW_REVERSE_BIND, SHADOW_REVERSE_FORWARDS (one "<listen port> <host> <port>" a line),
 # SHADOW_REVERSE_SOCKS_PORT, SHADOW_REVERSE_SSHD (node|userspace), SHADOW_REVERSE_HOP and
-# SHADOW_REVERSE_NODE_SCRIPT (the scripts), and what reverse-hop reads; SHADOW_POLL_INTERVAL
+# SHADOW_REVERSE_NODE_SCRIPT (the scripts' paths), and what reverse-hop reads; SHADOW_POLL_INTERVAL
 # (seconds, default 5) and SHADOW_REVERSE_NODE_PORT (the node sshd's, default 22) for tests.
 
 # --- shadowgate: insert common ---
@@ -92,8 +92,8 @@ done
 w=$state/reverse
 mkdir -p -- "$w"
 chmod 700 -- "$w"
-printf '%s\n' "${SHADOW_REVERSE_HOP:?}" >"$w/hop"
-printf '%s\n' "${SHADOW_REVERSE_NODE_SCRIPT:?}" >"$w/node.sh"
+cp -- "${SHADOW_REVERSE_HOP:?}" "$w/hop"
+cp -- "${SHADOW_REVERSE_NODE_SCRIPT:?}" "$w/node.sh"
 hop=$w/hop
 export SHADOW_REVERSE_PREPARED_NODE='' SHADOW_REVERSE_PREPARED_DIR=''
 
