@@ -131,7 +131,7 @@ func (s *site) plainForward(b *testing.B, mode string) string {
 func plainOptions(b *testing.B, c corev1.Container, mounts map[string]string) []string {
 	b.Helper()
 	var options []string
-	for _, e := range containerEnv(b, c, mounts) {
+	for _, e := range containerEnv(b, c, withScriptsVolume(b, c, mounts)) {
 		if v, ok := strings.CutPrefix(e, envSSHOptions+"="); ok {
 			for _, opt := range strings.Split(v, "\n") {
 				if opt != "" {
