@@ -129,7 +129,8 @@ func (f *CredentialFollower) sourceChanged(ctx context.Context, src client.Objec
 		return
 	}
 	list := &appsv1.DeploymentList{}
-	if err := f.shadows.List(ctx, list, client.MatchingFields{indexMounts: mount}); err != nil {
+	// Read only: the cache's objects themselves, not a copy of every Deployment mounting it.
+	if err := f.shadows.List(ctx, list, client.MatchingFields{indexMounts: mount}, client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "listing the shadow Deployments that mount a changed credential; its copies follow it at the next change", "source", f.credentialsNamespace+"/"+src.GetName())
 		return
 	}
@@ -205,7 +206,11 @@ func mountedCopies(d, old *appsv1.Deployment, replicated map[string]bool, creden
 func (f *CredentialFollower) Reconcile(ctx context.Context, k copyKey) (reconcile.Result, error) {
 	mount := k.Kind + "/" + k.Name
 	list := &appsv1.DeploymentList{}
-	if err := f.shadows.List(ctx, list, client.InNamespace(k.Namespace), client.MatchingFields{indexMounts: mount}); err != nil {
+	// Whether one shadow still mounts the copy is all this asks: one, uncopied. Every new
+	// shadow Deployment of a namespace comes here, so a copy of each Deployment of the
+	// namespace per reconcile would cost in the square of its shadows.
+	if err := f.shadows.List(ctx, list, client.InNamespace(k.Namespace), client.MatchingFields{indexMounts: mount},
+		client.Limit(1), client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, err
 	}
 	if !f.replicated()[mount] || len(list.Items) == 0 {
