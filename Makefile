@@ -58,11 +58,12 @@ shfmt:
 chart-docs:
 	$(GO) run ./hack/valuesdoc -w
 
-## bench: measure shadowgate (issue 7) in one run, printing BENCH <name> <value> <unit> lines and
-## a summary against the targets: the Go benchmarks of the in-process path, the webhook over
-## HTTPS, and pod creates through a real API server beside a no-webhook baseline, interleaved
-## (about 3 minutes once e2e-tools are built)
-bench: e2e-tools
+## bench: measure shadowgate in one run, printing BENCH <name> <value> <unit> lines and a
+## summary against the targets: the Go benchmarks of the in-process path, the tunnels' data path
+## against plain ssh (real OpenSSH and Slurm), the webhook over HTTPS, and pod creates through a
+## real API server beside a no-webhook baseline and the VK's way, interleaved (about 5 minutes
+## once e2e-tools are built)
+bench: deps e2e-tools
 	$(GO) run ./e2e/cmd/bench
 
 ## reliability: run the e2e packages with every reliability scenario at full scale (issue 9:
