@@ -103,22 +103,8 @@ func TestARotatedKeyReachesARunningShadow(t *testing.T) {
 
 	// The next login is made with the new key, the old one being gone.
 	sshdLog := hpc.Logins["hpc"].Log
-	if err := hpc.StopLogin("hpc"); err != nil {
-		t.Fatal(err)
-	}
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			if err := hpc.StartLogin("hpc"); err != nil {
-				t.Error(err)
-			}
-		}
-	})
-	waitForTunnelEvent(t, failureBound, ns, "notebook", "TunnelFailed", "LoginUnreachable")
-	restarted = true
-	if err := hpc.StartLogin("hpc"); err != nil {
-		t.Fatal(err)
-	}
+	restartLogin := stopLoginUntilUnreachable(t, ns)
+	restartLogin()
 	waitForTunnelEvent(t, 3*time.Minute, ns, "notebook", "TunnelRecovered", "LoginUnreachable")
 	waitFor(t, time.Minute, "the notebook's page at "+url+" again", page)
 	if again, _, _ := s.readyPod(t, time.Minute); again != podName {

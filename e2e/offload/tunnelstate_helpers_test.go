@@ -190,3 +190,29 @@ func shadowPodsAndReporterLog(ns string) string {
 	return fmt.Sprintf("--- the pods of %s:\n%s\n--- the pod's tunnel-state annotation: %s\n--- shadowgate's log about %s:\n%s",
 		shadowNS, pods, annotation, ns, strings.Join(lines, "\n"))
 }
+
+// stopLoginUntilUnreachable stops the site's login node hpc and waits for the notebook of ns
+// to say LoginUnreachable; it returns what starts the login node again, which the test's end
+// does if the test has not.
+func stopLoginUntilUnreachable(t *testing.T, ns string) (restart func()) {
+	t.Helper()
+	hpc := site.local.HPC
+	if err := hpc.StopLogin("hpc"); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			if err := hpc.StartLogin("hpc"); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	waitForTunnelEvent(t, failureBound, ns, "notebook", "TunnelFailed", "LoginUnreachable")
+	return func() {
+		restarted = true
+		if err := hpc.StartLogin("hpc"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

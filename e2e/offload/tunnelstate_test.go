@@ -157,27 +157,12 @@ func TestAJobCancelledUnderItsPodIsNoRunningJob(t *testing.T) {
 // same shadow pod carrying the notebook's page again.
 func TestALoginNodeThatComesBackRecoversTheTunnel(t *testing.T) {
 	const ns = "tf-sshd"
-	hpc := site.local.HPC
 	_, s, user := startOffloaded(t, ns, offloadedPod(ns, harness.HPCNode, nil))
 	_, _, ip := s.readyPod(t, 3*time.Minute)
 	waitForTunnelEvent(t, failureBound, ns, "notebook", "TunnelReady", "notebook-"+ns)
-	if err := hpc.StopLogin("hpc"); err != nil {
-		t.Fatal(err)
-	}
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			if err := hpc.StartLogin("hpc"); err != nil {
-				t.Error(err)
-			}
-		}
-	})
-	waitForTunnelEvent(t, failureBound, ns, "notebook", "TunnelFailed", "LoginUnreachable")
+	restartLogin := stopLoginUntilUnreachable(t, ns)
 	wantStatus(t, user, ns, "Failed", "LoginUnreachable")
-	restarted = true
-	if err := hpc.StartLogin("hpc"); err != nil {
-		t.Fatal(err)
-	}
+	restartLogin()
 	// The forward restarts with the kubelet's back-off, at most the site's MaxBackoff.
 	waitForTunnelEvent(t, 3*time.Minute, ns, "notebook", "TunnelRecovered", "LoginUnreachable")
 	wantStatus(t, user, ns, "Ready", "Ready")
