@@ -38,7 +38,11 @@ const (
 	keyDir        = "/etc/shadow/ssh"
 	keytabDir     = "/etc/shadow/kerberos"
 	knownHostsDir = "/etc/shadow/known-hosts"
-	krb5ConfPath  = "/etc/krb5.conf"
+	// krb5ConfDir holds the Krb5ConfigMap as a directory, not as a subPath over
+	// /etc/krb5.conf: the kubelet updates a directory mount in place when the ConfigMap (or
+	// its copy, which follows the source) changes, and never a subPath one. KRB5_CONFIG points
+	// the Kerberos library at it.
+	krb5ConfDir = "/etc/shadow/krb5"
 
 	keyFile        = "id"
 	keytabFile     = "keytab"
@@ -59,6 +63,7 @@ const (
 	envSlurmPoll      = "SHADOW_SLURM_POLL_INTERVAL"
 	envStateDir       = "SHADOW_STATE_DIR"
 	envKrb5CCName     = "KRB5CCNAME"
+	envKrb5Config     = "KRB5_CONFIG"
 	EnvForwardMode    = "SHADOW_FORWARD_MODE"
 	envPorts          = "SHADOW_PORTS"
 	envExecConnect    = "SHADOW_EXEC_CONNECT_COMMAND"
@@ -148,13 +153,15 @@ func (b *builder) krbRefreshContainer() corev1.Container {
 }
 
 func (b *builder) kerberosContainer(name string, extra ...corev1.EnvVar) corev1.Container {
-	c := b.container(name, scriptKerberos, append([]corev1.EnvVar{
+	b.addVolume(secretVolume(volumeKeytab, b.ssh.KeytabSecret, b.ssh.KeytabSecretKey, keytabFile))
+	confMounts, confEnv := b.krb5Conf()
+	c := b.container(name, scriptKerberos, append(append([]corev1.EnvVar{
 		env(envKrbPrincipal, b.ssh.Principal),
 		env(envKrbKeytab, path.Join(keytabDir, keytabFile)),
 		env(envKrb5CCName, "FILE:"+path.Join(stateDir, "krb5cc")),
 		env(envStateDir, stateDir),
-	}, extra...)...)
-	c.VolumeMounts = append(append(c.VolumeMounts, b.stateMount()), b.kerberosMounts()...)
+	}, confEnv...), extra...)...)
+	c.VolumeMounts = append(append(c.VolumeMounts, b.stateMount(), corev1.VolumeMount{Name: volumeKeytab, MountPath: keytabDir, ReadOnly: true}), confMounts...)
 	return c
 }
 
@@ -181,8 +188,9 @@ func (b *builder) sshContainer(name string, s script, extra ...corev1.EnvVar) co
 	}
 	mounts := []corev1.VolumeMount{b.nodeMount(), b.stateMount()}
 	if b.ssh.Auth == policy.AuthKerberos {
-		envs = append(envs, env(envKrb5CCName, "FILE:"+path.Join(stateDir, "krb5cc")), env(envKrbPrincipal, b.ssh.Principal))
-		mounts = append(mounts, b.krb5ConfMounts()...)
+		confMounts, confEnv := b.krb5Conf()
+		envs = append(append(envs, env(envKrb5CCName, "FILE:"+path.Join(stateDir, "krb5cc")), env(envKrbPrincipal, b.ssh.Principal)), confEnv...)
+		mounts = append(mounts, confMounts...)
 	} else {
 		envs = append(envs, env(envKeySecret, b.ssh.KeySecret))
 		b.addVolume(secretVolume(volumeKey, b.ssh.KeySecret, b.ssh.KeySecretKey, keyFile))
@@ -255,19 +263,15 @@ func (b *builder) stateMount() corev1.VolumeMount {
 	return corev1.VolumeMount{Name: volumeState, MountPath: stateDir}
 }
 
-// kerberosMounts are the keytab and krb5.conf, for the containers that run kinit.
-func (b *builder) kerberosMounts() []corev1.VolumeMount {
-	b.addVolume(secretVolume(volumeKeytab, b.ssh.KeytabSecret, b.ssh.KeytabSecretKey, keytabFile))
-	return append([]corev1.VolumeMount{{Name: volumeKeytab, MountPath: keytabDir, ReadOnly: true}}, b.krb5ConfMounts()...)
-}
-
-// krb5ConfMounts replace the image's /etc/krb5.conf when the policy names a Krb5ConfigMap.
-func (b *builder) krb5ConfMounts() []corev1.VolumeMount {
+// krb5Conf mounts the policy's Krb5ConfigMap, when it names one, and points KRB5_CONFIG at it
+// in place of the image's /etc/krb5.conf.
+func (b *builder) krb5Conf() ([]corev1.VolumeMount, []corev1.EnvVar) {
 	if b.ssh.Krb5ConfigMap == "" {
-		return nil
+		return nil, nil
 	}
 	b.addVolume(configMapVolume(volumeKrb5Conf, b.ssh.Krb5ConfigMap, krb5ConfKey))
-	return []corev1.VolumeMount{{Name: volumeKrb5Conf, MountPath: krb5ConfPath, SubPath: krb5ConfKey, ReadOnly: true}}
+	return []corev1.VolumeMount{{Name: volumeKrb5Conf, MountPath: krb5ConfDir, ReadOnly: true}},
+		[]corev1.EnvVar{env(envKrb5Config, path.Join(krb5ConfDir, krb5ConfKey))}
 }
 
 // secretVolume projects one key of a Secret, readable by its owner (and, through fsGroup, the

@@ -1,6 +1,10 @@
 package inject
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -58,7 +62,33 @@ func buildShadow(pod *corev1.Pod, o *validate.Offload) (*Shadow, []string) {
 	if !o.SameNamespace {
 		s.Namespace = b.namespace()
 	}
+	s.Deployment.Annotations[AnnotationRendered] = renderedHash(s)
 	return s, warnings
+}
+
+// AnnotationRendered, on the shadow Deployment, is a hash of the shadow as the policy in force
+// and this shadowgate rendered it: the Deployment's, Service's and NetworkPolicy's specs,
+// without the labels and annotations the shadow pod carries from the offloaded pod. The
+// reconciler renders each live pod's shadow again and rolls the shadows whose hash differs
+// (webhook's Reconciler): a policy change or a shadowgate that renders differently, never a
+// label put on the pod since its admission. A Deployment's own annotation changes no pod
+// template, so recording it restarts nothing.
+const AnnotationRendered = "interlink.eu/shadow-rendered"
+
+// renderedHash is the value of AnnotationRendered for s.
+func renderedHash(s *Shadow) string {
+	deployment := s.Deployment.Spec.DeepCopy()
+	deployment.Template.ObjectMeta = metav1.ObjectMeta{}
+	specs := []any{deployment, s.NetworkPolicy.Spec}
+	if s.Service != nil {
+		specs = append(specs, s.Service.Spec)
+	}
+	b, err := json.Marshal(specs)
+	if err != nil {
+		panic(err) // API types always marshal
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
 }
 
 // Objects returns the shadow's objects in apply order: Namespace, node ConfigMap, Service,

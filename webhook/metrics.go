@@ -2,6 +2,8 @@ package webhook
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/interlink-hq/shadowgate/internal/drift"
 )
 
 // Metrics are the webhook's own, served beside controller-runtime's and serving's decision
@@ -15,6 +17,9 @@ type Metrics struct {
 	unconfirmedRefusals prometheus.Counter
 	collected           *prometheus.CounterVec
 	copiesFollowed      *prometheus.CounterVec
+	// shadowsDrifted and shadowRolls are the reconciler's (rollPacer).
+	shadowsDrifted *prometheus.GaugeVec
+	shadowRolls    *prometheus.CounterVec
 }
 
 // Label values.
@@ -26,6 +31,9 @@ const (
 	followCreated = "created"
 	followUpdated = "updated"
 	followRefused = "refused"
+
+	rolledRestarted = "restarted"
+	rolledInPlace   = "in-place"
 )
 
 // NewMetrics creates the metrics and registers them with reg (controller-runtime's
@@ -70,7 +78,21 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			m.copiesFollowed.WithLabelValues(kind, result)
 		}
 	}
-	for _, c := range []prometheus.Collector{m.applySeconds, m.policyReloads, m.tunnels, m.unconfirmed, m.unconfirmedRefusals, m.collected, m.copiesFollowed} {
+	m.shadowsDrifted = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "shadowgate_shadows_drifted",
+		Help: "Shadows that do not match what the policy in force renders, by state: OutOfDate (waiting for their turn to roll), Rolling (their shadow pod is being replaced), Refused (the policy in force would refuse the pod, or gives it no shadow: left as they are).",
+	}, []string{"state"})
+	for _, state := range []drift.State{drift.OutOfDate, drift.Rolling, drift.Refused} {
+		m.shadowsDrifted.WithLabelValues(string(state))
+	}
+	m.shadowRolls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shadowgate_shadow_rolls_total",
+		Help: "Shadows applied again because the policy in force renders them differently, by result: restarted (the pod template changed and the shadow pod was replaced), in-place (only the Service, NetworkPolicy or the Deployment's metadata changed).",
+	}, []string{"result"})
+	for _, result := range []string{rolledRestarted, rolledInPlace} {
+		m.shadowRolls.WithLabelValues(result)
+	}
+	for _, c := range []prometheus.Collector{m.applySeconds, m.policyReloads, m.tunnels, m.unconfirmed, m.unconfirmedRefusals, m.collected, m.copiesFollowed, m.shadowsDrifted, m.shadowRolls} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

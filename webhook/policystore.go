@@ -38,6 +38,8 @@ type PolicyStore struct {
 	recorder events.EventRecorder
 	metrics  *Metrics
 	log      logr.Logger
+	// onChange is called after each new valid policy is in force (OnChange).
+	onChange []func()
 	// rejected is the resourceVersion of the last version found invalid. The informer hands
 	// the same version over again on every relist; said once, it is not counted, logged and
 	// recorded again. Only the informer's handlers, which run one at a time, touch it.
@@ -86,6 +88,10 @@ func NewPolicyStore(ctx context.Context, cs kubernetes.Interface, ref validate.P
 // Current implements Policies.
 func (s *PolicyStore) Current() *policy.Policy { return s.current.Load().policy }
 
+// OnChange has f called, on the watch's goroutine, after each new valid policy is put in
+// force: f must not block. Call it before Start.
+func (s *PolicyStore) OnChange(f func()) { s.onChange = append(s.onChange, f) }
+
 // NeedLeaderElection is false: every replica admits, so every replica follows the policy.
 func (s *PolicyStore) NeedLeaderElection() bool { return false }
 
@@ -133,6 +139,9 @@ func (s *PolicyStore) load(obj any) {
 	s.metrics.policyReloads.WithLabelValues(reloadValid).Inc()
 	s.log.Info("policy loaded", "resourceVersion", cm.ResourceVersion, "virtualNodes", pol.NodeNames())
 	logPolicyWarnings(s.log, pol)
+	for _, f := range s.onChange {
+		f()
+	}
 }
 
 // logPolicyWarnings says each of validate.PolicyWarnings on a line of its own, so the one an

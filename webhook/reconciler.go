@@ -26,8 +26,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/drift"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
@@ -50,13 +52,22 @@ type Reconciler struct {
 	applier    ShadowApplier
 	grace      time.Duration
 	rules      validate.CredentialRules // as /validate-pods: no site Secret copied into a pod's namespace unless allowed
-	recorder   events.EventRecorder     // says on the pod why its shadow is not re-applied
+	recorder   events.EventRecorder     // says on the pod why its shadow is not re-applied, rolled or refused
+	writer     client.Client            // server-side apply of the pod's interlink.eu/shadow-drift annotation
+	// pacer paces the rolls of shadows the policy in force renders differently; wakes is the
+	// channel through which it, and a policy change, ask for a pod's reconcile.
+	pacer         *rollPacer
+	wakes         chan event.GenericEvent
+	policyChanges interface{ OnChange(func()) }
 
 	mu sync.Mutex
 	// gone holds the UIDs of pods seen deleted, with when.
 	gone map[types.UID]time.Time
 	// orphaned holds, per pod UID, when its shadow objects were first found without the pod.
 	orphaned map[types.UID]time.Time
+	// drifts holds, per pod UID, the interlink.eu/shadow-drift status this process wrote last:
+	// the cache may not show it yet when the next reconcile comes.
+	drifts map[types.UID]drift.Status
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -102,6 +113,30 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager) 
 			return err
 		}
 		b = b.Watches(obj, podOf)
+	}
+	r.pacer.wake = func(pod types.NamespacedName) { go r.wakeUp(ctx, pod) }
+	b = b.WatchesRawSource(source.Channel(r.wakes, &handler.EnqueueRequestForObject{}))
+	changes := make(chan struct{}, 1)
+	r.policyChanges.OnChange(func() {
+		select {
+		case changes <- struct{}{}:
+		default: // one is pending: it reads the policy in force when it runs
+		}
+	})
+	// On the leader only, as the controller: a policy change wakes every pod with a shadow.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-changes:
+				if err := r.wakeAll(ctx); err != nil {
+					log.FromContext(ctx).Error(err, "listing the shadows to render again under the new policy")
+				}
+			}
+		}
+	})); err != nil {
+		return err
 	}
 	return b.Complete(r)
 }
@@ -178,6 +213,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	if !live || done {
+		r.forget(pod.UID, objs)
+	}
 	now := time.Now()
 	r.prune(now)
 	var requeue time.Duration
@@ -224,22 +262,29 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 		return err
 	}
 	a := inject.Admit(pod, cfg)
-	if a.Offload == nil {
-		return nil // under the policy now in force the pod is on no virtual node
-	}
 	present := map[string]bool{}
-	var haveDeployment, haveNodeConfigMap bool
+	var deployment *appsv1.Deployment
+	var haveNodeConfigMap bool
 	for _, obj := range have {
 		if types.UID(obj.GetLabels()[inject.LabelPodUID]) != pod.UID {
 			continue
 		}
 		present[objectKey(obj)] = true
-		switch obj.(type) {
+		switch o := obj.(type) {
 		case *appsv1.Deployment:
-			haveDeployment = true
+			deployment = o
 		case *corev1.ConfigMap:
 			haveNodeConfigMap = true
 		}
+	}
+	if a.Offload == nil {
+		if deployment == nil {
+			return nil
+		}
+		if pod.Spec.NodeName == "" {
+			return r.refuse(ctx, pod, "the policy in force lists no virtual node this pod may run on")
+		}
+		return r.refuse(ctx, pod, fmt.Sprintf("the policy in force lists no virtual node %q", pod.Spec.NodeName))
 	}
 	if !a.Decision.Allowed() {
 		// A pod the policy in force refuses (tightened since, or a serve with stricter
@@ -247,17 +292,23 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 		// webhooks were not called, and its shadow would forward for a job that runs without
 		// its tunnel): what is left of its shadow stays, what is missing is not applied
 		// again. Said only when the shadow is incomplete, not on every reconcile of a whole one.
-		if !haveDeployment || !haveNodeConfigMap {
+		if deployment == nil || !haveNodeConfigMap {
 			reason := a.Decision.Errors.ToAggregate().Error()
 			log.FromContext(ctx).Info("not re-applying what is missing of the shadow of a pod the policy in force refuses",
 				"pod", pod.Namespace+"/"+pod.Name, "reason", reason)
 			r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonShadowNotReapplied, "Reconcile", "%s", truncate(
 				"part of this pod's shadow is missing and is not re-applied: "+reason))
 		}
-		return nil
+		if deployment == nil {
+			return nil
+		}
+		return r.refuse(ctx, pod, a.Decision.Errors.ToAggregate().Error())
 	}
 	if a.Shadow == nil {
-		return nil
+		if deployment == nil {
+			return nil
+		}
+		return r.refuse(ctx, pod, fmt.Sprintf("under the policy in force virtual node %q gives this pod no SSH shadow", a.Offload.NodeName))
 	}
 	missing := *a.Shadow
 	if present[objectKey(missing.NodeConfigMap)] {
@@ -273,7 +324,7 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 		missing.Deployment = nil
 	}
 	if missing.NodeConfigMap == nil && missing.Service == nil && missing.NetworkPolicy == nil && missing.Deployment == nil {
-		return nil
+		return r.follow(ctx, pod, deployment, a.Shadow)
 	}
 	if missing.Deployment != nil {
 		r.sayIfSecondShadow(ctx, pod, missing.Deployment)
@@ -282,7 +333,10 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 		return fmt.Errorf("re-applying the shadow of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	log.FromContext(ctx).Info("re-applied what was missing of a live pod's shadow", "pod", pod.Namespace+"/"+pod.Name)
-	return nil
+	if deployment == nil {
+		return nil // applied as the policy in force renders it
+	}
+	return r.follow(ctx, pod, deployment, a.Shadow)
 }
 
 // sayIfSecondShadow records a Warning Event on pod when the name of its shadow Deployment,
@@ -344,6 +398,24 @@ func (r *Reconciler) deleteObject(ctx context.Context, obj client.Object) (bool,
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// forget drops what is kept about the pods whose shadow objects are objs, and about uid: the
+// pod is gone or finished, and so is its roll.
+func (r *Reconciler) forget(uid types.UID, objs []client.Object) {
+	uids := map[types.UID]bool{uid: uid != ""}
+	for _, obj := range objs {
+		uids[types.UID(obj.GetLabels()[inject.LabelPodUID])] = true
+	}
+	for u, ok := range uids {
+		if !ok || u == "" {
+			continue
+		}
+		r.pacer.forget(u)
+		r.mu.Lock()
+		delete(r.drifts, u)
+		r.mu.Unlock()
+	}
 }
 
 func (r *Reconciler) podDeleted(uid types.UID) {

@@ -1,9 +1,11 @@
 package webhook
 
 import (
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -15,11 +17,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/drift"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
 func newTestReconciler(grace time.Duration) *Reconciler {
-	return &Reconciler{grace: grace, gone: map[types.UID]time.Time{}, orphaned: map[types.UID]time.Time{}}
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		panic(err)
+	}
+	return &Reconciler{grace: grace, gone: map[types.UID]time.Time{}, orphaned: map[types.UID]time.Time{},
+		pacer: newRollPacer(5, m), drifts: map[types.UID]drift.Status{}}
 }
 
 // A shadow whose pod was never seen waits the grace period from when it was first found
@@ -222,5 +230,75 @@ func TestReconcilerDeletesTheShadowOfAFinishedPod(t *testing.T) {
 		if len(r.orphaned) > 0 {
 			t.Errorf("%s: the shadow of a stored pod was counted as orphaned: %v", name, r.orphaned)
 		}
+	}
+}
+
+// A shadow rendered under another policy is applied again whole but for its node ConfigMap,
+// which holds the compute node; then, once its Deployment has replaced the shadow pod, the
+// pod is told so once and the drift state goes. A current shadow writes nothing.
+func TestReconcilerRollsAShadowRenderedUnderAnotherPolicy(t *testing.T) {
+	_, _, _, _, pol := handlers(t)
+	p := mutated(t, pod("notebook", nil), pol)
+	shadow := shadowOf(t, p, pol)
+	for sentence, tc := range map[string]struct {
+		hash        string
+		wantApplied int
+	}{
+		"a current shadow is left alone":          {shadow.Deployment.Annotations[inject.AnnotationRendered], 0},
+		"a shadow rendered differently is rolled": {"0123456789abcdef", 1},
+		"a shadow from before hashes is rolled":   {"", 1},
+	} {
+		t.Run(sentence, func(t *testing.T) {
+			d := shadow.Deployment.DeepCopy()
+			d.Generation = 1
+			d.Annotations[inject.AnnotationRendered] = tc.hash
+			have := []client.Object{shadow.NodeConfigMap, shadow.Service, shadow.NetworkPolicy, d}
+			applier, recorder := &recordingApplier{}, &recordingEvents{}
+			r := newTestReconciler(time.Hour)
+			r.policies, r.applier, r.recorder = fixedPolicy{pol}, applier, recorder
+			r.writer = fake.NewClientBuilder().WithObjects(p.DeepCopy()).Build()
+			if err := r.ensure(t.Context(), p, have); err != nil {
+				t.Fatal(err)
+			}
+			if len(applier.applied) != tc.wantApplied {
+				t.Fatalf("applied %d shadows, want %d", len(applier.applied), tc.wantApplied)
+			}
+			if tc.wantApplied == 0 {
+				if len(recorder.reasons) > 0 {
+					t.Errorf("Events %q on a pod whose shadow is current", recorder.reasons)
+				}
+				return
+			}
+			if got := applier.applied[0]; got.NodeConfigMap != nil || got.Deployment == nil || got.Service == nil || got.NetworkPolicy == nil {
+				t.Errorf("rolled %+v, want all but the node ConfigMap", got)
+			}
+			// The cache shows the apply: a new generation, its pod being replaced, then available.
+			rolled := shadow.Deployment.DeepCopy()
+			rolled.Generation = 2
+			rolled.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 1}
+			have[3] = rolled
+			for range 2 {
+				if err := r.ensure(t.Context(), p, have); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rolled.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1}
+			if err := r.ensure(t.Context(), p, have); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(recorder.reasons, []string{ReasonShadowRolled}) {
+				t.Errorf("Events %q, want one %s", recorder.reasons, ReasonShadowRolled)
+			}
+			if len(applier.applied) != 1 {
+				t.Errorf("applied %d times, want once", len(applier.applied))
+			}
+			stored := &corev1.Pod{}
+			if err := r.writer.Get(t.Context(), client.ObjectKeyFromObject(p), stored); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := stored.Annotations[drift.Annotation]; ok {
+				t.Errorf("drift annotation %q left on a pod whose shadow is current", stored.Annotations[drift.Annotation])
+			}
+		})
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -15,9 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/yaml"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/drift"
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
@@ -131,7 +135,11 @@ func TestReconcilerAppliesNoSecretsInThePodsNamespace(t *testing.T) {
 		"without copies into pod namespaces it is not, and a Warning Event on the pod says why": {validate.CredentialRules{WithoutCopiesInPodNamespaces: true}, 0, true},
 	} {
 		applier, recorder := &recordingApplier{}, &recordingEvents{}
-		r := &Reconciler{policies: fixedPolicy{pol}, applier: applier, rules: c.rules, recorder: recorder}
+		r := newTestReconciler(time.Hour)
+		r.policies = fixedPolicy{pol}
+		r.applier = applier
+		r.rules = c.rules
+		r.recorder = recorder
 		if err := r.ensure(context.Background(), mutated(t, p, pol), nil); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -144,19 +152,34 @@ func TestReconcilerAppliesNoSecretsInThePodsNamespace(t *testing.T) {
 	}
 }
 
-// A complete shadow is left alone without a word, however often the pod is reconciled.
-func TestReconcilerSaysNothingOfACompleteShadow(t *testing.T) {
+// A complete shadow of a pod the rules in force refuse is left alone, and said so once on the
+// pod (a Warning Event, the Refused drift state), however often the pod is reconciled.
+func TestReconcilerSaysOnceThatItLeavesTheShadowOfARefusedPod(t *testing.T) {
 	_, _, _, _, pol := handlers(t)
 	p := mutated(t, pod("notebook", map[string]string{validate.AnnotationShadowSameNS: "true"}), pol)
 	shadow := shadowOf(t, p, pol)
 	have := []client.Object{shadow.NodeConfigMap, shadow.Service, shadow.Deployment}
 	recorder := &recordingEvents{}
-	r := &Reconciler{policies: fixedPolicy{pol}, applier: failingApplier{}, rules: validate.CredentialRules{WithoutCopiesInPodNamespaces: true}, recorder: recorder}
-	if err := r.ensure(context.Background(), p, have); err != nil {
+	r := newTestReconciler(time.Hour)
+	r.policies = fixedPolicy{pol}
+	r.applier = failingApplier{}
+	r.rules = validate.CredentialRules{WithoutCopiesInPodNamespaces: true}
+	r.recorder = recorder
+	r.writer = fake.NewClientBuilder().WithObjects(p.DeepCopy()).Build()
+	for range 3 {
+		if err := r.ensure(context.Background(), p, have); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(recorder.reasons, []string{ReasonShadowRefusedByPolicy}) {
+		t.Errorf("Events %q, want one %s", recorder.reasons, ReasonShadowRefusedByPolicy)
+	}
+	stored := &corev1.Pod{}
+	if err := r.writer.Get(context.Background(), client.ObjectKeyFromObject(p), stored); err != nil {
 		t.Fatal(err)
 	}
-	if len(recorder.reasons) > 0 {
-		t.Errorf("Events on a pod whose shadow is complete: %q", recorder.reasons)
+	if st, err := drift.Of(stored.Annotations); err != nil || st.State != drift.Refused || !strings.Contains(st.Reason, "interlink.eu/shadow-same-ns") {
+		t.Errorf("drift %+v (%v), want Refused naming the annotation", st, err)
 	}
 }
 
@@ -225,7 +248,11 @@ func TestReconcilerSaysWhenTheVirtualKubeletRendersASecondShadow(t *testing.T) {
 		"shadowgate's own holds it, not yet in the cache": {map[string]string{inject.LabelManagedBy: inject.ManagedBy}, false},
 	} {
 		applier, recorder := &recordingApplier{}, &recordingEvents{}
-		r := &Reconciler{policies: fixedPolicy{pol}, applier: applier, reader: heldBy{labels: c.labels}, recorder: recorder}
+		r := newTestReconciler(time.Hour)
+		r.policies = fixedPolicy{pol}
+		r.applier = applier
+		r.reader = heldBy{labels: c.labels}
+		r.recorder = recorder
 		if err := r.ensure(context.Background(), p, nil); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

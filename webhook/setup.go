@@ -10,10 +10,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/interlink-hq/shadowgate/internal/drift"
 	"github.com/interlink-hq/shadowgate/internal/serving"
 	"github.com/interlink-hq/shadowgate/validate"
 )
@@ -39,6 +41,8 @@ type Options struct {
 	Rules validate.CredentialRules
 	// MaxUnconfirmedShadows bounds the shadows applied at admission for pods not stored yet.
 	MaxUnconfirmedShadows int
+	// MaxRollingShadows bounds the shadows rolled at a time to a changed policy (rollPacer).
+	MaxRollingShadows int
 }
 
 // Setup reads the policy (an error when it is missing or invalid), then registers the
@@ -54,6 +58,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 	}
 	if opts.MaxUnconfirmedShadows <= 0 {
 		return nil, errors.New("the bound on unconfirmed shadows must be positive")
+	}
+	if opts.MaxRollingShadows <= 0 {
+		return nil, errors.New("the bound on shadows rolled at a time must be positive")
 	}
 	cs, err := kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
@@ -139,8 +146,14 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 		grace:      opts.ShadowGracePeriod,
 		rules:      opts.Rules,
 		recorder:   recorder,
+		writer:     applyClient,
+		pacer:      newRollPacer(opts.MaxRollingShadows, metrics),
+		wakes:      make(chan event.GenericEvent),
 		gone:       map[types.UID]time.Time{},
 		orphaned:   map[types.UID]time.Time{},
+		drifts:     map[types.UID]drift.Status{},
+
+		policyChanges: store,
 	}
 	if err := reconciler.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err

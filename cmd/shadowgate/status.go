@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/interlink-hq/shadowgate/internal/drift"
 	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
 )
 
@@ -38,8 +39,9 @@ func newStatusCommand() *cobra.Command {
 		Use:   "status [POD]",
 		Short: "Show the tunnel state of offloaded pods, as shadowgate reports it on them",
 		Long: `Show each offloaded pod's tunnel as shadowgate last saw it: the compute node it leads to,
-the forward mode, the state (Starting, WaitingForNode, Ready, Failed), the reason and how long
-the state has held; for one pod, also the last tunnel Event with its remedy. It reads only
+the forward mode, the state (Starting, WaitingForNode, Ready, Failed), the reason, how long
+the state has held, and whether the shadow matches the policy in force (SHADOW: Current,
+OutOfDate, Rolling, Refused); for one pod, also the last tunnel Event with its remedy. It reads only
 the pods of one namespace, their interlink.eu/tunnel-state annotation and their Events, with
 your own kubeconfig: nothing in the shadow namespace.
 Exit 0: every tunnel shown is not Failed. Exit 1: at least one is Failed, or the pod has no
@@ -71,6 +73,8 @@ type podTunnel struct {
 	Name      string              `json:"name"`
 	Node      string              `json:"node,omitempty"`
 	Tunnel    *tunnelstate.Status `json:"tunnel"` // null: no state reported
+	// Shadow is the shadow against the policy in force: Current, OutOfDate, Rolling, Refused.
+	Shadow drift.Status `json:"shadow"`
 	// LastEvent is the newest tunnel Event on the pod (one pod only).
 	LastEvent string `json:"lastEvent,omitempty"`
 }
@@ -144,7 +148,11 @@ func tunnels(ctx context.Context, cs kubernetes.Interface, ns, name string) ([]p
 	rows := make([]podTunnel, 0, len(pods))
 	for i := range pods {
 		p := &pods[i]
-		row := podTunnel{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName}
+		shadow, err := drift.Of(p.Annotations)
+		if err != nil {
+			return nil, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		row := podTunnel{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName, Shadow: shadow}
 		if v, ok := p.Annotations[tunnelstate.AnnotationTunnelState]; ok {
 			st, err := tunnelstate.Decode(v)
 			if err != nil {
@@ -196,27 +204,43 @@ func printTunnels(out io.Writer, rows []podTunnel, now time.Time) {
 		return
 	}
 	w := tabwriter.NewWriter(out, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(w, "POD\tNODE\tCOMPUTE-NODE\tMODE\tSTATE\tREASON\tAGE")
+	fmt.Fprintln(w, "POD\tNODE\tCOMPUTE-NODE\tMODE\tSTATE\tREASON\tAGE\tSHADOW")
 	for _, r := range rows {
 		st := r.Tunnel
 		if st == nil {
-			fmt.Fprintf(w, "%s\t%s\t-\t-\t-\tno tunnel state reported\t-\n", r.Name, dash(r.Node))
+			fmt.Fprintf(w, "%s\t%s\t-\t-\t-\tno tunnel state reported\t-\t%s\n", r.Name, dash(r.Node), r.Shadow.State)
 			continue
 		}
 		reason := string(st.Reason)
 		if st.State == tunnelstate.Failed || st.State == tunnelstate.WaitingForNode {
 			reason += ": " + st.Message
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, dash(r.Node), dash(st.ComputeNode), dash(st.ForwardMode),
-			st.State, dash(oneLine(reason, 100)), duration.HumanDuration(now.Sub(st.Since)))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, dash(r.Node), dash(st.ComputeNode), dash(st.ForwardMode),
+			st.State, dash(oneLine(reason, 100)), duration.HumanDuration(now.Sub(st.Since)), r.Shadow.State)
 	}
 	_ = w.Flush()
+	if len(rows) == 1 && rows[0].Shadow.State != drift.Current {
+		fmt.Fprintf(out, "\nShadow: %s\n", shadowSentence(rows[0].Shadow))
+	}
 	if len(rows) == 1 && rows[0].LastEvent != "" {
 		fmt.Fprintf(out, "\nLast tunnel event: %s\n", rows[0].LastEvent)
 	}
 	if len(rows) == 1 && rows[0].Tunnel == nil {
 		fmt.Fprintln(out, "\nshadowgate has reported no tunnel on this pod: it is on no SSH-shadow virtual node, has nothing to forward, or its shadow has not started yet.")
 	}
+}
+
+// shadowSentence says what a shadow's drift state means for the pod's owner.
+func shadowSentence(s drift.Status) string {
+	switch s.State {
+	case drift.OutOfDate:
+		return "the policy in force renders this pod's shadow differently; it waits for its turn to be rolled (the tunnel breaks briefly then)"
+	case drift.Rolling:
+		return "the shadow pod is being replaced to follow the policy in force; the tunnel comes back once the new one is ready"
+	case drift.Refused:
+		return "the policy in force would refuse this pod; it and its shadow are left as they are: " + s.Reason
+	}
+	return string(s.State)
 }
 
 func dash(s string) string {

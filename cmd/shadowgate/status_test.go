@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/interlink-hq/shadowgate/internal/drift"
 	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
 )
 
@@ -33,6 +34,18 @@ func TestPrintTunnels(t *testing.T) {
 		"One pod's last tunnel Event is printed under the table.": {
 			rows: []podTunnel{{Name: "notebook", Tunnel: failed, LastEvent: "TunnelFailed: ForwardingProhibited: ... set ForwardMode: exec"}},
 			want: []string{"Last tunnel event: TunnelFailed: ForwardingProhibited"},
+		},
+		"A shadow that matches the policy in force says Current.": {
+			rows: []podTunnel{{Name: "a", Tunnel: ready, Shadow: drift.Status{State: drift.Current}}},
+			want: []string{"SHADOW", "Current"},
+		},
+		"A shadow the policy in force would refuse says why, for one pod.": {
+			rows: []podTunnel{{Name: "a", Tunnel: ready, Shadow: drift.Status{State: drift.Refused, Reason: `the policy in force lists no virtual node "hpc-vk"`}}},
+			want: []string{"Refused", `Shadow: the policy in force would refuse this pod; it and its shadow are left as they are: the policy in force lists no virtual node "hpc-vk"`},
+		},
+		"A shadow waiting for its roll says so.": {
+			rows: []podTunnel{{Name: "a", Tunnel: ready, Shadow: drift.Status{State: drift.OutOfDate}}},
+			want: []string{"OutOfDate", "waits for its turn to be rolled"},
 		},
 		"An empty namespace says it has none.": {
 			want: []string{"No pods with a tunnel state"},

@@ -97,6 +97,10 @@ type statusRow struct {
 		ForwardMode string `json:"forwardMode"`
 		Service     string `json:"service"`
 	} `json:"tunnel"`
+	Shadow struct {
+		State  string `json:"state"`
+		Reason string `json:"reason"`
+	} `json:"shadow"`
 	LastEvent string `json:"lastEvent"`
 }
 

@@ -1,0 +1,156 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/drift"
+)
+
+// currentShadows is how many shadows the reconciler is shown to leave alone.
+const currentShadows = 100
+
+// serveMaxRolling is serve's --max-rolling-shadows as the suite runs it: the default.
+const serveMaxRolling = 5
+
+// 100 current shadows: a policy change that renders them as before writes nothing. One that
+// renders them differently rolls them serveMaxRolling at a time, shadows waiting their turn
+// marked OutOfDate on their pods; here no node runs the new shadow pods, so no roll completes
+// and no more than serveMaxRolling are ever applied: a policy whose shadows do not come up
+// stops there.
+func TestShadowsFollowThePolicyAFewAtATime(t *testing.T) {
+	const ns = "drift"
+	createNamespaces(t, ns)
+	restoreExamplePolicy(t)
+	var pods []string
+	for i := range currentShadows {
+		pods = append(pods, offloaded{name: fmt.Sprintf("nb-%03d", i), namespace: ns, node: "hpc-vk", ports: []int32{8888}}.json())
+	}
+	mustKubectl(t, `{"apiVersion":"v1","kind":"List","items":[`+strings.Join(pods, ",")+`]}`, "apply", "-f", "-")
+	shadowNS := inject.ShadowNamespace(ns, false)
+	hashes := func() map[string]int {
+		out := mustKubectl(t, "", "get", "deployments", "-n", shadowNS, "-o", `jsonpath={range .items[*]}{.metadata.annotations.interlink\.eu/shadow-rendered}{"\n"}{end}`)
+		counts := map[string]int{}
+		for line := range strings.Lines(out) {
+			counts[strings.TrimSpace(line)]++
+		}
+		return counts
+	}
+	var before string
+	eventually(t, time.Minute, fmt.Sprintf("%d shadow Deployments of one hash", currentShadows), func() (bool, string) {
+		h := hashes()
+		for hash, n := range h {
+			before = hash
+			return len(h) == 1 && n == currentShadows, fmt.Sprint(h)
+		}
+		return false, "none"
+	})
+
+	example, err := os.ReadFile(exampleFile("policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconciles := func() float64 {
+		return metricSum(t, "controller_runtime_reconcile_total", `controller="shadows"`)
+	}
+	writes := func() float64 {
+		var n float64
+		for _, method := range []string{"PATCH", "POST", "DELETE"} {
+			n += metricSum(t, "rest_client_requests_total", `method="`+method+`"`)
+		}
+		return n
+	}
+
+	// The pods' admission and first reconciles are over once shadowgate has written nothing
+	// for a few seconds.
+	last, quietSince := writes(), time.Now()
+	eventually(t, time.Minute, "shadowgate to stop writing after the pods were created", func() (bool, string) {
+		if n := writes(); n != last {
+			last, quietSince = n, time.Now()
+		}
+		return time.Since(quietSince) > 3*time.Second, fmt.Sprintf("%v writes so far", last)
+	})
+
+	// A node added: hpc-vk's shadows render as before.
+	startReconciles, startWrites := reconciles(), writes()
+	mustKubectl(t, strings.Replace(string(example), "    virtualNodes:\n", "    virtualNodes:\n      extra-vk:\n        Network:\n          ShadowMode: wstunnel\n", 1), "apply", "-f", "-")
+	eventually(t, time.Minute, fmt.Sprintf("the shadows reconciled %d times under the new policy", currentShadows), func() (bool, string) {
+		n := reconciles() - startReconciles
+		return n >= currentShadows, fmt.Sprintf("%v reconciles", n)
+	})
+	time.Sleep(2 * time.Second) // what the last reconciles would write
+	if n := writes() - startWrites; n != 0 {
+		t.Errorf("shadowgate made %v writes (PATCH, POST, DELETE) for %d shadows the new policy renders as before; want none", n, currentShadows)
+	}
+	if h := hashes(); h[before] != currentShadows {
+		t.Errorf("hashes %v, want all %s", h, before)
+	}
+
+	// ExtraOptions changed: every shadow renders differently, serveMaxRolling roll.
+	mustKubectl(t, strings.Replace(string(example), "            KeySecret: hpc-ssh-key\n", "            KeySecret: hpc-ssh-key\n            ExtraOptions: [ServerAliveInterval=15]\n", 1), "apply", "-f", "-")
+	states := func() map[drift.State]int {
+		out := mustKubectl(t, "", "get", "pods", "-n", ns, "-o", `jsonpath={range .items[*]}{.metadata.annotations.interlink\.eu/shadow-drift}{"\n"}{end}`)
+		counts := map[drift.State]int{}
+		for line := range strings.Lines(out) {
+			st := drift.Status{State: drift.Current}
+			if v := strings.TrimSpace(line); v != "" {
+				if err := json.Unmarshal([]byte(v), &st); err != nil {
+					t.Fatalf("%s: %q", drift.Annotation, v)
+				}
+			}
+			counts[st.State]++
+		}
+		return counts
+	}
+	eventually(t, time.Minute, fmt.Sprintf("%d shadows rolling and the others waiting", serveMaxRolling), func() (bool, string) {
+		s := states()
+		return s[drift.Rolling] == serveMaxRolling && s[drift.OutOfDate] == currentShadows-serveMaxRolling, fmt.Sprintf("pods: %v; shadows: %v", s, hashes())
+	})
+	time.Sleep(5 * time.Second) // no roll completes: none more starts
+	if h := hashes(); h[before] != currentShadows-serveMaxRolling || len(h) != 2 {
+		t.Errorf("hashes %v, want %d of %s and %d of the new policy's", h, currentShadows-serveMaxRolling, before, serveMaxRolling)
+	}
+	m := metricValues(t, []string{`shadowgate_shadows_drifted{state="Rolling"}`, `shadowgate_shadows_drifted{state="OutOfDate"}`})
+	if m[`shadowgate_shadows_drifted{state="Rolling"}`] != serveMaxRolling || m[`shadowgate_shadows_drifted{state="OutOfDate"}`] != currentShadows-serveMaxRolling {
+		t.Errorf("gauge %v, want %d Rolling and %d OutOfDate", m, serveMaxRolling, currentShadows-serveMaxRolling)
+	}
+	events := mustKubectl(t, "", "get", "events", "-n", ns, "--field-selector", "reason=ShadowRolled", "-o", "name")
+	if n := len(strings.Fields(events)); n != serveMaxRolling {
+		t.Errorf("%d ShadowRolled Events, want %d", n, serveMaxRolling)
+	}
+}
+
+// metricSum adds the values of every series of metric name whose labels contain all of labels.
+func metricSum(t *testing.T, name string, labels ...string) float64 {
+	t.Helper()
+	text, err := cluster.sg.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for line := range strings.Lines(text) {
+		series, value, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok || !strings.HasPrefix(series, name+"{") {
+			continue
+		}
+		match := true
+		for _, l := range labels {
+			match = match && strings.Contains(series, l)
+		}
+		if !match {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		sum += v
+	}
+	return sum
+}

@@ -1,0 +1,139 @@
+package offload
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/interlink-hq/shadowgate/e2e/harness"
+)
+
+// rollBound is how soon a policy change has replaced a shadow pod and its tunnel is Ready again:
+// the policy reaches serve at once, the roll starts on the next reconcile, and the new shadow
+// pod logs in and checks its forwards, as a first one does.
+const rollBound = 2 * time.Minute
+
+// A running notebook's shadow follows what the admin changes, and the notebook's pod and job
+// are never touched: new known-hosts content reaches the shadow without a restart; new
+// ExtraOptions and Image roll the shadow (one ShadowRolled Event, a new shadow pod with both)
+// and the page is served through it again; a policy that would now refuse the pod leaves pod
+// and shadow as they are and says so on the pod, in `shadowgate status` as the pod's owner.
+func TestAShadowFollowsThePolicyWithoutTouchingItsPod(t *testing.T) {
+	const ns = "follow-policy"
+	t.Cleanup(func() {
+		kubectl(t, harness.PolicyConfigMap(site.local.Policy), "apply", "--server-side", "--force-conflicts", "--field-manager=e2e-install", "-f", "-")
+	})
+	uid, s, user := startOffloaded(t, ns, offloadedPod(ns, harness.HPCNode, nil))
+	shadowPod, _, ip := s.readyPod(t, 3*time.Minute)
+	waitForTunnelEvent(t, failureBound, ns, "notebook", "TunnelReady", "notebook-"+ns)
+	url := fmt.Sprintf("http://%s:8888/", ip)
+	page := func() error {
+		body, err := get(url)
+		if err == nil && !strings.Contains(body, "stand-in notebook for pod "+ns+"/notebook") {
+			err = fmt.Errorf("the page is not the notebook's: %q", body)
+		}
+		return err
+	}
+	waitFor(t, time.Minute, "the notebook's page at "+url, page)
+	jobBefore, nodeBefore, err := jobState(uid)
+	if err != nil || jobBefore != "RUNNING" {
+		t.Fatalf("the notebook's job: %s %v", jobBefore, err)
+	}
+	generation := func() string {
+		return kubectl(t, "", "get", "deployment", s.name, "-n", s.namespace, "-o", "jsonpath={.metadata.generation}")
+	}
+	generationBefore := generation()
+
+	// Known hosts content: the copy follows, the mounted file changes, nothing restarts.
+	knownHosts := kubectl(t, "", "get", "configmap", harness.SiteKnownHostsMap, "-n", "shadowgate-system", "-o", "jsonpath={.data.known_hosts}")
+	t.Cleanup(func() { setKnownHosts(t, knownHosts) })
+	setKnownHosts(t, knownHosts+"# follow-policy: a comment the login's host keys do not need\n")
+	waitFor(t, copyBound, "the shadow's copy of the known hosts to follow", func() error {
+		got, err := kubectlOutput("get", "configmap", harness.SiteKnownHostsMap, "-n", s.namespace, "-o", "jsonpath={.data.known_hosts}")
+		if err == nil && !strings.Contains(got, "# follow-policy") {
+			err = fmt.Errorf("the copy in %s holds the old content", s.namespace)
+		}
+		return err
+	})
+	time.Sleep(nodeRefresh)
+	if again, _, _ := s.readyPod(t, time.Minute); again != shadowPod || generation() != generationBefore {
+		t.Errorf("new known-hosts content restarted the shadow (pod %s, then %s; generation %s, then %s)", shadowPod, again, generationBefore, generation())
+	}
+	if evs := tunnelEventsOf(t, ns, "notebook", "ShadowRolled"); len(evs) != 0 {
+		t.Errorf("ShadowRolled for new known-hosts content: %+v", evs)
+	}
+
+	// ExtraOptions and Image: the shadow rolls, once, and carries the page again.
+	const image = "ghcr.io/interlink-hq/interlink/ssh-tunnel:0.6.1"
+	hpcBlock := "  " + harness.HPCNode + ":\n    Network:\n      EnableTunnel: true\n      ShadowMode: ssh\n      SSH:\n"
+	if !strings.Contains(site.local.Policy, hpcBlock) {
+		t.Fatalf("the site's policy has no block %q", hpcBlock)
+	}
+	changed := strings.Replace(site.local.Policy, hpcBlock, hpcBlock+"        Image: "+image+"\n        ExtraOptions: [ServerAliveInterval=7]\n", 1)
+	kubectl(t, harness.PolicyConfigMap(changed), "apply", "--server-side", "--force-conflicts", "--field-manager=e2e-install", "-f", "-")
+	waitForTunnelEvent(t, rollBound, ns, "notebook", "ShadowRolled", s.namespace+"/"+s.name)
+	var rolled string
+	waitFor(t, rollBound, "a new Ready shadow pod", func() error {
+		rolled, _, ip = s.readyPod(t, rollBound)
+		if rolled == shadowPod {
+			return fmt.Errorf("shadow pod %s is the one from before the change", rolled)
+		}
+		return nil
+	})
+	spec := kubectl(t, "", "get", "pod", rolled, "-n", s.namespace, "-o", "jsonpath={.spec.containers[*].image} {.spec.containers[*].env}")
+	if !strings.Contains(spec, image) || !strings.Contains(spec, "ServerAliveInterval=7") {
+		t.Errorf("the new shadow pod does not run the policy's image and ExtraOptions: %s", spec)
+	}
+	url = fmt.Sprintf("http://%s:8888/", ip)
+	waitFor(t, rollBound, "the notebook's page through the new shadow pod at "+url, page)
+	harness.Eventually(t, 30*time.Second, "shadowgate status to show the shadow Current and the tunnel Ready", func() (bool, string) {
+		row := tunnelStatus(t, user, ns, "notebook")
+		return row.Shadow.State == "Current" && row.Tunnel != nil && row.Tunnel.State == "Ready", fmt.Sprintf("%+v %+v", row.Shadow, row.Tunnel)
+	}, func() string { return shadowPodsAndReporterLog(ns) }, siteLogs)
+	if evs := tunnelEventsOf(t, ns, "notebook", "ShadowRolled"); len(evs) != 1 {
+		t.Errorf("%d ShadowRolled Events, want 1: %+v", len(evs), evs)
+	}
+	wantUntouched(t, ns, uid, jobBefore, nodeBefore)
+
+	// Tightened: the policy in force would refuse the pod. Pod and shadow stay; the pod says so.
+	tightened := strings.Replace(changed, "  "+harness.HPCNode+":\n", "  "+harness.HPCNode+":\n    AllowedNamespaces: [physics]\n", 1)
+	kubectl(t, harness.PolicyConfigMap(tightened), "apply", "--server-side", "--force-conflicts", "--field-manager=e2e-install", "-f", "-")
+	ev := waitForTunnelEvent(t, rollBound, ns, "notebook", "ShadowRefusedByPolicy", "AllowedNamespaces")
+	harness.Eventually(t, 30*time.Second, "shadowgate status to show the shadow Refused", func() (bool, string) {
+		row := tunnelStatus(t, user, ns, "notebook")
+		return row.Shadow.State == "Refused" && strings.Contains(row.Shadow.Reason, "AllowedNamespaces"), fmt.Sprintf("%+v", row.Shadow)
+	}, func() string { return ev.Message })
+	table, _ := shadowgateStatus(t, user, "-n", ns, "notebook")
+	if !strings.Contains(table, "Refused") || !strings.Contains(table, "left as they are") {
+		t.Errorf("shadowgate status does not say the shadow is left as it is:\n%s", table)
+	}
+	time.Sleep(5 * time.Second)
+	if again, _, _ := s.readyPod(t, time.Minute); again != rolled {
+		t.Errorf("a policy refusing the pod replaced its shadow pod (%s, then %s)", rolled, again)
+	}
+	if err := page(); err != nil {
+		t.Errorf("a policy refusing the pod stopped its tunnel: %v", err)
+	}
+	wantUntouched(t, ns, uid, jobBefore, nodeBefore)
+}
+
+// setKnownHosts writes content as the site's known hosts source.
+func setKnownHosts(t *testing.T, content string) {
+	t.Helper()
+	kubectl(t, fmt.Sprintf(`{"data":{"known_hosts":%q}}`, content), "patch", "configmap", harness.SiteKnownHostsMap, "-n", "shadowgate-system", "--type=merge", "--patch-file=/dev/stdin")
+}
+
+// wantUntouched checks that the offloaded pod is the one created, not restarted, and its job
+// the same, running where it ran.
+func wantUntouched(t *testing.T, ns, uid, job, node string) {
+	t.Helper()
+	got := kubectl(t, "", "get", "pod", "notebook", "-n", ns, "-o", "jsonpath={.metadata.uid} {.status.phase}")
+	if got != uid+" Running" {
+		t.Errorf("the offloaded pod is %q, want %s Running", got, uid)
+	}
+	state, at, err := jobState(uid)
+	if err != nil || state != job || at != node {
+		t.Errorf("the notebook's job is %s on %s (%v), want %s on %s as before", state, at, err, job, node)
+	}
+}

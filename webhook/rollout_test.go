@@ -1,0 +1,146 @@
+package webhook
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/interlink-hq/shadowgate/internal/drift"
+)
+
+// testPacer is a pacer of max slots that records whom it wakes.
+func testPacer(t *testing.T, maxRolling int) (*rollPacer, *[]string) {
+	t.Helper()
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newRollPacer(maxRolling, m)
+	woken := &[]string{}
+	p.wake = func(pod types.NamespacedName) { *woken = append(*woken, pod.Name) }
+	return p, woken
+}
+
+func podKey(name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: "user", Name: name}
+}
+
+// deploymentAt is a one-replica Deployment at generation, rolled out or not.
+func deploymentAt(generation int64, rolledOut bool) *appsv1.Deployment {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: generation}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)}}
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: generation, Replicas: 2, UpdatedReplicas: 1}
+	if rolledOut {
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: generation, Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1}
+	}
+	return d
+}
+
+func drifted(p *rollPacer, s drift.State) float64 {
+	return testutil.ToFloat64(p.metrics.shadowsDrifted.WithLabelValues(string(s)))
+}
+
+func TestAtMostMaxShadowsRollAtATimeAndIdleTunnelsGoFirst(t *testing.T) {
+	p, woken := testPacer(t, 2)
+	now := time.Now()
+	// a and b take the two slots; c's tunnel is in use, d's is not, e's is in use: all wait.
+	for i, tc := range []struct {
+		name  string
+		inUse bool
+		want  turn
+	}{{"a", true, turnNow}, {"b", false, turnNow}, {"c", true, turnWait}, {"d", false, turnWait}, {"e", true, turnWait}} {
+		if got := p.take(types.UID(tc.name), podKey(tc.name), "new", 1, tc.inUse, now.Add(time.Duration(i)*time.Second)); got != tc.want {
+			t.Fatalf("%s: turn %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	if drifted(p, drift.Rolling) != 2 || drifted(p, drift.OutOfDate) != 3 {
+		t.Errorf("gauge: %v rolling, %v out of date; want 2 and 3", drifted(p, drift.Rolling), drifted(p, drift.OutOfDate))
+	}
+	// a's new shadow pod is being replaced, then available: its slot goes to d, whose tunnel
+	// is idle, though c has waited longer.
+	if step, _ := p.settle("a", deploymentAt(2, false)); step != rollRestarting {
+		t.Fatalf("a: step %d, want rollRestarting", step)
+	}
+	if step, _ := p.settle("a", deploymentAt(2, false)); step != rollWaiting {
+		t.Fatalf("a again: step %d, want rollWaiting (said once)", step)
+	}
+	if len(*woken) != 0 {
+		t.Fatalf("woken %v while both slots are held", *woken)
+	}
+	if step, _ := p.settle("a", deploymentAt(2, true)); step != rollRestarted {
+		t.Fatalf("a available: step %d, want rollRestarted", step)
+	}
+	if !slices.Equal(*woken, []string{"d"}) {
+		t.Fatalf("woken %v, want [d]", *woken)
+	}
+	// c, in use, may not take d's turn while d waits; woken, d takes it.
+	if got := p.take("c", podKey("c"), "new", 1, true, now); got != turnWait {
+		t.Errorf("c took the slot meant for the idle d")
+	}
+	if got := p.take("d", podKey("d"), "new", 1, false, now); got != turnNow {
+		t.Errorf("d, woken: turn %d", got)
+	}
+	// b's apply changed no pod template: over at once, its slot to c, the longest waiting.
+	*woken = nil
+	if step, _ := p.settle("b", deploymentAt(1, false)); step != rollInPlace {
+		t.Fatalf("b: step %d, want rollInPlace", step)
+	}
+	if !slices.Equal(*woken, []string{"c"}) {
+		t.Fatalf("woken %v, want [c]", *woken)
+	}
+	if got := testutil.ToFloat64(p.metrics.shadowRolls.WithLabelValues(rolledRestarted)); got != 1 {
+		t.Errorf("%v rolls restarted, want 1", got)
+	}
+	if got := testutil.ToFloat64(p.metrics.shadowRolls.WithLabelValues(rolledInPlace)); got != 1 {
+		t.Errorf("%v rolls in place, want 1", got)
+	}
+}
+
+func TestAShadowAppliedIsNotAppliedAgainWhileTheCacheIsBehind(t *testing.T) {
+	p, _ := testPacer(t, 1)
+	if got := p.take("a", podKey("a"), "h2", 1, false, time.Now()); got != turnNow {
+		t.Fatalf("first take: %d", got)
+	}
+	if got := p.take("a", podKey("a"), "h2", 1, false, time.Now()); got != turnApplied {
+		t.Errorf("the same hash again: turn %d, want turnApplied", got)
+	}
+	if got := p.take("a", podKey("a"), "h3", 1, false, time.Now()); got != turnNow {
+		t.Errorf("a policy changed again during the roll: turn %d, want turnNow in the slot it holds", got)
+	}
+}
+
+func TestAGoneOrFailedShadowFreesItsSlot(t *testing.T) {
+	for sentence, free := range map[string]func(p *rollPacer){
+		"the pod is gone":     func(p *rollPacer) { p.forget("a") },
+		"the apply failed":    func(p *rollPacer) { p.abandon("a") },
+		"the pod was refused": nil,
+	} {
+		t.Run(sentence, func(t *testing.T) {
+			p, woken := testPacer(t, 1)
+			p.take("a", podKey("a"), "new", 1, false, time.Now())
+			p.take("b", podKey("b"), "new", 1, false, time.Now())
+			if free == nil {
+				// Refused only while waiting: a refused shadow never held a slot.
+				p.refused("b")
+				if drifted(p, drift.Refused) != 1 || drifted(p, drift.OutOfDate) != 0 {
+					t.Errorf("gauge: refused %v, out of date %v", drifted(p, drift.Refused), drifted(p, drift.OutOfDate))
+				}
+				p.forget("a")
+				if len(*woken) != 0 {
+					t.Errorf("woken %v: a refused shadow does not roll", *woken)
+				}
+				return
+			}
+			free(p)
+			if !slices.Equal(*woken, []string{"b"}) {
+				t.Errorf("woken %v, want [b]", *woken)
+			}
+		})
+	}
+}
