@@ -28,6 +28,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"golang.org/x/time/rate"
+
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/drift"
 	"github.com/interlink-hq/shadowgate/validate"
@@ -68,6 +70,8 @@ type Reconciler struct {
 	// drifts holds, per pod UID, the interlink.eu/shadow-drift status this process wrote last:
 	// the cache may not show it yet when the next reconcile comes.
 	drifts map[types.UID]drift.Status
+	// driftWrites paces the writes of the drift annotation (newDriftWrites).
+	driftWrites *rate.Limiter
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -244,8 +248,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	if live && pod.DeletionTimestamp == nil && !done {
-		if err := r.ensure(ctx, pod, objs); err != nil {
+		again, err := r.ensure(ctx, pod, objs)
+		if err != nil {
 			return reconcile.Result{}, err
+		}
+		if again > 0 && (requeue == 0 || again < requeue) {
+			requeue = again
 		}
 	}
 	return reconcile.Result{RequeueAfter: requeue}, nil
@@ -253,13 +261,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 // ensure re-applies what is missing of a live pod's shadow, and only that: an object that
 // exists is left as it is, so a re-apply never resets what others wrote into it (the
-// compute-node the virtual kubelet reports). A pod the mutating webhook never prepared gets
+// compute-node the virtual kubelet reports). Then it brings the shadow to the policy in force
+// (follow, refuse), and says when to look at the pod again for a write the rate held back. A pod the mutating webhook never prepared gets
 // none: /validate-pods refuses such a pod, so one that exists came in while the webhooks were
 // not called, and its shadow would forward for a job that runs without its tunnel.
-func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.Object) error {
+func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.Object) (requeue time.Duration, err error) {
 	cfg, err := configs{policies: r.policies, fixed: validate.Config{Credentials: r.rules}, namespaces: r.namespaces}.now(ctx, pod.Namespace)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	a := inject.Admit(pod, cfg)
 	present := map[string]bool{}
@@ -279,7 +288,7 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 	}
 	if a.Offload == nil {
 		if deployment == nil {
-			return nil
+			return 0, nil
 		}
 		if pod.Spec.NodeName == "" {
 			return r.refuse(ctx, pod, "the policy in force lists no virtual node this pod may run on")
@@ -300,13 +309,13 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 				"part of this pod's shadow is missing and is not re-applied: "+reason))
 		}
 		if deployment == nil {
-			return nil
+			return 0, nil
 		}
 		return r.refuse(ctx, pod, a.Decision.Errors.ToAggregate().Error())
 	}
 	if a.Shadow == nil {
 		if deployment == nil {
-			return nil
+			return 0, nil
 		}
 		return r.refuse(ctx, pod, fmt.Sprintf("under the policy in force virtual node %q gives this pod no SSH shadow", a.Offload.NodeName))
 	}
@@ -330,11 +339,11 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 		r.sayIfSecondShadow(ctx, pod, missing.Deployment)
 	}
 	if _, err := r.applier.Apply(ctx, &missing, false); err != nil {
-		return fmt.Errorf("re-applying the shadow of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		return 0, fmt.Errorf("re-applying the shadow of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	log.FromContext(ctx).Info("re-applied what was missing of a live pod's shadow", "pod", pod.Namespace+"/"+pod.Name)
 	if deployment == nil {
-		return nil // applied as the policy in force renders it
+		return 0, nil // applied as the policy in force renders it
 	}
 	return r.follow(ctx, pod, deployment, a.Shadow)
 }

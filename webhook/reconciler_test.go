@@ -27,7 +27,7 @@ func newTestReconciler(grace time.Duration) *Reconciler {
 		panic(err)
 	}
 	return &Reconciler{grace: grace, gone: map[types.UID]time.Time{}, orphaned: map[types.UID]time.Time{},
-		pacer: newRollPacer(5, m), drifts: map[types.UID]drift.Status{}}
+		pacer: newRollPacer(5, m), drifts: map[types.UID]drift.Status{}, driftWrites: newDriftWrites()}
 }
 
 // A shadow whose pod was never seen waits the grace period from when it was first found
@@ -257,7 +257,7 @@ func TestReconcilerRollsAShadowRenderedUnderAnotherPolicy(t *testing.T) {
 			r := newTestReconciler(time.Hour)
 			r.policies, r.applier, r.recorder = fixedPolicy{pol}, applier, recorder
 			r.writer = fake.NewClientBuilder().WithObjects(p.DeepCopy()).Build()
-			if err := r.ensure(t.Context(), p, have); err != nil {
+			if _, err := r.ensure(t.Context(), p, have); err != nil {
 				t.Fatal(err)
 			}
 			if len(applier.applied) != tc.wantApplied {
@@ -278,12 +278,12 @@ func TestReconcilerRollsAShadowRenderedUnderAnotherPolicy(t *testing.T) {
 			rolled.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 1}
 			have[3] = rolled
 			for range 2 {
-				if err := r.ensure(t.Context(), p, have); err != nil {
+				if _, err := r.ensure(t.Context(), p, have); err != nil {
 					t.Fatal(err)
 				}
 			}
 			rolled.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1}
-			if err := r.ensure(t.Context(), p, have); err != nil {
+			if _, err := r.ensure(t.Context(), p, have); err != nil {
 				t.Fatal(err)
 			}
 			if !slices.Equal(recorder.reasons, []string{ReasonShadowRolled}) {

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -14,11 +15,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/yaml"
+
+	"golang.org/x/time/rate"
 
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/drift"
@@ -140,7 +144,7 @@ func TestReconcilerAppliesNoSecretsInThePodsNamespace(t *testing.T) {
 		r.applier = applier
 		r.rules = c.rules
 		r.recorder = recorder
-		if err := r.ensure(context.Background(), mutated(t, p, pol), nil); err != nil {
+		if _, err := r.ensure(context.Background(), mutated(t, p, pol), nil); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if len(applier.applied) != c.applied {
@@ -167,7 +171,7 @@ func TestReconcilerSaysOnceThatItLeavesTheShadowOfARefusedPod(t *testing.T) {
 	r.recorder = recorder
 	r.writer = fake.NewClientBuilder().WithObjects(p.DeepCopy()).Build()
 	for range 3 {
-		if err := r.ensure(context.Background(), p, have); err != nil {
+		if _, err := r.ensure(context.Background(), p, have); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -253,7 +257,7 @@ func TestReconcilerSaysWhenTheVirtualKubeletRendersASecondShadow(t *testing.T) {
 		r.applier = applier
 		r.reader = heldBy{labels: c.labels}
 		r.recorder = recorder
-		if err := r.ensure(context.Background(), p, nil); err != nil {
+		if _, err := r.ensure(context.Background(), p, nil); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if len(applier.applied) != 1 {
@@ -262,5 +266,42 @@ func TestReconcilerSaysWhenTheVirtualKubeletRendersASecondShadow(t *testing.T) {
 		if got := len(recorder.reasons) == 1 && recorder.reasons[0] == ReasonSecondShadow; got != c.wantEvent {
 			t.Errorf("%s: Events %q, want one %s: %v", name, recorder.reasons, ReasonSecondShadow, c.wantEvent)
 		}
+	}
+}
+
+// Past its rate, a pod the policy in force refuses is neither written nor told yet: its
+// reconcile comes back when a write is free, and then says it once.
+func TestDriftWritesAreHeldBackPastTheirRate(t *testing.T) {
+	_, _, _, _, pol := handlers(t)
+	const burst = 2
+	recorder := &recordingEvents{}
+	r := newTestReconciler(time.Hour)
+	r.policies, r.applier, r.recorder = fixedPolicy{pol}, failingApplier{}, recorder
+	r.rules = validate.CredentialRules{WithoutCopiesInPodNamespaces: true}
+	r.driftWrites = rate.NewLimiter(rate.Every(time.Minute), burst)
+	var pods []*corev1.Pod
+	var stored []client.Object
+	for i := range burst + 1 {
+		p := mutated(t, pod(fmt.Sprintf("notebook-%d", i), map[string]string{validate.AnnotationShadowSameNS: "true"}), pol)
+		p.UID = types.UID(fmt.Sprintf("uid-%d", i))
+		pods, stored = append(pods, p), append(stored, p.DeepCopy())
+	}
+	r.writer = fake.NewClientBuilder().WithObjects(stored...).Build()
+	var held []time.Duration
+	for _, p := range pods {
+		shadow := shadowOf(t, p, pol)
+		wait, err := r.ensure(context.Background(), p, []client.Object{shadow.NodeConfigMap, shadow.Service, shadow.Deployment})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wait > 0 {
+			held = append(held, wait)
+		}
+	}
+	if len(held) != 1 || held[0] > time.Minute {
+		t.Errorf("held back %v, want one write for at most the minute a token takes", held)
+	}
+	if len(recorder.reasons) != burst {
+		t.Errorf("%d Events, want %d: the held-back pod is told when its write is made", len(recorder.reasons), burst)
 	}
 }

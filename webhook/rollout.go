@@ -101,6 +101,20 @@ func (p *rollPacer) take(uid types.UID, pod types.NamespacedName, hash string, g
 	return turnNow
 }
 
+// adopt takes over the roll of pod (uid) that the pod says is in progress (drift.Rolling)
+// though this pacer never started it: another leader applied it and stopped. It holds a slot
+// until its Deployment has replaced the shadow pod, as a roll of this pacer's would.
+func (p *rollPacer) adopt(uid types.UID, pod types.NamespacedName, hash string, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.rolling[uid]; ok {
+		return
+	}
+	// generation -1: whichever the Deployment is at, its replacement of the pod was seen.
+	p.rolling[uid] = roll{pod: pod, hash: hash, generation: -1, restarting: true, since: now}
+	p.setState(uid, drift.Rolling)
+}
+
 // abandon frees the slot of a shadow whose apply failed: it is out of date still, and its
 // reconcile is retried with backoff.
 func (p *rollPacer) abandon(uid types.UID) {

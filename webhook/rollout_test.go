@@ -144,3 +144,22 @@ func TestAGoneOrFailedShadowFreesItsSlot(t *testing.T) {
 		})
 	}
 }
+
+// A new leader finds a roll the pod says is in progress: it holds a slot until the new shadow
+// pod is available, and is then over without a second Event.
+func TestARollStartedByAnotherLeaderHoldsItsSlot(t *testing.T) {
+	p, woken := testPacer(t, 1)
+	p.adopt("a", podKey("a"), "new", time.Now())
+	if got := p.take("b", podKey("b"), "new", 1, false, time.Now()); got != turnWait {
+		t.Errorf("b took the slot of a's roll: turn %d", got)
+	}
+	if step, _ := p.settle("a", deploymentAt(4, false)); step != rollWaiting {
+		t.Errorf("a not available yet: step %d, want rollWaiting (its Event was the other leader's)", step)
+	}
+	if step, _ := p.settle("a", deploymentAt(4, true)); step != rollRestarted {
+		t.Errorf("a available: step %d, want rollRestarted", step)
+	}
+	if !slices.Equal(*woken, []string{"b"}) {
+		t.Errorf("woken %v, want [b]", *woken)
+	}
+}

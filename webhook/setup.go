@@ -153,6 +153,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 		orphaned:   map[types.UID]time.Time{},
 		drifts:     map[types.UID]drift.Status{},
 
+		driftWrites:   newDriftWrites(),
 		policyChanges: store,
 	}
 	if err := reconciler.SetupWithManager(ctx, mgr); err != nil {
