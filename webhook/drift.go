@@ -7,9 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -47,8 +45,10 @@ func newDriftWrites() *rate.Limiter {
 
 // follow brings the live shadow Deployment d of an admitted pod to want, the shadow the policy
 // in force renders for it: when their inject.AnnotationRendered differ, the shadow is applied
-// again (all but its node ConfigMap, which holds the compute node) once the pacer gives it a
-// turn. A shadow already current writes nothing.
+// again once the pacer gives it a turn, all but its node ConfigMap, which holds the compute
+// node, and with the live pod template's labels and annotations, read from the offloaded pod
+// at admission: a label put on the pod since does not restart its shadow. A shadow already
+// current writes nothing.
 func (r *Reconciler) follow(ctx context.Context, pod *corev1.Pod, d *appsv1.Deployment, want *inject.Shadow) (time.Duration, error) {
 	hash := want.Deployment.Annotations[inject.AnnotationRendered]
 	key := client.ObjectKeyFromObject(pod)
@@ -61,6 +61,8 @@ func (r *Reconciler) follow(ctx context.Context, pod *corev1.Pod, d *appsv1.Depl
 		}
 		shadow := *want
 		shadow.NodeConfigMap = nil
+		shadow.Deployment = want.Deployment.DeepCopy()
+		shadow.Deployment.Spec.Template.ObjectMeta = *d.Spec.Template.ObjectMeta.DeepCopy()
 		if _, err := r.applier.Apply(ctx, &shadow, false); err != nil {
 			r.pacer.abandon(pod.UID)
 			return 0, fmt.Errorf("rolling the shadow of pod %s/%s to the policy in force: %w", pod.Namespace, pod.Name, err)
@@ -69,24 +71,45 @@ func (r *Reconciler) follow(ctx context.Context, pod *corev1.Pod, d *appsv1.Depl
 			"deployment", d.Namespace+"/"+d.Name, "from", d.Annotations[inject.AnnotationRendered], "to", hash)
 		return 0, nil
 	}
-	if r.said(pod).State == drift.Rolling {
+	if r.rollingElsewhere(pod) {
 		r.pacer.adopt(pod.UID, key, hash, time.Now())
 	}
 	step, roll := r.pacer.settle(pod.UID, d)
 	switch step {
 	case rollRestarting:
-		r.recorder.Eventf(pod, nil, corev1.EventTypeNormal, ReasonShadowRolled, "Roll", "%s", truncate(fmt.Sprintf(
-			"the policy in force renders this pod's shadow differently: Deployment %s/%s was applied again and its shadow pod is being replaced. "+
-				"Connections through the tunnel break now; it comes back once the new shadow pod is ready, at the same Service, "+
-				"and the virtual kubelet reports the new shadow pod's IP as this pod's (docs/shadow.md \"When the policy changes\")", d.Namespace, d.Name)))
+		r.sayRolled(pod, d)
 		return r.sayDrift(ctx, pod, drift.Status{State: drift.Rolling})
 	case rollWaiting:
-		return 0, nil
+		return r.sayDrift(ctx, pod, drift.Status{State: drift.Rolling}) // a write held back when it started
 	case rollRestarted, rollInPlace:
+		if step == rollRestarted && !roll.restarting {
+			r.sayRolled(pod, d) // over before a reconcile saw the shadow pod being replaced
+		}
 		log.FromContext(ctx).Info("shadow rolled to the policy in force", "pod", key.String(), "restarted", step == rollRestarted,
 			"seconds", time.Since(roll.since).Round(time.Second).Seconds())
 	}
 	return r.sayDrift(ctx, pod, drift.Status{State: drift.Current})
+}
+
+// sayRolled records on the pod that its shadow pod was replaced to follow the policy.
+func (r *Reconciler) sayRolled(pod *corev1.Pod, d *appsv1.Deployment) {
+	r.recorder.Eventf(pod, nil, corev1.EventTypeNormal, ReasonShadowRolled, "Roll", "%s", truncate(fmt.Sprintf(
+		"the policy in force renders this pod's shadow differently: Deployment %s/%s was applied again and its shadow pod replaced. "+
+			"Connections through the tunnel break; the tunnel comes back at the same Service once the new shadow pod is ready; "+
+			"this pod and its job are not touched (docs/shadow.md \"When the policy changes\")", d.Namespace, d.Name)))
+}
+
+// rollingElsewhere says whether the pod's annotation says its shadow is Rolling though this
+// process wrote no drift state for it: a roll another leader started.
+func (r *Reconciler) rollingElsewhere(pod *corev1.Pod) bool {
+	r.mu.Lock()
+	_, mine := r.drifts[pod.UID]
+	r.mu.Unlock()
+	if mine {
+		return false
+	}
+	st, err := drift.Of(pod.Annotations)
+	return err == nil && st.State == drift.Rolling
 }
 
 // refuse records that the policy in force would refuse the pod with a shadow (or gives it
@@ -99,7 +122,7 @@ func (r *Reconciler) refuse(ctx context.Context, pod *corev1.Pod, reason string)
 	if r.said(pod).Same(st) {
 		return 0, nil
 	}
-	if wait := r.holdWrite(); wait > 0 {
+	if wait := r.holdWrite(pod.UID); wait > 0 {
 		return wait, nil // the Event waits with the write, so each is said once
 	}
 	log.FromContext(ctx).Info("the policy in force would refuse a pod with a shadow; leaving both as they are", "pod", pod.Namespace+"/"+pod.Name, "reason", reason)
@@ -131,46 +154,45 @@ func (r *Reconciler) sayDrift(ctx context.Context, pod *corev1.Pod, st drift.Sta
 	if r.said(pod).Same(st) {
 		return 0, nil
 	}
-	if wait := r.holdWrite(); wait > 0 {
+	if wait := r.holdWrite(pod.UID); wait > 0 {
 		return wait, nil
 	}
 	return 0, r.writeDrift(ctx, pod, st)
 }
 
-// holdWrite takes a token for one drift write and returns 0, or returns how long until one
-// is free and takes none.
-func (r *Reconciler) holdWrite() time.Duration {
-	res := r.driftWrites.Reserve()
-	if wait := res.Delay(); wait > 0 {
-		res.Cancel()
+// holdWrite gives the pod uid a turn for one drift write: 0 when it may write now, else how
+// long until its turn, which is kept for it, so a held-back pod comes back once, when its turn
+// is due, rather than asking again and again.
+func (r *Reconciler) holdWrite(uid types.UID) time.Duration {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if at, ok := r.writeTurns[uid]; ok {
+		if wait := at.Sub(now); wait > 0 {
+			return wait
+		}
+		delete(r.writeTurns, uid)
+		return 0
+	}
+	if wait := r.driftWrites.ReserveN(now, 1).DelayFrom(now); wait > 0 {
+		r.writeTurns[uid] = now.Add(wait)
 		return wait
 	}
 	return 0
 }
 
-// writeDrift applies st as the pod's annotation, with the pod's UID, so a pod created again
-// under the same name in between is not written.
+// writeDrift applies st as the pod's annotation (applyPodAnnotation).
 func (r *Reconciler) writeDrift(ctx context.Context, pod *corev1.Pod, st drift.Status) error {
 	st.Since = time.Now().UTC().Truncate(time.Second)
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion("v1")
-	u.SetKind("Pod")
-	u.SetNamespace(pod.Namespace)
-	u.SetName(pod.Name)
-	u.SetUID(pod.UID)
-	if v := st.Encode(); v != "" {
-		u.SetAnnotations(map[string]string{drift.Annotation: v})
-	}
-	err := r.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(driftFieldManager), client.ForceOwnership)
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil // the pod is gone, or is another pod now: its own reconcile follows
-	}
+	written, err := applyPodAnnotation(ctx, r.writer, pod, driftFieldManager, drift.Annotation, st.Encode())
 	if err != nil {
 		return fmt.Errorf("writing %s on pod %s/%s: %w", drift.Annotation, pod.Namespace, pod.Name, err)
 	}
-	r.mu.Lock()
-	r.drifts[pod.UID] = st
-	r.mu.Unlock()
+	if written {
+		r.mu.Lock()
+		r.drifts[pod.UID] = st
+		r.mu.Unlock()
+	}
 	return nil
 }
 
@@ -182,26 +204,39 @@ func tunnelInUse(pod *corev1.Pod) bool {
 }
 
 // wakeAll asks for a reconcile of every pod with a shadow Deployment in the cache, after a new
-// policy was put in force: each renders its shadow again, and the ones that differ roll.
+// policy was put in force: each renders its shadow again, and the ones that differ roll. The
+// pods whose tunnel is not in use come first, so they take the first slots.
 func (r *Reconciler) wakeAll(ctx context.Context) error {
 	var deployments appsv1.DeploymentList
 	if err := r.client.List(ctx, &deployments, client.HasLabels{inject.LabelPodUID}, client.UnsafeDisableDeepCopy); err != nil {
 		return err
 	}
+	var inUse []types.NamespacedName
 	for i := range deployments.Items {
 		ns, name, ok := splitKey(deployments.Items[i].Annotations[inject.AnnotationShadowFor])
-		if ok {
-			r.wakeUp(ctx, types.NamespacedName{Namespace: ns, Name: name})
+		if !ok {
+			continue
 		}
+		key := types.NamespacedName{Namespace: ns, Name: name}
+		pod := &corev1.Pod{}
+		if err := r.client.Get(ctx, key, pod); err == nil && tunnelInUse(pod) {
+			inUse = append(inUse, key)
+			continue
+		}
+		wakeUp(ctx, r.wakes, key)
+	}
+	for _, key := range inUse {
+		wakeUp(ctx, r.wakes, key)
 	}
 	return nil
 }
 
-// wakeUp queues a reconcile of pod through the controller's channel source.
-func (r *Reconciler) wakeUp(ctx context.Context, pod types.NamespacedName) {
+// wakeUp queues a reconcile of pod through wakes, the controller's channel source, unless ctx
+// ends first.
+func wakeUp(ctx context.Context, wakes chan<- event.GenericEvent, pod types.NamespacedName) {
 	ev := event.GenericEvent{Object: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}}
 	select {
-	case r.wakes <- ev:
+	case wakes <- ev:
 	case <-ctx.Done():
 	}
 }

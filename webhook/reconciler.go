@@ -70,8 +70,10 @@ type Reconciler struct {
 	// drifts holds, per pod UID, the interlink.eu/shadow-drift status this process wrote last:
 	// the cache may not show it yet when the next reconcile comes.
 	drifts map[types.UID]drift.Status
-	// driftWrites paces the writes of the drift annotation (newDriftWrites).
+	// driftWrites paces the writes of the drift annotation (newDriftWrites); writeTurns holds,
+	// per pod UID, when a write it was held back for is due (holdWrite).
 	driftWrites *rate.Limiter
+	writeTurns  map[types.UID]time.Time
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -118,7 +120,6 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager) 
 		}
 		b = b.Watches(obj, podOf)
 	}
-	r.pacer.wake = func(pod types.NamespacedName) { go r.wakeUp(ctx, pod) }
 	b = b.WatchesRawSource(source.Channel(r.wakes, &handler.EnqueueRequestForObject{}))
 	changes := make(chan struct{}, 1)
 	r.policyChanges.OnChange(func() {
@@ -217,9 +218,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if !live || done {
-		r.forget(pod.UID, objs)
-	}
+	r.podsGone(pod, live && !done, objs)
 	now := time.Now()
 	r.prune(now)
 	var requeue time.Duration
@@ -286,6 +285,25 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 			haveNodeConfigMap = true
 		}
 	}
+	if !a.Decision.Allowed() {
+		// A pod the policy in force refuses (tightened since, or a serve with stricter
+		// credential flags), or one the mutating webhook never prepared (it came in while the
+		// webhooks were not called, and its shadow would forward for a job that runs without
+		// its tunnel): what is left of its shadow stays, what is missing is not applied
+		// again. Said only when the shadow is incomplete, not on every reconcile of a whole one.
+		if (a.Offload != nil || len(present) > 0) && (deployment == nil || !haveNodeConfigMap) {
+			reason := a.Decision.Errors.ToAggregate().Error()
+			log.FromContext(ctx).Info("not re-applying what is missing of the shadow of a pod the policy in force refuses",
+				"pod", pod.Namespace+"/"+pod.Name, "reason", reason)
+			r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonShadowNotReapplied, "Reconcile", "%s", truncate(
+				"part of this pod's shadow is missing and is not re-applied: "+reason))
+		}
+		if deployment == nil {
+			r.pacer.gone(pod.UID) // no shadow Deployment to count as drifted
+			return 0, nil
+		}
+		return r.refuse(ctx, pod, a.Decision.Errors.ToAggregate().Error())
+	}
 	if a.Offload == nil {
 		if deployment == nil {
 			return 0, nil
@@ -294,24 +312,6 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 			return r.refuse(ctx, pod, "the policy in force lists no virtual node this pod may run on")
 		}
 		return r.refuse(ctx, pod, fmt.Sprintf("the policy in force lists no virtual node %q", pod.Spec.NodeName))
-	}
-	if !a.Decision.Allowed() {
-		// A pod the policy in force refuses (tightened since, or a serve with stricter
-		// credential flags), or one the mutating webhook never prepared (it came in while the
-		// webhooks were not called, and its shadow would forward for a job that runs without
-		// its tunnel): what is left of its shadow stays, what is missing is not applied
-		// again. Said only when the shadow is incomplete, not on every reconcile of a whole one.
-		if deployment == nil || !haveNodeConfigMap {
-			reason := a.Decision.Errors.ToAggregate().Error()
-			log.FromContext(ctx).Info("not re-applying what is missing of the shadow of a pod the policy in force refuses",
-				"pod", pod.Namespace+"/"+pod.Name, "reason", reason)
-			r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonShadowNotReapplied, "Reconcile", "%s", truncate(
-				"part of this pod's shadow is missing and is not re-applied: "+reason))
-		}
-		if deployment == nil {
-			return 0, nil
-		}
-		return r.refuse(ctx, pod, a.Decision.Errors.ToAggregate().Error())
 	}
 	if a.Shadow == nil {
 		if deployment == nil {
@@ -409,25 +409,35 @@ func (r *Reconciler) deleteObject(ctx context.Context, obj client.Object) (bool,
 	return err == nil, err
 }
 
-// forget drops what is kept about the pods whose shadow objects are objs, and about uid: the
-// pod is gone or finished, and so is its roll.
-func (r *Reconciler) forget(uid types.UID, objs []client.Object) {
-	uids := map[types.UID]bool{uid: uid != ""}
-	for _, obj := range objs {
-		uids[types.UID(obj.GetLabels()[inject.LabelPodUID])] = true
+// podsGone drops what is kept about the rolls and drift of every pod UID that objs, the shadow
+// objects of pod's name, stand for, but the live pod's (live false: the pod is gone or has
+// finished): a pod created again under its name leaves the earlier one's behind.
+func (r *Reconciler) podsGone(pod *corev1.Pod, live bool, objs []client.Object) {
+	gone := map[types.UID]bool{}
+	if !live && pod.UID != "" {
+		gone[pod.UID] = true
 	}
-	for u, ok := range uids {
-		if !ok || u == "" {
-			continue
+	for _, obj := range objs {
+		if uid := types.UID(obj.GetLabels()[inject.LabelPodUID]); uid != "" && (!live || uid != pod.UID) {
+			gone[uid] = true
 		}
-		r.pacer.forget(u)
-		r.mu.Lock()
-		delete(r.drifts, u)
-		r.mu.Unlock()
+	}
+	for uid := range gone {
+		r.forgetDrift(uid)
 	}
 }
 
+// forgetDrift drops the roll, drift state and write turn of the pod uid.
+func (r *Reconciler) forgetDrift(uid types.UID) {
+	r.pacer.gone(uid)
+	r.mu.Lock()
+	delete(r.drifts, uid)
+	delete(r.writeTurns, uid)
+	r.mu.Unlock()
+}
+
 func (r *Reconciler) podDeleted(uid types.UID) {
+	r.forgetDrift(uid)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.gone[uid] = time.Now()

@@ -27,7 +27,8 @@ func newTestReconciler(grace time.Duration) *Reconciler {
 		panic(err)
 	}
 	return &Reconciler{grace: grace, gone: map[types.UID]time.Time{}, orphaned: map[types.UID]time.Time{},
-		pacer: newRollPacer(5, m), drifts: map[types.UID]drift.Status{}, driftWrites: newDriftWrites()}
+		pacer: newRollPacer(5, m, func(types.NamespacedName) {}), drifts: map[types.UID]drift.Status{},
+		driftWrites: newDriftWrites(), writeTurns: map[types.UID]time.Time{}}
 }
 
 // A shadow whose pod was never seen waits the grace period from when it was first found

@@ -13,12 +13,13 @@ import (
 )
 
 // rollPacer paces the rolls of shadows the policy in force renders differently (their
-// inject.AnnotationRendered differs from the one rendered now): at most max roll at a time, a
+// inject.AnnotationRendered differs from the one rendered now): at most max rolls at a time, a
 // roll holding its slot from its apply until its Deployment has replaced the shadow pod and
 // the new one is available. A roll that never completes (an image that does not pull) keeps
 // its slot, so a bad policy stops after max shadows rather than breaking every tunnel. Shadows
-// waiting for a slot whose tunnel is not in use (not Ready: nothing to break) go first, then
-// the others, longest waiting first. It keeps each shadow's drift state for the
+// waiting for a slot whose tunnel is not in use (not Ready: nothing to break) get the next free
+// one, then the others, longest waiting first (the reconciler also wakes idle shadows first on
+// a policy change, so they take the first slots too). It keeps each shadow's drift state for the
 // shadowgate_shadows_drifted gauge. It is the leader's, in memory: a new leader finds the
 // drifted shadows again as it reconciles every pod on start.
 type rollPacer struct {
@@ -56,8 +57,8 @@ type waiter struct {
 	since time.Time
 }
 
-func newRollPacer(maxRolling int, metrics *Metrics) *rollPacer {
-	return &rollPacer{max: maxRolling, metrics: metrics, rolling: map[types.UID]roll{},
+func newRollPacer(maxRolling int, metrics *Metrics, wake func(types.NamespacedName)) *rollPacer {
+	return &rollPacer{max: maxRolling, metrics: metrics, wake: wake, rolling: map[types.UID]roll{},
 		waiting: map[types.UID]waiter{}, states: map[types.UID]drift.State{}}
 }
 
@@ -101,9 +102,10 @@ func (p *rollPacer) take(uid types.UID, pod types.NamespacedName, hash string, g
 	return turnNow
 }
 
-// adopt takes over the roll of pod (uid) that the pod says is in progress (drift.Rolling)
-// though this pacer never started it: another leader applied it and stopped. It holds a slot
-// until its Deployment has replaced the shadow pod, as a roll of this pacer's would.
+// adopt counts the roll of pod (uid) that the pod says is in progress (drift.Rolling) though
+// this pacer did not start it, as after a change of leader: its shadow pod is being replaced
+// all the same, so it holds a slot until the new one is available. Rolls started before it is
+// seen may pass max for that while.
 func (p *rollPacer) adopt(uid types.UID, pod types.NamespacedName, hash string, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -233,21 +235,19 @@ func (p *rollPacer) nextWaiting() []types.NamespacedName {
 }
 
 // refused records that the policy in force would refuse the pod uid: its shadow is left as it
-// is, and does not roll.
-func (p *rollPacer) refused(uid types.UID) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.waiting, uid)
-	p.setState(uid, drift.Refused)
-}
+// is, does not roll, and gives up the slot it held or was given.
+func (p *rollPacer) refused(uid types.UID) { p.drop(uid, drift.Refused) }
 
-// forget drops the pod uid, gone or finished, and frees its slot if it held one.
-func (p *rollPacer) forget(uid types.UID) {
+// gone drops the pod uid, deleted or finished, and frees its slot if it held one.
+func (p *rollPacer) gone(uid types.UID) { p.drop(uid, drift.Current) }
+
+// drop stops pacing uid, now in state, and gives its slot, if it held one, to the next waiting.
+func (p *rollPacer) drop(uid types.UID, state drift.State) {
 	p.mu.Lock()
 	_, held := p.rolling[uid]
 	delete(p.rolling, uid)
 	delete(p.waiting, uid)
-	p.setState(uid, drift.Current)
+	p.setState(uid, state)
 	var next []types.NamespacedName
 	if held {
 		next = p.nextWaiting()

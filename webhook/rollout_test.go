@@ -22,10 +22,8 @@ func testPacer(t *testing.T, maxRolling int) (*rollPacer, *[]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newRollPacer(maxRolling, m)
 	woken := &[]string{}
-	p.wake = func(pod types.NamespacedName) { *woken = append(*woken, pod.Name) }
-	return p, woken
+	return newRollPacer(maxRolling, m, func(pod types.NamespacedName) { *woken = append(*woken, pod.Name) }), woken
 }
 
 func podKey(name string) types.NamespacedName {
@@ -117,7 +115,7 @@ func TestAShadowAppliedIsNotAppliedAgainWhileTheCacheIsBehind(t *testing.T) {
 
 func TestAGoneOrFailedShadowFreesItsSlot(t *testing.T) {
 	for sentence, free := range map[string]func(p *rollPacer){
-		"the pod is gone":     func(p *rollPacer) { p.forget("a") },
+		"the pod is gone":     func(p *rollPacer) { p.gone("a") },
 		"the apply failed":    func(p *rollPacer) { p.abandon("a") },
 		"the pod was refused": nil,
 	} {
@@ -131,7 +129,7 @@ func TestAGoneOrFailedShadowFreesItsSlot(t *testing.T) {
 				if drifted(p, drift.Refused) != 1 || drifted(p, drift.OutOfDate) != 0 {
 					t.Errorf("gauge: refused %v, out of date %v", drifted(p, drift.Refused), drifted(p, drift.OutOfDate))
 				}
-				p.forget("a")
+				p.gone("a")
 				if len(*woken) != 0 {
 					t.Errorf("woken %v: a refused shadow does not roll", *woken)
 				}
@@ -161,5 +159,33 @@ func TestARollStartedByAnotherLeaderHoldsItsSlot(t *testing.T) {
 	}
 	if !slices.Equal(*woken, []string{"b"}) {
 		t.Errorf("woken %v, want [b]", *woken)
+	}
+}
+
+// A shadow refused in the middle of its roll, or once woken for a slot, gives the slot up.
+func TestARefusedShadowGivesUpItsSlot(t *testing.T) {
+	for sentence, setUp := range map[string]func(p *rollPacer){
+		"refused while rolling": func(p *rollPacer) {
+			p.take("a", podKey("a"), "new", 1, false, time.Now())
+		},
+		"refused once woken for a freed slot": func(p *rollPacer) {
+			p.take("x", podKey("x"), "new", 1, false, time.Now())
+			p.take("a", podKey("a"), "new", 1, false, time.Now())
+			p.gone("x") // a is woken, its slot reserved
+		},
+	} {
+		t.Run(sentence, func(t *testing.T) {
+			p, woken := testPacer(t, 1)
+			setUp(p)
+			p.take("b", podKey("b"), "new", 1, false, time.Now())
+			*woken = nil
+			p.refused("a")
+			if !slices.Equal(*woken, []string{"b"}) {
+				t.Errorf("woken %v, want [b]", *woken)
+			}
+			if drifted(p, drift.Refused) != 1 {
+				t.Errorf("gauge: %v refused, want 1", drifted(p, drift.Refused))
+			}
+		})
 	}
 }

@@ -137,6 +137,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 			return nil, err
 		}
 	}
+	wakes := make(chan event.GenericEvent)
 	reconciler := &Reconciler{
 		client:     mgr.GetClient(),
 		reader:     mgr.GetAPIReader(),
@@ -147,13 +148,14 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 		rules:      opts.Rules,
 		recorder:   recorder,
 		writer:     applyClient,
-		pacer:      newRollPacer(opts.MaxRollingShadows, metrics),
-		wakes:      make(chan event.GenericEvent),
+		pacer:      newRollPacer(opts.MaxRollingShadows, metrics, func(pod types.NamespacedName) { go wakeUp(ctx, wakes, pod) }),
+		wakes:      wakes,
 		gone:       map[types.UID]time.Time{},
 		orphaned:   map[types.UID]time.Time{},
 		drifts:     map[types.UID]drift.Status{},
 
 		driftWrites:   newDriftWrites(),
+		writeTurns:    map[types.UID]time.Time{},
 		policyChanges: store,
 	}
 	if err := reconciler.SetupWithManager(ctx, mgr); err != nil {

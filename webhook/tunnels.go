@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -331,21 +330,10 @@ func (t *TunnelReporter) previousState(pod *corev1.Pod) (tunnelstate.Status, boo
 	return s, err == nil
 }
 
-// writeState applies the annotation to the pod with its UID, so a pod deleted and created
-// again under the same name in the meantime is not written.
+// writeState applies the annotation to the pod (applyPodAnnotation).
 func (t *TunnelReporter) writeState(ctx context.Context, pod *corev1.Pod, st tunnelstate.Status) error {
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion("v1")
-	u.SetKind("Pod")
-	u.SetNamespace(pod.Namespace)
-	u.SetName(pod.Name)
-	u.SetUID(pod.UID)
-	u.SetAnnotations(map[string]string{tunnelstate.AnnotationTunnelState: st.Encode()})
-	err := t.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(tunnelFieldManager), client.ForceOwnership)
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil // the pod is gone, or is another pod now: its own reconcile follows
-	}
-	if err == nil {
+	written, err := applyPodAnnotation(ctx, t.writer, pod, tunnelFieldManager, tunnelstate.AnnotationTunnelState, st.Encode())
+	if written {
 		t.mu.Lock()
 		t.written[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}] = writtenState{pod.UID, st}
 		t.mu.Unlock()
