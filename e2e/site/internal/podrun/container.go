@@ -36,6 +36,9 @@ type container struct {
 	proc *exec.Cmd
 	// exited is closed when the running instance has exited.
 	exited chan struct{}
+	// execed is closed once the running instance's helper has made its mounts and exec'd
+	// the command (helperExecFD).
+	execed <-chan struct{}
 	// instance counts started instances; logs/<name>-<instance>.log is each one's log.
 	instance int
 	// backoff is the delay before the next restart; lastBackoff when it was last raised.
@@ -155,7 +158,16 @@ func (c *container) runOnce() (code int, started bool) {
 		return 1, true
 	}
 	ctx, cancelProbes := context.WithCancel(context.Background())
-	go c.probe(ctx)
+	p.mu.Lock()
+	execed := c.execed
+	p.mu.Unlock()
+	go func() {
+		select {
+		case <-execed: // the mounts are made: probes see the volumes
+			c.probe(ctx)
+		case <-ctx.Done():
+		}
+	}()
 	waitErr := c.proc.Wait()
 	cancelProbes()
 	// The container's PID namespace would die with its first process; here its group does.
@@ -366,7 +378,7 @@ func (c *container) startProcess(spec helperSpec, log *logFile) error {
 		stdout.Close()
 		return err
 	}
-	cmd, err := spec.start(p.cfg.Exe, nil, true, func(cmd *exec.Cmd) {
+	cmd, execed, err := spec.start(p.cfg.Exe, nil, true, func(cmd *exec.Cmd) {
 		cmd.Stdout, cmd.Stderr = stdout, stderr
 	})
 	// The child holds its copies; ours would keep the log streams from ever ending.
@@ -377,7 +389,7 @@ func (c *container) startProcess(spec helperSpec, log *logFile) error {
 		return err
 	}
 	p.mu.Lock()
-	c.proc, c.exited = cmd, make(chan struct{})
+	c.proc, c.exited, c.execed = cmd, make(chan struct{}), execed
 	c.cred = helperSpec{UID: spec.UID, GID: spec.GID, Groups: spec.Groups, Dir: spec.Dir}
 	c.envCache = spec.Env
 	if c.instance > 0 {

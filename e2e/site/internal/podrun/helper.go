@@ -3,6 +3,7 @@ package podrun
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,12 @@ const HelperArg = "podrun-container-helper"
 // helperSpecFD is the inherited pipe the helper reads its spec from: a pipe, not the
 // environment, because a spec holds the command's scripts and may outgrow one env string.
 const helperSpecFD = 3
+
+// helperExecFD is a container helper's end of a pipe the node reads until it closes, which it
+// does when the helper execs the container's command (the helper marks it close-on-exec): the
+// node probes the container only then, since a probe that entered the container's namespace
+// before the helper had made the mounts would find none of the volumes.
+const helperExecFD = 4
 
 // defaultPath is the PATH of a container whose env has none (what container runtimes set).
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -57,6 +64,7 @@ func RunHelperIfRequested() {
 		fail(fmt.Errorf("helper spec: %w", err))
 	}
 	in.Close()
+	unix.CloseOnExec(helperExecFD) // not open in an exec's or a probe's helper: no harm
 	fail(spec.become(os.Getppid()))
 }
 
@@ -270,14 +278,15 @@ func intsOf(us []uint32) []int {
 // private mount namespace (Go makes its propagation private before the helper runs); probes
 // and exec run without one, already inside the container's namespace through nsenter
 // (prefix). The process leads its own process group, so killing the group reaches whatever
-// the command forks.
-func (s helperSpec) start(exe string, prefix []string, newNamespace bool, configure func(*exec.Cmd)) (*exec.Cmd, error) {
+// the command forks. A container's (newNamespace) execed is closed once the helper has made the
+// mounts and exec'd the command, or died; nil for the others.
+func (s helperSpec) start(exe string, prefix []string, newNamespace bool, configure func(*exec.Cmd)) (cmd *exec.Cmd, execed <-chan struct{}, err error) {
 	raw, err := json.Marshal(s)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	argv := append(append([]string{}, prefix...), exe, HelperArg)
-	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd = exec.Command(argv[0], argv[1:]...)
 	cmd.Env = []string{}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if newNamespace {
@@ -287,20 +296,41 @@ func (s helperSpec) start(exe string, prefix []string, newNamespace bool, config
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer r.Close()
 	cmd.ExtraFiles = []*os.File{r}
+	var execR, execW *os.File
+	if newNamespace {
+		if execR, execW, err = os.Pipe(); err != nil {
+			w.Close()
+			return nil, nil, err
+		}
+		defer execW.Close() // the helper holds its copy
+		cmd.ExtraFiles = append(cmd.ExtraFiles, execW)
+	}
 	if configure != nil {
 		configure(cmd)
 	}
 	if err := cmd.Start(); err != nil {
 		w.Close()
-		return nil, fmt.Errorf("start %s: %w", argv[0], err)
+		if execR != nil {
+			execR.Close()
+		}
+		return nil, nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
 	go func() {
 		_, _ = w.Write(raw)
 		w.Close()
 	}()
-	return cmd, nil
+	if execR != nil {
+		done := make(chan struct{})
+		go func() {
+			_, _ = io.Copy(io.Discard, execR)
+			execR.Close()
+			close(done)
+		}()
+		execed = done
+	}
+	return cmd, execed, nil
 }

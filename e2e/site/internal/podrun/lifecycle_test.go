@@ -1,6 +1,7 @@
 package podrun
 
 import (
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -319,4 +320,36 @@ func TestStopTerminatesTheWholeProcessGroup(t *testing.T) {
 		}
 	}
 	t.Errorf("processes of the group survive: %s", left)
+}
+
+// A probe runs in the container's mounts, never before the helper has made them: a probe
+// started at once, as the shadow's are, finds the volume's files on its first run.
+func TestAProbeSeesTheContainersVolumesFromItsFirstRun(t *testing.T) {
+	const dir = "/probe-volume-test"
+	init := sh("writer", "echo here > "+dir+"/marker")
+	init.VolumeMounts = []corev1.VolumeMount{{Name: "work", MountPath: dir}}
+	var containers []corev1.Container
+	for i := range 5 {
+		c := sh(fmt.Sprintf("probed-%d", i), "sleep 60")
+		c.VolumeMounts = init.VolumeMounts
+		c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", dir + "/marker"}}},
+			PeriodSeconds: 1, FailureThreshold: 1}
+		containers = append(containers, c)
+	}
+	p := run(t, newWorld(), testPod("probe-mounts", corev1.PodSpec{
+		InitContainers: []corev1.Container{init},
+		Containers:     containers,
+		Volumes:        []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+	}))
+	eventually(t, "every container ready", func() bool {
+		for _, cond := range p.Status().Conditions {
+			if cond.Type == corev1.PodReady {
+				return cond.Status == corev1.ConditionTrue
+			}
+		}
+		return false
+	})
+	if strings.Contains(p.events(), "readiness probe failed") {
+		t.Errorf("a probe ran before the container's volume was mounted:\n%s", p.events())
+	}
 }

@@ -290,7 +290,7 @@ func (c *container) execInContainer(ctx context.Context, argv []string, stdin io
 	spec.Argv = argv
 	ns := "/proc/" + strconv.Itoa(proc.Process.Pid) + "/ns/"
 	nsenter := []string{"nsenter", "--mount=" + ns + "mnt", "--uts=" + ns + "uts", "--"}
-	cmd, err := spec.start(c.pod.cfg.Exe, nsenter, false, func(cmd *exec.Cmd) {
+	cmd, _, err := spec.start(c.pod.cfg.Exe, nsenter, false, func(cmd *exec.Cmd) {
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	})
 	if err != nil {
