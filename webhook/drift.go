@@ -102,14 +102,8 @@ func (r *Reconciler) sayRolled(pod *corev1.Pod, d *appsv1.Deployment) {
 // rollingElsewhere says whether the pod's annotation says its shadow is Rolling though this
 // process wrote no drift state for it: a roll another leader started.
 func (r *Reconciler) rollingElsewhere(pod *corev1.Pod) bool {
-	r.mu.Lock()
-	_, mine := r.drifts[pod.UID]
-	r.mu.Unlock()
-	if mine {
-		return false
-	}
-	st, err := drift.Of(pod.Annotations)
-	return err == nil && st.State == drift.Rolling
+	st, mine := r.said(pod)
+	return !mine && st.State == drift.Rolling
 }
 
 // refuse records that the policy in force would refuse the pod with a shadow (or gives it
@@ -119,7 +113,7 @@ func (r *Reconciler) rollingElsewhere(pod *corev1.Pod) bool {
 func (r *Reconciler) refuse(ctx context.Context, pod *corev1.Pod, reason string) (time.Duration, error) {
 	r.pacer.refused(pod.UID)
 	st := drift.Status{State: drift.Refused, Reason: truncate(reason)}
-	if r.said(pod).Same(st) {
+	if said, _ := r.said(pod); said.Same(st) {
 		return 0, nil
 	}
 	if wait := r.holdWrite(pod.UID); wait > 0 {
@@ -131,19 +125,20 @@ func (r *Reconciler) refuse(ctx context.Context, pod *corev1.Pod, reason string)
 	return 0, r.writeDrift(ctx, pod, st)
 }
 
-// said is the drift status last said on pod: what this process wrote, else the annotation.
-func (r *Reconciler) said(pod *corev1.Pod) drift.Status {
+// said is the drift status last said on pod, and whether this process said it: what it
+// wrote, else the annotation.
+func (r *Reconciler) said(pod *corev1.Pod) (st drift.Status, mine bool) {
 	r.mu.Lock()
 	w, ok := r.drifts[pod.UID]
 	r.mu.Unlock()
 	if ok {
-		return w
+		return w, true
 	}
 	st, err := drift.Of(pod.Annotations)
 	if err != nil {
-		return drift.Status{} // unreadable: written again
+		return drift.Status{}, false // unreadable: written again
 	}
-	return st
+	return st, false
 }
 
 // sayDrift writes st as the pod's interlink.eu/shadow-drift annotation, or removes it for
@@ -151,7 +146,7 @@ func (r *Reconciler) said(pod *corev1.Pod) drift.Status {
 // that makes every shadow of a large cluster OutOfDate does not send every write at once. Held
 // back, it says how long until the pod's reconcile may try again.
 func (r *Reconciler) sayDrift(ctx context.Context, pod *corev1.Pod, st drift.Status) (time.Duration, error) {
-	if r.said(pod).Same(st) {
+	if said, _ := r.said(pod); said.Same(st) {
 		return 0, nil
 	}
 	if wait := r.holdWrite(pod.UID); wait > 0 {

@@ -27,14 +27,7 @@ func TestAShadowFollowsThePolicyWithoutTouchingItsPod(t *testing.T) {
 	uid, s, user := startOffloaded(t, ns, offloadedPod(ns, harness.HPCNode, nil))
 	shadowPod, _, ip := s.readyPod(t, 3*time.Minute)
 	waitForTunnelEvent(t, failureBound, ns, "notebook", "TunnelReady", "notebook-"+ns)
-	url := fmt.Sprintf("http://%s:8888/", ip)
-	page := func() error {
-		body, err := get(url)
-		if err == nil && !strings.Contains(body, "stand-in notebook for pod "+ns+"/notebook") {
-			err = fmt.Errorf("the page is not the notebook's: %q", body)
-		}
-		return err
-	}
+	url, page := notebookPage(ns, ip)
 	waitFor(t, time.Minute, "the notebook's page at "+url, page)
 	jobBefore, nodeBefore, err := jobState(uid)
 	if err != nil || jobBefore != "RUNNING" {
@@ -85,7 +78,7 @@ func TestAShadowFollowsThePolicyWithoutTouchingItsPod(t *testing.T) {
 	if !strings.Contains(spec, image) || !strings.Contains(spec, "ServerAliveInterval=7") {
 		t.Errorf("the new shadow pod does not run the policy's image and ExtraOptions: %s", spec)
 	}
-	url = fmt.Sprintf("http://%s:8888/", ip)
+	url, page = notebookPage(ns, ip)
 	waitFor(t, rollBound, "the notebook's page through the new shadow pod at "+url, page)
 	harness.Eventually(t, 30*time.Second, "shadowgate status to show the shadow Current and the tunnel Ready", func() (bool, string) {
 		row := tunnelStatus(t, user, ns, "notebook")

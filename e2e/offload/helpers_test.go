@@ -182,3 +182,16 @@ func deleteAndWaitGone(t *testing.T, namespace, pod, uid string, s shadow) {
 		return nil
 	})
 }
+
+// notebookPage is the URL of the stand-in notebook of pod ns/notebook through the shadow pod
+// at ip, and a check that it serves that pod's page.
+func notebookPage(ns, ip string) (url string, page func() error) {
+	url = fmt.Sprintf("http://%s:8888/", ip)
+	return url, func() error {
+		body, err := get(url)
+		if err == nil && !strings.Contains(body, "stand-in notebook for pod "+ns+"/notebook") {
+			err = fmt.Errorf("the page is not the notebook's: %q", body)
+		}
+		return err
+	}
+}

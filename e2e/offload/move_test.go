@@ -23,14 +23,7 @@ func TestTheShadowFollowsTheJobToANewAddressInPlace(t *testing.T) {
 
 	waitForJob(t, uid, "RUNNING", 2*time.Minute)
 	name, shadowUID, ip := s.readyPod(t, 3*time.Minute)
-	url := fmt.Sprintf("http://%s:8888/", ip)
-	pageServed := func() error {
-		body, err := get(url)
-		if err == nil && !strings.Contains(body, "stand-in notebook for pod "+ns+"/notebook") {
-			err = fmt.Errorf("the page is not the notebook's: %q", body)
-		}
-		return err
-	}
+	url, pageServed := notebookPage(ns, ip)
 	waitFor(t, time.Minute, "the notebook's page at "+url, pageServed)
 	restarts := func() string {
 		return kubectl(t, "", "get", "pod", "-n", s.namespace, name, "-o", "jsonpath={.status.containerStatuses[*].restartCount}")

@@ -45,14 +45,7 @@ func TestARotatedKeyReachesARunningShadow(t *testing.T) {
 	_, s, _ := startOffloaded(t, ns, offloadedPod(ns, harness.HPCNode, nil))
 	podName, _, ip := s.readyPod(t, 3*time.Minute)
 	waitForTunnelEvent(t, failureBound, ns, "notebook", "TunnelReady", "notebook-"+ns)
-	url := fmt.Sprintf("http://%s:8888/", ip)
-	page := func() error {
-		body, err := get(url)
-		if err == nil && !strings.Contains(body, "stand-in notebook for pod "+ns+"/notebook") {
-			err = fmt.Errorf("the page is not the notebook's: %q", body)
-		}
-		return err
-	}
+	url, page := notebookPage(ns, ip)
 	waitFor(t, time.Minute, "the notebook's page at "+url, page)
 
 	newKey := filepath.Join(t.TempDir(), "id_ed25519")
