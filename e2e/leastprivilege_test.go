@@ -132,6 +132,7 @@ func TestShadowgatesServiceAccountIsRefusedWhatNoShadowNeeds(t *testing.T) {
 			"interlink.eu/replicated-from=shadowgate-system/lp-adoptable"}},
 		"an immutable scripts ConfigMap is admitted":          {scriptsCM("shadowgate-scripts-2222222222", "true"), apply},
 		"the tunnel-state annotation of a pod is admitted":    {"", []string{"annotate", "pod", "lp-pod", "-n", ns, "interlink.eu/tunnel-state=up"}},
+		"the shadow-drift annotation of a pod is admitted":    {"", []string{"annotate", "pod", "lp-pod", "-n", ns, `interlink.eu/shadow-drift={"state":"OutOfDate"}`}},
 		"deleting a namespace shadowgate created is admitted": {"", []string{"delete", "namespace", "lp-ns-created", "--wait=false"}},
 	}
 	for name, c := range admitted {
