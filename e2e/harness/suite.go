@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -38,6 +39,10 @@ func RunSuite(m *testing.M, name, root string, grace time.Duration, use func(*Su
 func RunSiteSuite(m *testing.M, name, root string, grace time.Duration, use func(*Suite) error) int {
 	return runSuite(m, name, root, grace, true, use)
 }
+
+// SiteMaxRollingShadows is serve's --max-rolling-shadows on the local site: one, so a test
+// with two shadows sees the second wait for the first's roll.
+const SiteMaxRollingShadows = 1
 
 func runSuite(m *testing.M, name, root string, grace time.Duration, site bool, use func(*Suite) error) (code int) {
 	fail := func(err error) int {
@@ -74,7 +79,11 @@ func runSuite(m *testing.M, name, root string, grace time.Duration, site bool, u
 	s.Kubectl = Kubectl{Path: tools.Kubectl, Kubeconfig: s.CP.AdminKubeconfig}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if s.SG, err = Install(ctx, s.Root, s.Kubectl, s.CP, ServeOptions{Bin: s.Bin, Dir: s.Dir, GracePeriod: grace}); err != nil {
+	opts := ServeOptions{Bin: s.Bin, Dir: s.Dir, GracePeriod: grace}
+	if site {
+		opts.Args = []string{"--max-rolling-shadows=" + strconv.Itoa(SiteMaxRollingShadows)}
+	}
+	if s.SG, err = Install(ctx, s.Root, s.Kubectl, s.CP, opts); err != nil {
 		return fail(err)
 	}
 	if site {

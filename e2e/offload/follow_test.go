@@ -9,6 +9,10 @@ import (
 	"github.com/interlink-hq/shadowgate/e2e/harness"
 )
 
+// otherPort is where the second server of the follow test listens, beside the notebook's 8888
+// on the cluster's shared host network.
+const otherPort = 18890
+
 // rollBound is how soon a policy change has replaced a shadow pod and its tunnel is Ready again:
 // the policy reaches serve at once, the roll starts on the next reconcile, and the new shadow
 // pod logs in and checks its forwards, as a first one does.
@@ -16,8 +20,9 @@ const rollBound = 2 * time.Minute
 
 // A running notebook's shadow follows what the admin changes, and the notebook's pod and job
 // are never touched: new known-hosts content reaches the shadow without a restart; new
-// ExtraOptions and Image roll the shadow (one ShadowRolled Event, a new shadow pod with both)
-// and the page is served through it again; a policy that would now refuse the pod leaves pod
+// ExtraOptions and Image roll the shadows of the notebook and of a second server beside it,
+// one after the other (serve runs with harness.SiteMaxRollingShadows), each with one
+// ShadowRolled Event and a new shadow pod with both, and both serve through them again; a policy that would now refuse the pod leaves pod
 // and shadow as they are and says so on the pod, in `shadowgate status` as the pod's owner.
 func TestAShadowFollowsThePolicyWithoutTouchingItsPod(t *testing.T) {
 	const ns = "follow-policy"
@@ -29,6 +34,15 @@ func TestAShadowFollowsThePolicyWithoutTouchingItsPod(t *testing.T) {
 	waitForTunnelEvent(t, failureBound, ns, "notebook", "TunnelReady", "notebook-"+ns)
 	url, page := notebookPage(ns, ip)
 	waitFor(t, time.Minute, "the notebook's page at "+url, page)
+	// A second server beside it, so the roll shows its pace: harness.SiteMaxRollingShadows at
+	// a time.
+	kubectl(t, serverPod(ns, "other", otherPort), "apply", "-f", "-")
+	otherUID := kubectl(t, "", "get", "pod", "-n", ns, "other", "-o", "jsonpath={.metadata.uid}")
+	other := shadowOf("other", ns, false)
+	t.Cleanup(func() { deleteAndWaitGone(t, ns, "other", otherUID, other) })
+	otherShadowPod, _, otherIP := other.readyPod(t, 3*time.Minute)
+	otherPage := listingPage(otherIP)
+	waitFor(t, time.Minute, "the second server's listing", otherPage)
 	jobBefore, nodeBefore, err := jobState(uid)
 	if err != nil || jobBefore != "RUNNING" {
 		t.Fatalf("the notebook's job: %s %v", jobBefore, err)
@@ -65,6 +79,13 @@ func TestAShadowFollowsThePolicyWithoutTouchingItsPod(t *testing.T) {
 	}
 	changed := strings.Replace(site.local.Policy, hpcBlock, hpcBlock+"        Image: "+image+"\n        ExtraOptions: [ServerAliveInterval=7]\n", 1)
 	kubectl(t, harness.PolicyConfigMap(changed), "apply", "--server-side", "--force-conflicts", "--field-manager=e2e-install", "-f", "-")
+	seen := watchDrift(t, ns, 2*rollBound, func() bool {
+		return len(tunnelEventsOf(t, ns, "notebook", "ShadowRolled")) > 0 && len(tunnelEventsOf(t, ns, "other", "ShadowRolled")) > 0
+	})
+	if seen.mostRolling > harness.SiteMaxRollingShadows || !seen.outOfDate {
+		t.Errorf("the two shadows rolled %d at a time (at most %d), one waiting OutOfDate: %t; want one after the other",
+			seen.mostRolling, harness.SiteMaxRollingShadows, seen.outOfDate)
+	}
 	waitForTunnelEvent(t, rollBound, ns, "notebook", "ShadowRolled", s.namespace+"/"+s.name)
 	var rolled string
 	waitFor(t, rollBound, "a new Ready shadow pod", func() error {
@@ -80,6 +101,15 @@ func TestAShadowFollowsThePolicyWithoutTouchingItsPod(t *testing.T) {
 	}
 	url, page = notebookPage(ns, ip)
 	waitFor(t, rollBound, "the notebook's page through the new shadow pod at "+url, page)
+	waitFor(t, rollBound, "a new Ready shadow pod of the second server", func() error {
+		again, _, againIP := other.readyPod(t, rollBound)
+		if again == otherShadowPod {
+			return fmt.Errorf("shadow pod %s is the one from before the change", again)
+		}
+		otherPage = listingPage(againIP)
+		return nil
+	})
+	waitFor(t, rollBound, "the second server's listing through its new shadow pod", otherPage)
 	harness.Eventually(t, 30*time.Second, "shadowgate status to show the shadow Current and the tunnel Ready", func() (bool, string) {
 		row := tunnelStatus(t, user, ns, "notebook")
 		return row.Shadow.State == "Current" && row.Tunnel != nil && row.Tunnel.State == "Ready", fmt.Sprintf("%+v %+v", row.Shadow, row.Tunnel)
@@ -88,6 +118,9 @@ func TestAShadowFollowsThePolicyWithoutTouchingItsPod(t *testing.T) {
 		t.Errorf("%d ShadowRolled Events, want 1: %+v", len(evs), evs)
 	}
 	wantUntouched(t, ns, uid, jobBefore, nodeBefore)
+	if state, _, err := jobState(otherUID); err != nil || state != "RUNNING" {
+		t.Errorf("the second server's job is %s (%v) after the roll, want RUNNING", state, err)
+	}
 
 	// Tightened: the policy in force would refuse the pod. Pod and shadow stay; the pod says so.
 	tightened := strings.Replace(changed, "  "+harness.HPCNode+":\n", "  "+harness.HPCNode+":\n    AllowedNamespaces: [physics]\n", 1)
@@ -129,4 +162,66 @@ func wantUntouched(t *testing.T, ns, uid, job, node string) {
 	if err != nil || state != job || at != node {
 		t.Errorf("the notebook's job is %s on %s (%v), want %s on %s as before", state, at, err, job, node)
 	}
+}
+
+// serverPod is a pod on the hpc node whose job serves its directory on port with python3.
+func serverPod(ns, name string, port int) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  namespace: %s
+spec:
+  nodeSelector:
+    kubernetes.io/hostname: %s
+  tolerations:
+  - key: virtual-node.interlink/no-schedule
+    operator: Exists
+    effect: NoSchedule
+  containers:
+  - name: server
+    image: docker://python:3
+    command: [python3, -m, http.server, --bind, 0.0.0.0, "%d"]
+    ports:
+    - containerPort: %d
+`, name, ns, harness.HPCNode, port, port)
+}
+
+// listingPage checks that python3's http.server answers through the shadow pod at ip.
+func listingPage(ip string) func() error {
+	url := fmt.Sprintf("http://%s:%d/", ip, otherPort)
+	return func() error {
+		body, err := get(url)
+		if err == nil && !strings.Contains(body, "Directory listing for /") {
+			err = fmt.Errorf("%s is no directory listing: %q", url, body)
+		}
+		return err
+	}
+}
+
+// driftSeen is what watchDrift saw of a namespace's pods during a roll.
+type driftSeen struct {
+	mostRolling int  // the most pods whose shadow was Rolling at once
+	outOfDate   bool // a pod's shadow waited OutOfDate
+}
+
+// watchDrift reads the drift annotation of ns's pods every quarter second until done says
+// so, or timeout.
+func watchDrift(t *testing.T, ns string, timeout time.Duration, done func() bool) driftSeen {
+	t.Helper()
+	var seen driftSeen
+	for end := time.Now().Add(timeout); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		out, err := kubectlOutput("get", "pods", "-n", ns, "-o", `jsonpath={range .items[*]}{.metadata.annotations.interlink\.eu/shadow-drift}{"\n"}{end}`)
+		if err != nil {
+			continue
+		}
+		rolling := strings.Count(out, `"state":"Rolling"`)
+		seen.mostRolling = max(seen.mostRolling, rolling)
+		seen.outOfDate = seen.outOfDate || strings.Contains(out, `"state":"OutOfDate"`)
+		if done() {
+			return seen
+		}
+	}
+	t.Fatalf("the roll of %s's shadows did not end within %s: %+v", ns, timeout, seen)
+	return seen
 }
