@@ -128,8 +128,10 @@ func TestShadowsFollowThePolicyAFewAtATime(t *testing.T) {
 		t.Errorf("%d shadows applied under the new policy, want %d", n, serveMaxRolling)
 	}
 	m := metricValues(t, []string{`shadowgate_shadows_drifted{state="Rolling"}`, `shadowgate_shadows_drifted{state="OutOfDate"}`})
-	if m[`shadowgate_shadows_drifted{state="Rolling"}`] != serveMaxRolling || m[`shadowgate_shadows_drifted{state="OutOfDate"}`] != currentShadows-serveMaxRolling {
-		t.Errorf("gauge %v, want %d Rolling and %d OutOfDate", m, serveMaxRolling, currentShadows-serveMaxRolling)
+	// The gauge is the whole cluster's: shadows of hpc-vk other tests left running are out of
+	// date too, and wait with the 95.
+	if m[`shadowgate_shadows_drifted{state="Rolling"}`] != serveMaxRolling || m[`shadowgate_shadows_drifted{state="OutOfDate"}`] < currentShadows-serveMaxRolling {
+		t.Errorf("gauge %v, want %d Rolling and at least %d OutOfDate", m, serveMaxRolling, currentShadows-serveMaxRolling)
 	}
 	events := mustKubectl(t, "", "get", "events", "-n", ns, "--field-selector", "reason=ShadowRolled", "-o", "name")
 	if n := len(strings.Fields(events)); n != serveMaxRolling {
