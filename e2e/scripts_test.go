@@ -74,3 +74,20 @@ func compactLen(t *testing.T, doc string) int {
 	}
 	return b.Len()
 }
+
+// A ConfigMap of the scripts' name, shadowgate's labels and other content, immutable, is the
+// one the API server will not let shadowgate apply over: the pod is refused with the remedy.
+func TestAnImmutableScriptsConfigMapOfOtherContentRefusesThePodWithTheRemedy(t *testing.T) {
+	const ns = "scripts-other"
+	createNamespaces(t, ns)
+	handOverShadowNamespaces(t, ns)
+	shadowNS, name := inject.ShadowNamespace(ns, false), inject.ScriptsConfigMap("").Name
+	mustKubectl(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: "+name+", namespace: "+shadowNS+
+		", labels: {app.kubernetes.io/managed-by: shadowgate, interlink.eu/shadow-role: scripts}}\nimmutable: true\ndata: {ssh-forward.sh: exit}\n", "create", "-f", "-")
+	p := offloaded{name: "nb", namespace: ns, node: "hpc-vk", ports: []int32{8888}}
+	r := kubectl(t, p.json(), "apply", "-f", "-")
+	if r.Err == nil {
+		t.Fatalf("the pod was admitted over a foreign scripts ConfigMap:\n%s", r.Output())
+	}
+	expectContains(t, r.Stderr, "kubectl delete configmap -n "+shadowNS+" "+name)
+}

@@ -83,12 +83,11 @@ func renderedHash(s *Shadow) string {
 	if s.Service != nil {
 		specs = append(specs, s.Service.Spec)
 	}
-	b, err := json.Marshal(specs)
-	if err != nil {
+	h := sha256.New()
+	if err := json.NewEncoder(h).Encode(specs); err != nil {
 		panic(err) // API types always marshal
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // Objects returns the shadow's objects in apply order: Namespace, node ConfigMap, Service,

@@ -2,11 +2,11 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -189,7 +189,7 @@ func (a *Applier) applyScripts(ctx context.Context, cm *corev1.ConfigMap, dryRun
 		return err
 	}
 	err = a.writes(dryRun).Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.ForceOwnership)
-	if apierrors.IsInvalid(err) && strings.Contains(err.Error(), "immutable") {
+	if immutableRefused(err) {
 		// The one apply the API server refuses: a ConfigMap of that name, immutable, with
 		// other content, which shadowgate did not write (its name is the hash of its content).
 		return apierrors.NewConflict(corev1.Resource("configmaps"), cm.Namespace+"/"+cm.Name,
@@ -203,6 +203,24 @@ func (a *Applier) applyScripts(ctx context.Context, cm *corev1.ConfigMap, dryRun
 		a.scripts.add(key)
 	}
 	return nil
+}
+
+// immutableRefused says whether err is the API server refusing to change the data of an
+// immutable ConfigMap: Invalid, for data or binaryData, Forbidden.
+func immutableRefused(err error) bool {
+	if !apierrors.IsInvalid(err) {
+		return false
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	for _, c := range status.Status().Details.Causes {
+		if c.Type == metav1.CauseTypeForbidden && (c.Field == "data" || c.Field == "binaryData") {
+			return true
+		}
+	}
+	return false
 }
 
 func scriptsKey(cm *corev1.ConfigMap) string { return cm.Namespace + "/" + cm.Name }

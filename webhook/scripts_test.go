@@ -43,47 +43,32 @@ func scriptsApplier(t *testing.T, answer error) (*Applier, map[bool]int) {
 }
 
 func TestScriptsConfigMapIsAppliedOncePerNamespaceAndMemory(t *testing.T) {
+	// scriptsApply is one applyScripts of a shadow namespace's scripts ConfigMap, after the
+	// clock moved on by after.
+	type scriptsApply struct {
+		namespace string
+		dryRun    bool
+		after     time.Duration
+	}
 	for name, tc := range map[string]struct {
-		run          func(a *Applier, now *time.Time) error
-		applies      int
-		dryRunApply  int
-		wantErrInMsg string
+		steps       []scriptsApply
+		applies     int
+		dryRunApply int
 	}{
 		"two shadows of one namespace apply it once": {
-			run: func(a *Applier, _ *time.Time) error {
-				if err := a.applyScripts(context.Background(), inject.ScriptsConfigMap("user-shadow"), false); err != nil {
-					return err
-				}
-				return a.applyScripts(context.Background(), inject.ScriptsConfigMap("user-shadow"), false)
-			},
+			steps:   []scriptsApply{{namespace: "user-shadow"}, {namespace: "user-shadow"}},
 			applies: 1,
 		},
 		"shadows of two namespaces apply one each": {
-			run: func(a *Applier, _ *time.Time) error {
-				if err := a.applyScripts(context.Background(), inject.ScriptsConfigMap("user-shadow"), false); err != nil {
-					return err
-				}
-				return a.applyScripts(context.Background(), inject.ScriptsConfigMap("team-shadow"), false)
-			},
+			steps:   []scriptsApply{{namespace: "user-shadow"}, {namespace: "team-shadow"}},
 			applies: 2,
 		},
 		"it is applied again once the memory has passed": {
-			run: func(a *Applier, now *time.Time) error {
-				if err := a.applyScripts(context.Background(), inject.ScriptsConfigMap("user-shadow"), false); err != nil {
-					return err
-				}
-				*now = now.Add(namespaceMemory)
-				return a.applyScripts(context.Background(), inject.ScriptsConfigMap("user-shadow"), false)
-			},
+			steps:   []scriptsApply{{namespace: "user-shadow"}, {namespace: "user-shadow", after: namespaceMemory}},
 			applies: 2,
 		},
 		"a dry run applies with dry-run and is not remembered": {
-			run: func(a *Applier, _ *time.Time) error {
-				if err := a.applyScripts(context.Background(), inject.ScriptsConfigMap("user-shadow"), true); err != nil {
-					return err
-				}
-				return a.applyScripts(context.Background(), inject.ScriptsConfigMap("user-shadow"), false)
-			},
+			steps:   []scriptsApply{{namespace: "user-shadow", dryRun: true}, {namespace: "user-shadow"}},
 			applies: 1, dryRunApply: 1,
 		},
 	} {
@@ -91,8 +76,11 @@ func TestScriptsConfigMapIsAppliedOncePerNamespaceAndMemory(t *testing.T) {
 			a, applies := scriptsApplier(t, nil)
 			now := time.Now()
 			a.scripts.now = func() time.Time { return now }
-			if err := tc.run(a, &now); err != nil {
-				t.Fatal(err)
+			for _, step := range tc.steps {
+				now = now.Add(step.after)
+				if err := a.applyScripts(context.Background(), inject.ScriptsConfigMap(step.namespace), step.dryRun); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if applies[false] != tc.applies || applies[true] != tc.dryRunApply {
 				t.Errorf("%d applies and %d dry-run applies, want %d and %d", applies[false], applies[true], tc.applies, tc.dryRunApply)

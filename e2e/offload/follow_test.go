@@ -2,6 +2,7 @@ package offload
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +37,8 @@ func TestAShadowFollowsThePolicyWithoutTouchingItsPod(t *testing.T) {
 	waitFor(t, time.Minute, "the notebook's page at "+url, page)
 	// A second server beside it, so the roll shows its pace: harness.SiteMaxRollingShadows at
 	// a time.
-	kubectl(t, serverPod(ns, "other", otherPort), "apply", "-f", "-")
+	kubectl(t, offloadedPodNamed(ns, "other", harness.HPCNode, otherPort, nil,
+		"python3", "-m", "http.server", "--bind", "0.0.0.0", strconv.Itoa(otherPort)), "apply", "-f", "-")
 	otherUID := kubectl(t, "", "get", "pod", "-n", ns, "other", "-o", "jsonpath={.metadata.uid}")
 	other := shadowOf("other", ns, false)
 	t.Cleanup(func() { deleteAndWaitGone(t, ns, "other", otherUID, other) })
@@ -162,29 +164,6 @@ func wantUntouched(t *testing.T, ns, uid, job, node string) {
 	if err != nil || state != job || at != node {
 		t.Errorf("the notebook's job is %s on %s (%v), want %s on %s as before", state, at, err, job, node)
 	}
-}
-
-// serverPod is a pod on the hpc node whose job serves its directory on port with python3.
-func serverPod(ns, name string, port int) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %s
-  namespace: %s
-spec:
-  nodeSelector:
-    kubernetes.io/hostname: %s
-  tolerations:
-  - key: virtual-node.interlink/no-schedule
-    operator: Exists
-    effect: NoSchedule
-  containers:
-  - name: server
-    image: docker://python:3
-    command: [python3, -m, http.server, --bind, 0.0.0.0, "%d"]
-    ports:
-    - containerPort: %d
-`, name, ns, harness.HPCNode, port, port)
 }
 
 // listingPage checks that python3's http.server answers through the shadow pod at ip.

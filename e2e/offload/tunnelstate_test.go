@@ -17,12 +17,17 @@ import (
 // a failed check, the 45s startup grace a job's server is given to come up.
 const failureBound = 2 * time.Minute
 
-// offloadedPod is a pod on node in ns forwarding port 8888, its shadow in <ns>-shadow unless
-// the annotations say shadow-same-ns, with the annotations and command given (none: the
-// stand-in notebook).
+// offloadedPod is pod notebook on node in ns forwarding port 8888, its shadow in <ns>-shadow
+// unless the annotations say shadow-same-ns, with the annotations and command given (none:
+// the stand-in notebook).
 func offloadedPod(ns, node string, annotations map[string]string, command ...string) string {
+	return offloadedPodNamed(ns, "notebook", node, 8888, annotations, command...)
+}
+
+// offloadedPodNamed is offloadedPod with another name and port.
+func offloadedPodNamed(ns, name, node string, port int, annotations map[string]string, command ...string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: notebook\n  namespace: %s\n  annotations:\n", ns)
+	fmt.Fprintf(&b, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: %s\n  annotations:\n", name, ns)
 	for k, v := range annotations {
 		fmt.Fprintf(&b, "    %s: %q\n", k, v)
 	}
@@ -37,9 +42,9 @@ func offloadedPod(ns, node string, annotations map[string]string, command ...str
   - name: jupyter
     image: docker://jupyter/scipy-notebook
     ports:
-    - containerPort: 8888
+    - containerPort: %d
       name: notebook
-`, node)
+`, node, port)
 	if len(command) > 0 {
 		fmt.Fprintf(&b, "    command: [%q", command[0])
 		for _, c := range command[1:] {
