@@ -14,7 +14,8 @@ import (
 // SiteRealm is the site's Kerberos realm.
 const SiteRealm = "SITE.TEST"
 
-// KDC is the site's Kerberos realm: Debian's krb5kdc on loopback with a database of its own,
+// KDC is the site's Kerberos realm: Debian's krb5kdc beside the login nodes (this machine's end
+// of the compute node's veth pair, which the cluster's pods reach) with a database of its own,
 // the account's principal and keytab, and a host principal for each Kerberos login node.
 type KDC struct {
 	// Krb5Conf is the krb5.conf every client of the realm uses (the shadow mounts it at
@@ -30,7 +31,7 @@ func (s *Site) startKDC() error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	port, err := freeport.Port("127.0.0.1")
+	port, err := freeport.Port(s.hostEnd)
 	if err != nil {
 		return err
 	}
@@ -45,14 +46,14 @@ func (s *Site) startKDC() error {
   dns_canonicalize_hostname = false
 [realms]
   %[1]s = {
-    kdc = 127.0.0.1:%[2]d
+    kdc = %[3]s:%[2]d
   }
-`, SiteRealm, port)), 0o644); err != nil {
+`, SiteRealm, port, s.hostEnd)), 0o644); err != nil {
 		return err
 	}
 	if err := os.WriteFile(k.kdcConf, []byte(fmt.Sprintf(`[kdcdefaults]
-  kdc_ports = %[2]d
-  kdc_tcp_ports = %[2]d
+  kdc_listen = %[4]s:%[2]d
+  kdc_tcp_listen = %[4]s:%[2]d
 [realms]
   %[1]s = {
     database_name = %[3]s/principal
@@ -61,7 +62,7 @@ func (s *Site) startKDC() error {
   }
 [logging]
   kdc = FILE:%[3]s/krb5kdc.log
-`, SiteRealm, port, dir)), 0o644); err != nil {
+`, SiteRealm, port, dir, s.hostEnd)), 0o644); err != nil {
 		return err
 	}
 	if err := k.admin("kdb5_util", "create", "-s", "-r", SiteRealm, "-P", token()); err != nil {
@@ -78,7 +79,7 @@ func (s *Site) startKDC() error {
 	s.procs = append(s.procs, p)
 	s.KDC = k
 	return poll(p, 10*time.Second, func() error {
-		return exec.Command("nc", "-z", "-w", "1", "127.0.0.1", strconv.Itoa(port)).Run()
+		return exec.Command("nc", "-z", "-w", "1", s.hostEnd, strconv.Itoa(port)).Run()
 	})
 }
 

@@ -38,8 +38,9 @@ const ComputeNodeName = "sgcompute"
 // The compute node is a host of its own: a network namespace joined to this machine by a veth
 // pair, so a job listens on the same port as the shadow that forwards to it, as on a real
 // site, and the login node reaches the compute node's address the cluster does not use. The
-// login nodes and the cluster node are this machine's loopback addresses; nothing leaves the
-// machine.
+// login nodes listen on this machine's end of that pair, each on a port of its own, an address
+// the cluster's pods reach through their node as they would a site's login node; nothing
+// leaves the machine.
 type Site struct {
 	Dir string
 	// Account and Other are SiteAccount and OtherUser.
@@ -61,8 +62,8 @@ type Site struct {
 	hostEnd string
 }
 
-// LoginNode is one login node: sshd on a loopback address of its own, as root, letting the
-// site's accounts in with their keys.
+// LoginNode is one login node: sshd on a port of its own at this machine's end of the compute
+// node's veth pair, as root, letting the site's accounts in with their keys.
 type LoginNode struct {
 	Name       string
 	Host       string
@@ -297,18 +298,17 @@ func (s *Site) writeAccountKey() error {
 	return os.WriteFile(filepath.Join(keys, SiteAccount), pub, 0o644)
 }
 
-// startLogin starts a login node's sshd on a fresh loopback address and waits for it to
-// answer.
+// startLogin starts a login node's sshd on a free port of this machine's end of the compute
+// node's veth pair (reached by the cluster's pods through their node, unlike a loopback
+// address, which is each pod's own) and waits for it to answer.
 func (s *Site) startLogin(l SiteLogin) error {
 	dir := filepath.Join(s.Dir, "login-"+l.Name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	n := &LoginNode{Name: l.Name, Forwarding: !l.NoForwarding, Log: filepath.Join(dir, "sshd.log")}
+	n.Host = s.hostEnd
 	var err error
-	if n.Host, err = freeLoopback(); err != nil {
-		return err
-	}
 	if n.Port, err = freeport.Port(n.Host); err != nil {
 		return err
 	}
@@ -508,20 +508,4 @@ func (s *Site) Start(name, bin string, args ...string) (*Process, error) {
 	}
 	s.procs = append(s.procs, p)
 	return &Process{p}, nil
-}
-
-// freeLoopback is a 127.x.y.z address no listener of this machine holds.
-func freeLoopback() (string, error) {
-	for range 100 {
-		n, err := rand.Int(rand.Reader, big.NewInt(1<<24))
-		if err != nil {
-			return "", err
-		}
-		v := n.Int64()
-		host := fmt.Sprintf("127.%d.%d.%d", 1+v%250, (v>>8)%256, 1+(v>>16)%250)
-		if _, err := freeport.Port(host); err == nil {
-			return host, nil
-		}
-	}
-	return "", errors.New("no free loopback address after 100 tries")
 }
