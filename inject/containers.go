@@ -37,13 +37,13 @@ const (
 	// mountRoot holds every read-only volume of the shadow pod: a directory of shadowgate's
 	// own name, which no Debian package ships. Not /etc/shadow: that is the password file in
 	// every Debian image, and a runtime refuses a mount below a file ("not a directory").
-	mountRoot     = "/etc/interlink-shadow"
-	nodeDir       = mountRoot + "/node"
-	stateDir      = "/run/shadow" // writable: learned host keys, control socket, ticket cache
+	mountRoot = "/etc/interlink-shadow"
+	nodeDir   = mountRoot + "/node"
+	stateDir  = "/run/shadow" // writable: learned host keys, control socket, ticket cache
 	// tmpDir is writable under the read-only root: the shells put a here-document or
 	// here-string over a pipe's 64 KiB in a file there, and common.sh's any_uid puts the
 	// passwd entry of a uid the image does not name there.
-	tmpDir = "/tmp"
+	tmpDir        = "/tmp"
 	keyDir        = mountRoot + "/ssh"
 	keytabDir     = mountRoot + "/kerberos"
 	knownHostsDir = mountRoot + "/known-hosts"
