@@ -425,6 +425,44 @@ echo "reason=$cl_reason"`), "ssh-forward"}}.run(t)
 		}
 	})
 
+	t.Run("a status file of a previous run is not this run's", func(t *testing.T) {
+		state := shadowState(t, nobody)
+		status := filepath.Join(state, statusDir, containerForward)
+		ready := fmt.Sprintf("%d Ready: forwarding ports 8888 to node07 through login\n", time.Now().Unix()-5)
+		write := func() {
+			if err := os.MkdirAll(filepath.Dir(status), 0o777); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(filepath.Dir(status), nobody, nobody); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(status, []byte(ready), 0o666); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The probe, run in a container started after the line was written (its PID 1 is
+		// the probe's shell), does not take it for this container's.
+		write()
+		probe := statusProbe(containerForward).Exec.Command
+		code, out := runcContainer{rootfs: rootfs, uid: nobody, gids: []int{nobody},
+			binds: map[string]string{scriptsDir: scripts, "/run/shadow": state}, args: probe}.run(t)
+		if code == 0 || !strings.HasPrefix(out, "Connecting: ") {
+			t.Errorf("the probe on a Ready line older than its container: exit %d, %q; want Connecting", code, out)
+		}
+		// ssh-forward removes it as it starts, before anything can fail.
+		code, out = runcContainer{rootfs: rootfs, uid: nobody, gids: []int{nobody}, tmp: true,
+			binds: map[string]string{scriptsDir: scripts, "/run/shadow": state},
+			env: []string{"SHADOW_STATE_DIR=/run/shadow", "SHADOW_LOGIN_HOST=login.example.org", "SHADOW_FORWARD_MODE=portforward",
+				"SHADOW_SSH_OPTIONS=User=alice", "SHADOW_NODE_FILE=/dev/null", "SHADOW_PORTS=notaport"},
+			args: runScript(scriptForward, containerForward)}.run(t)
+		if code == 0 || !strings.Contains(out, "SHADOW_PORTS holds 'notaport'") {
+			t.Fatalf("ssh-forward with a bad port: exit %d, %q; want its refusal", code, out)
+		}
+		if _, err := os.Stat(status); !os.IsNotExist(err) {
+			t.Errorf("ssh-forward left the previous run's status file (%v)", err)
+		}
+	})
+
 	t.Run("port 80 binds with the pod's sysctl", func(t *testing.T) {
 		b := &builder{ports: []shadowPort{{Name: "http", Port: 80}, {Name: "alt", Port: 8080}}}
 		sysctls := map[string]string{}

@@ -96,7 +96,7 @@ stopped() {
 # clear_status removes the status file a previous run of this container left (the state
 # directory outlives a container's restart), so the probe never takes its line for this run's.
 clear_status() {
-  rm -f -- "${SHADOW_STATE_DIR:?}/status/${0##*/}"
+  rm -f -- "${SHADOW_STATE_DIR:?}/status/${0##*/}" 2>/dev/null || true
 }
 
 # report REASON MESSAGE replaces this container's status file, $SHADOW_STATE_DIR/status/<name>
