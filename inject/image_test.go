@@ -463,6 +463,19 @@ echo "reason=$cl_reason"`), "ssh-forward"}}.run(t)
 		}
 	})
 
+	t.Run("kerberos without Krb5ConfigMap names it", func(t *testing.T) {
+		state := shadowState(t, nobody)
+		code, out := runcContainer{rootfs: rootfs, uid: nobody, gids: []int{nobody}, tmp: true,
+			binds: map[string]string{scriptsDir: scripts, "/run/shadow": state},
+			env: []string{"SHADOW_STATE_DIR=/run/shadow", "SHADOW_KRB_PRINCIPAL=alice@EXAMPLE.ORG", "SHADOW_KRB_KEYTAB=/dev/null",
+				"KRB5CCNAME=FILE:/run/shadow/krb5cc", "SHADOW_TERMINATION_LOG=/run/shadow/termination"},
+			args: runScript(scriptKerberos, containerKinit)}.run(t)
+		msg, _ := os.ReadFile(filepath.Join(state, "termination"))
+		if code == 0 || !strings.HasPrefix(string(msg), "KerberosFailed: no Kerberos configuration") || !strings.Contains(string(msg), "Krb5ConfigMap") {
+			t.Errorf("kinit in the image without KRB5_CONFIG: exit %d, termination message %q, output %q; want KerberosFailed naming Krb5ConfigMap", code, msg, out)
+		}
+	})
+
 	t.Run("port 80 binds with the pod's sysctl", func(t *testing.T) {
 		b := &builder{ports: []shadowPort{{Name: "http", Port: 80}, {Name: "alt", Port: 8080}}}
 		sysctls := map[string]string{}

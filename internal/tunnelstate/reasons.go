@@ -205,7 +205,7 @@ func portList(ports []int32) string {
 
 func orNone(s string) string {
 	if s == "" {
-		return "(none: the image's /etc/krb5.conf)"
+		return "(none: the image's /etc/krb5.conf, which shadowgate's shadow image does not have: set Krb5ConfigMap)"
 	}
 	return s
 }
