@@ -508,4 +508,3 @@ func started(name, state, out string) bool {
 	}
 	return strings.Contains(out, "up\n")
 }
-

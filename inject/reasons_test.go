@@ -350,7 +350,7 @@ func TestClassifyTellsAnUnusableKeyFromARefusedLogin(t *testing.T) {
 	sshtest.Require(t, "bash")
 	refused := "alice@login.example.org: Permission denied (publickey).\n"
 	for input, want := range map[string]string{
-		`Load key "/etc/interlink-shadow/ssh/id": Permission denied` + "\n" + refused: "KeyUnreadable",
+		`Load key "/etc/interlink-shadow/ssh/id": Permission denied` + "\n" + refused:                                                                       "KeyUnreadable",
 		"Permissions 0644 for '/etc/interlink-shadow/ssh/id' are too open.\n" + `Load key "/etc/interlink-shadow/ssh/id": bad permissions` + "\n" + refused: "KeyUnreadable",
 		refused: "LoginRefused",
 	} {
