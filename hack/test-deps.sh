@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system tools the tests and `make lint` run for real (OpenSSH, socat, netcat, the
-# linters shellcheck, pyflakes3 and pycodestyle, python3, Slurm, useradd) when they are missing.
+# linters shellcheck, pyflakes3 and pycodestyle, python3, Slurm, useradd, and what builds and
+# runs the shadow image: debootstrap, buildah, runc) when they are missing.
 # Needs root and Debian's package archive; fails naming what it could not get.
 set -euo pipefail
 
@@ -35,6 +36,11 @@ declare -A need=(
   [kdb5_util]=krb5-kdc
   ["kadmin.local"]=krb5-admin-server
   [kinit]=krb5-user
+  # the shadow image: built from Debian's packages without a registry, run by its test as the
+  # kubelet would
+  [debootstrap]=debootstrap
+  [buildah]=buildah
+  [runc]=runc
 )
 
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }

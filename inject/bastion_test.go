@@ -65,14 +65,14 @@ func TestBastionHopCarriesTheLoginsOptions(t *testing.T) {
 		"        Bastion: {Host: bastion.hpc.example.org, Port: 2222, User: alice-jump}\n        ExtraOptions: [ServerAliveInterval=15]\n" +
 		"        Reverse: {Enabled: true}\n"
 	common := []string{"-o 'User=alice-jump'", "-o 'Port=2222'", "-o 'BatchMode=yes'", "-o 'GlobalKnownHostsFile=/dev/null'",
-		"-o 'StrictHostKeyChecking=yes'", "-o 'UserKnownHostsFile=/etc/shadow/known-hosts/known_hosts'",
+		"-o 'StrictHostKeyChecking=yes'", "-o 'UserKnownHostsFile=/etc/interlink-shadow/known-hosts/known_hosts'",
 		"-o 'ServerAliveInterval=15'", "-W '[%h]:%p' -- 'bastion.hpc.example.org'"}
 	for name, tc := range map[string]struct {
 		auth string
 		want []string
 	}{
 		"publickey": {auth: "        KeySecret: hpc-ssh-key\n",
-			want: []string{"-o 'IdentityFile=/etc/shadow/ssh/id'", "-o 'IdentitiesOnly=yes'", "-o 'PreferredAuthentications=publickey'"}},
+			want: []string{"-o 'IdentityFile=/etc/interlink-shadow/ssh/id'", "-o 'IdentitiesOnly=yes'", "-o 'PreferredAuthentications=publickey'"}},
 		"kerberos": {auth: "        Auth: kerberos\n        KeytabSecret: hpc-keytab\n        Principal: alice@EXAMPLE.ORG\n",
 			want: []string{"-o 'GSSAPIAuthentication=yes'", "-o 'GSSAPIDelegateCredentials=no'", "-o 'PreferredAuthentications=gssapi-with-mic'"}},
 	} {

@@ -2,6 +2,7 @@ package inject
 
 import (
 	"maps"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -15,8 +16,9 @@ import (
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
-// nobody is the shadow's user and group: it exists in the Debian-based tunnel image, and ssh
-// refuses to run as a uid without a passwd entry.
+// nobody is the shadow's user and group: it exists in every Debian-based image, and ssh
+// refuses to run as a uid without a passwd entry. A uid the image does not name (OpenShift's
+// restricted SCCs assign one) gets an entry from common.sh's any_uid.
 const nobody = 65534
 
 // builder assembles one pod's shadow. Containers that run ssh take their settings from it
@@ -181,6 +183,7 @@ func (b *builder) podSpec() corev1.PodSpec {
 	}
 	if len(b.ports) > 0 {
 		spec.Containers = append(spec.Containers, b.forwardContainer())
+		spec.SecurityContext.Sysctls = b.lowPortSysctl()
 	}
 	if b.ssh.Auth == policy.AuthKerberos {
 		spec.Containers = append(spec.Containers, b.krbRefreshContainer())
@@ -191,6 +194,27 @@ func (b *builder) podSpec() corev1.PodSpec {
 	spec.Volumes = b.volumes
 	return spec
 }
+
+// lowPortSysctl lets the shadow's user listen on the lowest forwarded port when it is below
+// 1024, which a non-root user may not bind otherwise: net.ipv4.ip_unprivileged_port_start,
+// a sysctl of the pod's own network namespace, which the kubelet allows by default and the
+// restricted Pod Security Standard admits. Nil when every port is 1024 or above.
+func (b *builder) lowPortSysctl() []corev1.Sysctl {
+	lowest := int32(unprivilegedPortStart)
+	for _, p := range b.ports {
+		lowest = min(lowest, p.Port)
+	}
+	if lowest >= unprivilegedPortStart {
+		return nil
+	}
+	return []corev1.Sysctl{{Name: sysctlUnprivilegedPortStart, Value: strconv.Itoa(int(lowest))}}
+}
+
+// The kernel's default first port a non-root user may bind, and the sysctl that moves it.
+const (
+	unprivilegedPortStart       = 1024
+	sysctlUnprivilegedPortStart = "net.ipv4.ip_unprivileged_port_start"
+)
 
 // addVolume adds a volume to the shadow pod once, however many containers mount it.
 func (b *builder) addVolume(v corev1.Volume) {

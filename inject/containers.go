@@ -32,17 +32,26 @@ const (
 	volumeKeytab     = "keytab"
 	volumeKrb5Conf   = "krb5-conf"
 	volumeKnownHosts = "known-hosts"
+	volumeTmp        = "tmp"
 
-	nodeDir       = "/etc/shadow/node"
-	stateDir      = "/run/shadow" // writable: learned host keys, control socket, ticket cache
-	keyDir        = "/etc/shadow/ssh"
-	keytabDir     = "/etc/shadow/kerberos"
-	knownHostsDir = "/etc/shadow/known-hosts"
+	// mountRoot holds every read-only volume of the shadow pod: a directory of shadowgate's
+	// own name, which no Debian package ships. Not /etc/shadow: that is the password file in
+	// every Debian image, and a runtime refuses a mount below a file ("not a directory").
+	mountRoot = "/etc/interlink-shadow"
+	nodeDir   = mountRoot + "/node"
+	stateDir  = "/run/shadow" // writable: learned host keys, control socket, ticket cache
+	// tmpDir is writable under the read-only root: the shells put a here-document or
+	// here-string over a pipe's 64 KiB in a file there, and common.sh's any_uid puts the
+	// passwd entry of a uid the image does not name there.
+	tmpDir        = "/tmp"
+	keyDir        = mountRoot + "/ssh"
+	keytabDir     = mountRoot + "/kerberos"
+	knownHostsDir = mountRoot + "/known-hosts"
 	// krb5ConfDir holds the Krb5ConfigMap as a directory, not as a subPath over
 	// /etc/krb5.conf: the kubelet updates a directory mount in place when the ConfigMap (or
 	// its copy, which follows the source) changes, and never a subPath one. KRB5_CONFIG points
 	// the Kerberos library at it.
-	krb5ConfDir = "/etc/shadow/krb5"
+	krb5ConfDir = mountRoot + "/krb5"
 
 	keyFile        = "id"
 	keytabFile     = "keytab"
@@ -211,11 +220,14 @@ func (b *builder) sshContainer(name string, s script, extra ...corev1.EnvVar) co
 // resource requests.
 func (b *builder) container(name string, s script, envs ...corev1.EnvVar) corev1.Container {
 	b.addVolume(scriptsVolume())
+	b.addVolume(corev1.Volume{Name: volumeTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+		Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("16Mi")),
+	}}})
 	return corev1.Container{
 		Name:                     name,
 		Image:                    b.ssh.Image,
 		Command:                  runScript(s, name),
-		VolumeMounts:             []corev1.VolumeMount{scriptsMount()},
+		VolumeMounts:             []corev1.VolumeMount{scriptsMount(), {Name: volumeTmp, MountPath: tmpDir}},
 		Env:                      append(slices.Clip(envs), env(envTerminationLog, corev1.TerminationMessagePathDefault)),
 		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -274,13 +286,15 @@ func (b *builder) krb5Conf() ([]corev1.VolumeMount, []corev1.EnvVar) {
 		[]corev1.EnvVar{env(envKrb5Config, path.Join(krb5ConfDir, krb5ConfKey))}
 }
 
-// secretVolume projects one key of a Secret, readable by its owner (and, through fsGroup, the
-// shadow's group) only: ssh refuses a private key others can read.
+// secretVolume projects one key of a Secret, owned by root and readable by its group only:
+// the pod's fsGroup, which the kubelet gives the file, or, without one, root's group, which an
+// arbitrary uid of OpenShift's restricted SCCs has. ssh accepts a key with group bits when
+// another user owns it, and refuses it only when the file is its own.
 func secretVolume(name, secret, key, file string) corev1.Volume {
 	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 		SecretName:  secret,
 		Items:       []corev1.KeyToPath{{Key: key, Path: file}},
-		DefaultMode: ptr.To[int32](0o400),
+		DefaultMode: ptr.To[int32](0o440),
 	}}}
 }
 

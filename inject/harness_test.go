@@ -106,18 +106,19 @@ func runContainer(t testing.TB, c corev1.Container, mounts map[string]string, ex
 }
 
 // withScriptsVolume is mounts with the scripts volume's directory added when c mounts it and
-// mounts lacks it.
+// mounts lacks it, and the tmp volume as the host's own /tmp, writable as the emptyDir is
+// (a path of its own would be rewritten into every other mount's directory under /tmp).
 func withScriptsVolume(t testing.TB, c corev1.Container, mounts map[string]string) map[string]string {
 	t.Helper()
-	mountsScripts := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == scriptsDir })
-	if _, ok := mounts[scriptsDir]; ok || !mountsScripts {
-		return mounts
-	}
 	out := maps.Clone(mounts)
 	if out == nil {
 		out = map[string]string{}
 	}
-	out[scriptsDir] = scriptsVolumeDir(t, ScriptsConfigMap("test"))
+	mountsScripts := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == scriptsDir })
+	if _, ok := mounts[scriptsDir]; !ok && mountsScripts {
+		out[scriptsDir] = scriptsVolumeDir(t, ScriptsConfigMap("test"))
+	}
+	out[tmpDir] = tmpDir
 	return out
 }
 

@@ -341,6 +341,40 @@ func TestTunnelFailuresAreNamed(t *testing.T) {
 	}
 }
 
+// TestClassifyTellsAnUnusableKeyFromARefusedLogin feeds classify what ssh prints when it
+// cannot use its identity file (sshconnect2.c: Load key "%s": %s), before the login the server
+// then refuses: the first line is the cause, KeyUnreadable, where the refusal alone is
+// LoginRefused. The harness runs as root, whom no file mode keeps out, so a real ssh cannot
+// be made to print it here.
+func TestClassifyTellsAnUnusableKeyFromARefusedLogin(t *testing.T) {
+	sshtest.Require(t, "bash")
+	refused := "alice@login.example.org: Permission denied (publickey).\n"
+	for input, want := range map[string]string{
+		`Load key "/etc/interlink-shadow/ssh/id": Permission denied` + "\n" + refused:                                                                       "KeyUnreadable",
+		"Permissions 0644 for '/etc/interlink-shadow/ssh/id' are too open.\n" + `Load key "/etc/interlink-shadow/ssh/id": bad permissions` + "\n" + refused: "KeyUnreadable",
+		refused: "LoginRefused",
+	} {
+		file := filepath.Join(t.TempDir(), "err")
+		if err := os.WriteFile(file, []byte(input), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("bash", "-c", commonFunctions+"\nclassify \"$1\"; printf '%s|%s' \"$cl_reason\" \"$(failure_message)\"", "ssh-forward", file)
+		cmd.Env = append(os.Environ(), "SHADOW_LOGIN_HOST=login.example.org", "SHADOW_KEY_SECRET=login-key",
+			"SHADOW_SSH_OPTIONS=User=alice\nPort=22\nIdentityFile=/etc/interlink-shadow/ssh/id")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("classify: %v", err)
+		}
+		reason, msg, _ := strings.Cut(string(out), "|")
+		if reason != want {
+			t.Errorf("classify over %q: %s (%s), want %s", input, reason, msg, want)
+		}
+		if want == "KeyUnreadable" && (!strings.Contains(msg, "cannot use the key /etc/interlink-shadow/ssh/id of Secret login-key") || !strings.Contains(msg, "Load key")) {
+			t.Errorf("the KeyUnreadable message %q does not name the key, its Secret and what ssh said", msg)
+		}
+	}
+}
+
 // expectReason waits until file holds a reason line with reason whose message names each of
 // names (replaced by r).
 func expectReason(t *testing.T, file, reason string, r *strings.Replacer, names []string) {

@@ -27,7 +27,7 @@ const (
 	ShadowRoleScripts = "scripts"
 
 	volumeScripts = "scripts"
-	scriptsDir    = "/etc/shadow/scripts"
+	scriptsDir    = mountRoot + "/scripts"
 )
 
 // shadowScripts are the files of the scripts ConfigMap: what the containers and their readiness

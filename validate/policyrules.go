@@ -189,7 +189,7 @@ func validateSSH(s *policy.SSH, p *field.Path) field.ErrorList {
 	errs = append(errs, validatePort(p.Child("Port"), s.Port)...)
 	errs = append(errs, validateBastion(s, p.Child("Bastion"))...)
 	if !syntax.Image(s.Image) {
-		errs = append(errs, field.Invalid(p.Child("Image"), s.Image, "must be a container image reference such as ghcr.io/interlink-hq/interlink/ssh-tunnel:0.6.0"))
+		errs = append(errs, field.Invalid(p.Child("Image"), s.Image, "must be a container image reference such as ghcr.io/interlink-hq/shadowgate/shadow:0.1.0"))
 	}
 	errs = append(errs, validateAuth(s, p)...)
 	switch s.ForwardMode {

@@ -34,6 +34,71 @@ fail() {
   exit 1
 }
 
+# any_uid makes this process's uid a user the C library knows, as ssh requires ("No user
+# exists for uid N", even for ssh -V): a uid the image does not name, as OpenShift's restricted
+# SCCs assign, gets a passwd line (home: a directory of its own) and a group line in files
+# under TMPDIR (/tmp, an emptyDir of the shadow pod), which nss_wrapper (libnss-wrapper),
+# preloaded into every command the script runs, answers from. An image without nss_wrapper
+# fails (TunnelDown) naming what to do.
+any_uid() {
+  au_uid=$(id -u)
+  ! getent passwd "$au_uid" >/dev/null 2>&1 || return 0
+  au_lib=''
+  for au_try in /usr/lib/*/libnss_wrapper.so /usr/lib64/libnss_wrapper.so /usr/lib/libnss_wrapper.so; do
+    if [ -f "$au_try" ]; then
+      au_lib=$au_try
+      break
+    fi
+  done
+  [ -n "$au_lib" ] || fail TunnelDown "uid ${au_uid} has no passwd entry in the image, which ssh needs, and the image has no nss_wrapper (libnss_wrapper.so) to give it one: use shadowgate's shadow image, add Debian's libnss-wrapper to this one, or run the shadow as a uid the image's /etc/passwd names"
+  au_dir=$(mktemp -d -- "${TMPDIR:-/tmp}/shadow-user.XXXXXX" 2>/dev/null) \
+    || fail TunnelDown "uid ${au_uid} has no passwd entry in the image, and ${TMPDIR:-/tmp} is not writable to give it one there: mount a writable emptyDir at /tmp"
+  au_gid=$(id -g)
+  {
+    cat /etc/passwd 2>/dev/null || true
+    printf 'shadow:x:%s:%s:shadowgate shadow:%s:/bin/sh\n' "$au_uid" "$au_gid" "$au_dir"
+  } >"$au_dir/passwd"
+  {
+    cat /etc/group 2>/dev/null || true
+    getent group "$au_gid" >/dev/null 2>&1 || printf 'shadow:x:%s:\n' "$au_gid"
+  } >"$au_dir/group"
+  LD_PRELOAD=$au_lib${LD_PRELOAD:+ $LD_PRELOAD}
+  NSS_WRAPPER_PASSWD=$au_dir/passwd
+  NSS_WRAPPER_GROUP=$au_dir/group
+  HOME=$au_dir
+  export LD_PRELOAD NSS_WRAPPER_PASSWD NSS_WRAPPER_GROUP HOME
+}
+
+# interruptible COMMAND... runs COMMAND in the background and waits for it, returning its
+# status. The script is its container's PID 1, which takes no signal it has no trap for, and
+# takes a trapped one only once the command in the foreground has ended; wait ends at once.
+# stop_on_term sets the trap that ends the command and the script.
+interruptible() {
+  "$@" &
+  int_pid=$!
+  int_rc=0
+  wait "$int_pid" || int_rc=$?
+  int_pid=''
+  return "$int_rc"
+}
+
+# stop_on_term makes TERM and INT end the script at once, with the command interruptible
+# runs: a deletion or a roll of the shadow waits for no grace period.
+stop_on_term() {
+  trap 'stopped' TERM INT
+}
+
+stopped() {
+  [ -z "${int_pid:-}" ] || kill "$int_pid" 2>/dev/null || true
+  exit 143
+}
+
+# clear_status removes the status file a previous run of this container left (the state
+# directory outlives a container's restart), so the probe never takes its line for this run's.
+clear_status() {
+  rm -f -- "${SHADOW_STATE_DIR:?}/status/${0##*/}" 2>/dev/null || true
+}
+
 # report REASON MESSAGE replaces this container's status file, $SHADOW_STATE_DIR/status/<name>
 # ($0 is the container's name: the builder runs each script as sh -c '. FILE' NAME), with
 # "<epoch seconds> <reason line>", which the readiness probe (tunnel-probe.sh) reads. A new
@@ -89,8 +154,33 @@ classify() {
   cl_prog=${cl_prog%% *}
   cl_gss=no
   case ${SHADOW_SSH_OPTIONS-} in *PreferredAuthentications=gssapi-with-mic*) cl_gss=yes ;; esac
+  # The lines reach the loop over a pipe, in a subshell that prints "<reason> <hop> <said>":
+  # a here-document of the file would need a temporary file once it is over a pipe's 64 KiB,
+  # which a read-only root without a writable /tmp refuses, and the reason would be lost.
+  cl_out=$(tr -d '\000' <"$1" 2>/dev/null | classify_lines) || true
+  case $cl_out in
+    [A-Z]*' '*' '*)
+      cl_reason=${cl_out%% *}
+      cl_out=${cl_out#* }
+      cl_hop=${cl_out%% *}
+      cl_said=${cl_out#* }
+      ;;
+  esac
+  if [ -z "$cl_reason" ]; then
+    cl_reason=TunnelDown
+    cl_said=$(tail -n 3 -- "$1" 2>/dev/null | printable)
+  fi
+}
+
+# classify_lines reads ssh's lines on stdin and prints "<reason> <hop> <said>" for the first
+# it recognises, or nothing; part of classify, whose cl_* settings it reads.
+classify_lines() {
   while [ -z "$cl_reason" ] && { IFS= read -r cl_line || [ -n "$cl_line" ]; }; do
     case $cl_line in
+      # sshconnect2.c: "Load key \"%s\": %s": the identity file could not be opened (its
+      # mode or owner keeps this uid out), or ssh refused it ("bad permissions", after
+      # "Permissions 0644 for '%s' are too open."): the login that fails next is its fallout.
+      'Load key "'*'": Permission denied'* | 'Load key "'*'": bad permissions'*) cl_reason=KeyUnreadable ;;
       # sshconnect2.c: "%s@%s: Permission denied (%s)." names user@host as given to ssh.
       *"@${cl_login}: Permission denied ("*)
         cl_reason=LoginRefused
@@ -158,15 +248,9 @@ classify() {
         fi
         ;;
     esac
-    [ -z "$cl_reason" ] || cl_said=$(printf '%s' "$cl_line" | printable)
+    [ -z "$cl_reason" ] || printf '%s %s %s\n' "$cl_reason" "$cl_hop" "$(printf '%s' "$cl_line" | printable)"
     cl_line=''
-  done <<EOF
-$(tr -d '\000' <"$1" 2>/dev/null)
-EOF
-  if [ -z "$cl_reason" ]; then
-    cl_reason=TunnelDown
-    cl_said=$(tail -n 3 -- "$1" 2>/dev/null | printable)
-  fi
+  done
 }
 
 # failure_message [NODE [PORT]] prints the message of the reason line for cl_reason and
@@ -183,6 +267,7 @@ failure_message() {
   fm_to=${1-}${2:+:$2}
   fm_hosts="the known hosts $(ssh_option UserKnownHostsFile)${SHADOW_KNOWN_HOSTS_CONFIGMAP:+ (ConfigMap ${SHADOW_KNOWN_HOSTS_CONFIGMAP})}"
   case $cl_reason in
+    KeyUnreadable) fm="uid $(id -u) (groups $(id -G)) cannot use the key $(ssh_option IdentityFile)${SHADOW_KEY_SECRET:+ of Secret ${SHADOW_KEY_SECRET}}, so no login to ${fm_login} was tried with it" ;;
     LoginRefused) fm="${fm_login} refused the login with ${SHADOW_KEY_SECRET:+the key of Secret ${SHADOW_KEY_SECRET}, }$(ssh_option PreferredAuthentications)" ;;
     KerberosFailed) fm="${fm_login} refused the Kerberos login${SHADOW_KRB_PRINCIPAL:+ of ${SHADOW_KRB_PRINCIPAL}}" ;;
     HostKeyUnknown) fm="${fm_hosts} hold no key for ${fm_host} (port ${fm_port}), and StrictHostKeyChecking is yes" ;;

@@ -12,18 +12,28 @@
 # --- shadowgate: insert common ---
 
 set -eu
+stop_on_term
+any_uid
 
 principal=${SHADOW_KRB_PRINCIPAL:?}
 keytab=${SHADOW_KRB_KEYTAB:?}
 : "${KRB5CCNAME:?}"
+krb_out=${SHADOW_STATE_DIR:?}/kinit-${0##*/}.out
+[ -z "${SHADOW_KRB_REFRESH_SECONDS:-}" ] || clear_status
+
+# Without KRB5_CONFIG (the policy's Krb5ConfigMap) the Kerberos library reads the image's
+# /etc/krb5.conf; shadowgate's image ships none, so kinit could only say it finds no KDC.
+if [ -z "${KRB5_CONFIG:-}" ] && [ ! -f /etc/krb5.conf ]; then
+  fail KerberosFailed "no Kerberos configuration for ${principal}: the image has no /etc/krb5.conf and the policy names no Krb5ConfigMap (KRB5_CONFIG is not set), so no KDC is known"
+fi
 
 # get_ticket runs kinit, logging what it said; on failure krb_said holds that, printable.
 get_ticket() {
-  if krb_out=$(kinit -k -t "$keytab" "$principal" 2>&1); then
+  if interruptible kinit -k -t "$keytab" "$principal" >"$krb_out" 2>&1; then
     log "got a ticket for ${principal}"
     return 0
   fi
-  krb_said=$(printf '%s' "$krb_out" | printable)
+  krb_said=$(printable <"$krb_out")
   log "kinit failed for ${principal}: ${krb_said}"
   return 1
 }
@@ -53,7 +63,7 @@ while :; do
   while [ "$left" -gt 0 ]; do
     step=30
     [ "$left" -ge "$step" ] || step=$left
-    sleep "$step"
+    interruptible sleep "$step"
     left=$((left - step))
     [ "$left" -le 0 ] || report "$status" "$said"
   done

@@ -21,6 +21,8 @@
 
 set -euo pipefail
 set -f # no value is a glob, so the space-separated lists below split into words only
+any_uid
+clear_status
 
 login_host=${SHADOW_LOGIN_HOST:?}
 state=${SHADOW_STATE_DIR:?}

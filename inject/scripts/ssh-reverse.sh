@@ -27,6 +27,8 @@
 
 set -euo pipefail
 set -f
+any_uid
+clear_status
 
 : "${SHADOW_LOGIN_HOST:?}" # reverse-hop logs in there
 state=${SHADOW_STATE_DIR:?}

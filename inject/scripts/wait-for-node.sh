@@ -16,6 +16,8 @@
 # --- shadowgate: insert common ---
 
 set -eu
+stop_on_term
+any_uid
 
 discovery=${SHADOW_NODE_DISCOVERY:-configmap}
 check_discovery
@@ -84,5 +86,5 @@ MSG
     [ -z "$refused" ] || held=" (it holds '$(printf '%s' "$refused" | printable)')"
     fail NodeWaitTimedOut "no compute node after ${SHADOW_NODE_WAIT_TIMEOUT:-${wait_secs}s} (NodeWaitTimeout): ConfigMap ${configmap} still holds no valid compute-node${held}"
   fi
-  sleep "$poll"
+  interruptible sleep "$poll"
 done

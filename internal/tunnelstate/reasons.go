@@ -30,8 +30,12 @@ const (
 	// site account's jobs. All pods of a virtual node share that account, so one may be a
 	// co-tenant's, named so to receive the pod's traffic; discovery and the srun carrier
 	// pick neither.
-	ReasonDuplicateJobName      Reason = "DuplicateJobName"
-	ReasonLoginRefused          Reason = "LoginRefused"
+	ReasonDuplicateJobName Reason = "DuplicateJobName"
+	ReasonLoginRefused     Reason = "LoginRefused"
+	// KeyUnreadable: ssh could not use the key of KeySecret as the shadow's uid (the file's
+	// mode or group keeps it out, or ssh finds it too open), so no login was tried with it:
+	// the cluster's doing, not the login node's.
+	ReasonKeyUnreadable         Reason = "KeyUnreadable"
 	ReasonHostKeyUnknown        Reason = "HostKeyUnknown"
 	ReasonHostKeyMismatch       Reason = "HostKeyMismatch"
 	ReasonLoginUnreachable      Reason = "LoginUnreachable"
@@ -52,7 +56,7 @@ const (
 // troubleshooting list.
 var ScriptReasons = []Reason{
 	ReasonReady, ReasonConnecting, ReasonNodeFound, ReasonWaitingForNode, ReasonNodeWaitTimedOut,
-	ReasonNoRunningJob, ReasonDuplicateJobName, ReasonLoginRefused, ReasonHostKeyUnknown, ReasonHostKeyMismatch,
+	ReasonNoRunningJob, ReasonDuplicateJobName, ReasonLoginRefused, ReasonKeyUnreadable, ReasonHostKeyUnknown, ReasonHostKeyMismatch,
 	ReasonLoginUnreachable, ReasonForwardingProhibited, ReasonNodeConnectionRefused,
 	ReasonNodeUnreachable, ReasonExecCommandMissing, ReasonNodeHopRefused, ReasonKerberosFailed,
 	ReasonTunnelDown,
@@ -151,6 +155,8 @@ func remedy(r Reason, c Context) string {
 			return fmt.Sprintf("The login node refused the Kerberos ticket of %s for %s: the cluster admin checks that the principal may log in as %s (its .k5login) and that keytab Secret %s of virtual node %s holds it.", s.Principal, login, s.User, s.KeytabSecret, c.Node)
 		}
 		return fmt.Sprintf("The login node refused the key for %s: the cluster admin adds the public key of Secret %s (key %s) to %s's authorized_keys on %s, or fixes KeySecret for virtual node %s.", login, s.KeySecret, s.KeySecretKey, s.User, s.LoginHost, c.Node)
+	case ReasonKeyUnreadable:
+		return fmt.Sprintf("The shadow's user cannot read the key of Secret %s (key %s), or ssh finds it readable by others: the cluster admin checks that nothing on the cluster (a mutating webhook, a security context constraint) removed the shadow pod's fsGroup or changed the Secret volume's mode (0440, group-readable, owned by root), and that the shadow's uid has the pod's fsGroup or root's group.", s.KeySecret, s.KeySecretKey)
 	case ReasonHostKeyUnknown:
 		return fmt.Sprintf("ConfigMap %s holds no host key for %s: the cluster admin adds it (ssh-keyscan -p %d %s, checked against the site's published fingerprint).", s.KnownHostsConfigMap, s.LoginHost, s.Port, s.LoginHost)
 	case ReasonHostKeyMismatch:
@@ -199,7 +205,7 @@ func portList(ports []int32) string {
 
 func orNone(s string) string {
 	if s == "" {
-		return "(none: the image's /etc/krb5.conf)"
+		return "(none: the image's /etc/krb5.conf, which shadowgate's shadow image does not have: set Krb5ConfigMap)"
 	}
 	return s
 }

@@ -140,8 +140,15 @@ const (
 	NodeDiscoverySlurm = "slurm"
 )
 
-// DefaultImage is the shadow image when the policy names none.
-const DefaultImage = "ghcr.io/interlink-hq/interlink/ssh-tunnel:0.6.0"
+// ShadowImageVersion is the tag of shadowgate's shadow image (shadow.Dockerfile), which
+// hack/build-shadow-image.sh builds and a release publishes. It is raised with every change to
+// what the image holds (shadow.Dockerfile, hack/shadow-entrypoint.sh, the common.sh it copies),
+// so a tag names one content; scripts that need a new image change it in the same commit.
+const ShadowImageVersion = "0.1.0"
+
+// DefaultImage is the shadow image when the policy names none: shadowgate's own
+// (shadow.Dockerfile), built and pushed by the site as docs/install.md says.
+const DefaultImage = "ghcr.io/interlink-hq/shadowgate/shadow:" + ShadowImageVersion
 
 // Defaults returns a virtual node with every option at the user guide's default.
 func Defaults() VirtualNode {

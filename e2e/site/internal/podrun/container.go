@@ -230,13 +230,8 @@ func (c *container) prepare() (helperSpec, error) {
 	if dir == "" {
 		dir = "/"
 	}
-	scratch := filepath.Join(p.cfg.Dir, "scratch", c.spec.Name)
-	// A previous instance's staging is of no use to this one.
-	if err := os.RemoveAll(scratch); err != nil {
-		return helperSpec{}, err
-	}
 	return helperSpec{Mounts: mounts, UID: uid, GID: gid, Groups: groups, Dir: dir, Argv: args, Env: env,
-		Hostname: podHostname(p.pod), Scratch: scratch}, nil
+		Hostname: podHostname(p.pod)}, nil
 }
 
 // credentials are the container's user, group and supplementary groups: the container's

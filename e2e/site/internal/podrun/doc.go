@@ -12,8 +12,9 @@
 //
 // The namespaces share the host's filesystem, so a mount target the host lacks must be
 // created on it: Mountpoints creates such paths for the pods' lifetime and removes them after
-// the last pod that needed them; a target below a host file (this machine's /etc/shadow) is
-// staged around inside the container's namespace instead, the host untouched.
+// the last pod that needed them. A target below a file of the host (this machine's
+// /etc/shadow, the password file) is refused, as a container runtime refuses a mount below a
+// file of its image.
 //
 // A container process starts as a re-exec of the running binary (HelperArg), which makes
 // the mounts inside the new namespace, drops to the container's credentials and execs the

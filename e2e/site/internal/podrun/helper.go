@@ -46,10 +46,8 @@ type helperSpec struct {
 	Dir    string      `json:"dir,omitempty"`
 	Argv   []string    `json:"argv"`
 	// Hostname is the pod's, set in the container's own UTS namespace.
-	Hostname string `json:"hostname,omitempty"`
-	// Scratch is a directory of the pod's state where the helper may stage directories.
-	Scratch string   `json:"scratch,omitempty"`
-	Env     []string `json:"env"`
+	Hostname string   `json:"hostname,omitempty"`
+	Env      []string `json:"env"`
 }
 
 // RunHelperIfRequested becomes the container helper and never returns when the process was
@@ -82,11 +80,6 @@ func (s helperSpec) become(node int) error {
 	if s.Hostname != "" {
 		if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
 			return fmt.Errorf("sethostname %s: %w", s.Hostname, err)
-		}
-	}
-	for _, m := range s.Mounts {
-		if err := clearFileInTheWay(m.Target, s.Scratch); err != nil {
-			return fmt.Errorf("mount target %s: %w", m.Target, err)
 		}
 	}
 	// Outer mounts first, so a mount inside another volume lands in that volume.
@@ -153,86 +146,6 @@ func (m bindMount) mount() error {
 		if err := unix.Mount("", m.Target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_REC, ""); err != nil {
 			return fmt.Errorf("remount %s read-only: %w", m.Target, err)
 		}
-	}
-	return nil
-}
-
-// clearFileInTheWay handles a mount target below a file of the host (say /etc/shadow/ssh, where
-// this machine's /etc/shadow is its password file, not the image's directory): in this
-// namespace only, the file's directory is rebuilt in scratch, every other entry bound from
-// the original and the file replaced by an empty directory, and bound over the original.
-func clearFileInTheWay(target, scratch string) error {
-	for p := filepath.Dir(filepath.Clean(target)); p != "/"; p = filepath.Dir(p) {
-		fi, err := os.Stat(p)
-		if os.IsNotExist(err) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if fi.IsDir() {
-			return nil // the deepest existing ancestor is a directory: nothing in the way
-		}
-		if scratch == "" {
-			return fmt.Errorf("%s is a file of the host, and no scratch directory to stage around it", p)
-		}
-		return replaceWithDir(p, scratch)
-	}
-	return nil
-}
-
-func replaceWithDir(file, scratch string) error {
-	parent := filepath.Dir(file)
-	if err := os.MkdirAll(scratch, 0o755); err != nil {
-		return err
-	}
-	stage, err := os.MkdirTemp(scratch, "dir-")
-	if err != nil {
-		return err
-	}
-	entries, err := os.ReadDir(parent)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		src, dst := filepath.Join(parent, e.Name()), filepath.Join(stage, e.Name())
-		if src == file {
-			if err := os.Mkdir(dst, 0o755); err != nil {
-				return err
-			}
-			continue
-		}
-		fi, err := os.Lstat(src)
-		if err != nil {
-			return err
-		}
-		switch {
-		case fi.Mode()&os.ModeSymlink != 0:
-			link, err := os.Readlink(src)
-			if err == nil {
-				err = os.Symlink(link, dst)
-			}
-			if err != nil {
-				return err
-			}
-			continue
-		case fi.IsDir():
-			err = os.Mkdir(dst, fi.Mode().Perm())
-		default:
-			err = makeTarget(dst, false)
-		}
-		if err != nil {
-			return err
-		}
-		if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			return fmt.Errorf("bind %s into the staged %s: %w", src, parent, err)
-		}
-	}
-	if fi, err := os.Stat(parent); err == nil {
-		_ = os.Chmod(stage, fi.Mode().Perm())
-	}
-	if err := unix.Mount(stage, parent, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-		return fmt.Errorf("bind the staged %s: %w", parent, err)
 	}
 	return nil
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // Mountpoints creates the mount targets a container needs that the host lacks (say
-// /etc/shadow/ssh): a bind mount needs an existing target, and the private mount namespace
+// /etc/interlink-shadow/ssh): a bind mount needs an existing target, and the private mount namespace
 // shares the host's filesystem, so the target must exist on the host. Each path created is
 // counted per user and removed (if empty) when the last pod that needed it is gone, so the
 // host keeps no clutter after the pods. One Mountpoints serves the whole node.
@@ -32,9 +32,9 @@ func (m *Mountpoints) Acquire(holder, target string, dir bool) error {
 	for p := filepath.Clean(target); p != "/"; p = filepath.Dir(p) {
 		if fi, err := os.Stat(p); err == nil {
 			if !fi.IsDir() && p != filepath.Clean(target) {
-				// A file of the host is in the way: the helper stages around it in the
-				// container's namespace, and nothing is created here.
-				return nil
+				// A file is in the way: a container runtime refuses the mount, and so does
+				// this node (runc: mounting ... to rootfs at <target>: not a directory).
+				return fmt.Errorf("mount target %s: %s is a file, not a directory", target, p)
 			}
 			if m.users[p] != nil {
 				missing = append(missing, p) // ours already: count this holder too
