@@ -27,11 +27,12 @@ func (a *Applier) replicate(ctx context.Context, c inject.Credential, dryRun boo
 }
 
 // copyCredential brings the copy c of its source up to date and says what it did, or
-// copyRefused or copyStuck with decideCopy's refusal; a missing copy is created only with
-// create, else it is left missing and copyMissing said. The copy is written without forced
-// ownership and never blindly: a missing one is created, and an existing one updated at the
-// resourceVersion the decision was made on, so an object created or changed in between makes
-// the write fail and the decision is taken again on what is there now. The source is read
+// copyRefused or copyStuck with decideCopy's (or uncopyableType's) refusal; a missing copy is
+// created only with create, else it is left missing and copyMissing said. The copy is written
+// without forced ownership and never blindly: a missing one is created, and an existing one
+// updated at the resourceVersion the decision was made on, so an object created or changed in
+// between makes the write fail and the decision is taken again on what is there now. The
+// caller has made sure c is a place for a copy (shadowIdentity). The source is read
 // through a.sources when set (credentialSources: a cache of the credentials namespace), the
 // copy always from the API server, as shadowgate caches no Secret outside its own namespace.
 func (a *Applier) copyCredential(ctx context.Context, c inject.Credential, dryRun, create bool) (copyAction, error) {
