@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -224,6 +225,10 @@ func servePodNamespaceMode(t *testing.T, policy string) {
 			t.Errorf("serve with copies into pod namespaces did not stop cleanly: %v", err)
 		}
 	})
+	// The follower runs on the leader: the suite's serve gave the lease up as it stopped.
+	eventually(t, time.Minute, "serve with copies into pod namespaces leads", func() (bool, string) {
+		return strings.Contains(readLog(t, s.Log), "Successfully acquired lease"), "no such line in " + s.Log
+	})
 }
 
 // The same tenant where shadowgate is installed with copies into pod namespaces, its namespace
@@ -240,6 +245,12 @@ func TestATenantsForgedShadowGetsNoCopyInPodNamespaceMode(t *testing.T) {
 	grantEdit(t, tenant, ns)
 	selector := "    AllowedNamespaceSelector:\n      matchExpressions: [{key: " + podNamespacesLabel + ", operator: DoesNotExist}]\n    Network:\n"
 	servePodNamespaceMode(t, strings.ReplaceAll(examplePolicyDocument(t), "    Network:\n", selector))
+	// Their pods go before the suite's serve, which refuses shadows beside their pods, is back.
+	t.Cleanup(func() {
+		for _, n := range []string{ns, honestNS} {
+			kubectl(t, "", "delete", "pods", "--all", "-n", n, "--wait=false")
+		}
+	})
 	as := "--as=" + tenant
 
 	pod := offloaded{name: "notebook", namespace: ns, node: "hpc-vk", ports: []int32{8888}, annotations: map[string]string{"interlink.eu/shadow-same-ns": "true"}}
