@@ -126,6 +126,20 @@ func copyNotFollowing(t *testing.T, ns string) {
 	})
 }
 
+// followerLeft fails the test if serve's log at path has a line of the credential follower
+// about a copy in one of namespaces: it read or wrote none there, nor tried to.
+func followerLeft(t *testing.T, path string, namespaces ...string) {
+	t.Helper()
+	for _, ns := range namespaces {
+		for line := range strings.Lines(readLog(t, path)) {
+			if strings.Contains(line, `"controller": "credential-copies"`) && (strings.Contains(line, " "+ns+"/") || strings.Contains(line, " into "+ns+":")) {
+				t.Errorf("the follower looked at a copy in the tenant's namespace %s; serve logged, first:\n%s", ns, line)
+				break
+			}
+		}
+	}
+}
+
 // A tenant with edit in its own namespaces, and no virtual node, offloaded pod or shadow there,
 // plants what the credential follower once took for a shadow needing the site's key: a
 // Deployment with no replicas, labelled app.kubernetes.io/managed-by: shadowgate and mounting a
@@ -184,6 +198,7 @@ func TestATenantsPlantedShadowGetsNoCopyOfTheSiteKey(t *testing.T) {
 	if got := copyValue(t, "secret", marked, keySource, keyKey); got != tenantsOwn {
 		t.Errorf("the tenant's Secret %s/%s holds %q", marked, keySource, got)
 	}
+	followerLeft(t, cluster.sg.Log, marked, unmarked)
 }
 
 // podNamespacesLabel marks the namespaces the policy of TestATenantsForgedShadowGetsNoCopyInPodNamespaceMode
@@ -195,7 +210,7 @@ const podNamespacesLabel = "e2e.shadowgate.interlink.eu/untrusted"
 // --credentials-in-pod-namespaces=true and the least-privilege policy's copiesInPodNamespaces
 // true, as the kustomize component credentials-in-pod-namespaces sets them, and policy as its
 // policy. The suite's serve is started again afterwards, as it was.
-func servePodNamespaceMode(t *testing.T, policy string) {
+func servePodNamespaceMode(t *testing.T, policy string) *harness.Shadowgate {
 	t.Helper()
 	mustKubectl(t, "", "create", "configmap", "pod-namespace-mode-policy", "-n", "shadowgate-system", "--from-literal=policy.yaml="+policy)
 	copiesInPodNamespaces := func(v string) string {
@@ -229,6 +244,7 @@ func servePodNamespaceMode(t *testing.T, policy string) {
 	eventually(t, time.Minute, "serve with copies into pod namespaces leads", func() (bool, string) {
 		return strings.Contains(readLog(t, s.Log), "Successfully acquired lease"), "no such line in " + s.Log
 	})
+	return s
 }
 
 // The same tenant where shadowgate is installed with copies into pod namespaces, its namespace
@@ -244,7 +260,7 @@ func TestATenantsForgedShadowGetsNoCopyInPodNamespaceMode(t *testing.T) {
 	mustKubectl(t, "", "label", "namespace", ns, podNamespacesLabel+"=true")
 	grantEdit(t, tenant, ns)
 	selector := "    AllowedNamespaceSelector:\n      matchExpressions: [{key: " + podNamespacesLabel + ", operator: DoesNotExist}]\n    Network:\n"
-	servePodNamespaceMode(t, strings.ReplaceAll(examplePolicyDocument(t), "    Network:\n", selector))
+	s := servePodNamespaceMode(t, strings.ReplaceAll(examplePolicyDocument(t), "    Network:\n", selector))
 	// Their pods go before the suite's serve, which refuses shadows beside their pods, is back.
 	t.Cleanup(func() {
 		for _, n := range []string{ns, honestNS} {
@@ -279,4 +295,5 @@ func TestATenantsForgedShadowGetsNoCopyInPodNamespaceMode(t *testing.T) {
 	if got := copyValue(t, "secret", ns, keySource, keyKey); got != tenantsOwn {
 		t.Errorf("the tenant's Secret %s/%s holds %q", ns, keySource, got)
 	}
+	followerLeft(t, s.Log, ns)
 }
