@@ -87,6 +87,7 @@ func (id shadowIdentity) sameNamespaceCopies(ctx context.Context, ns string) ([]
 		return nil, err
 	}
 	var out []inject.Credential
+	var cfg *validate.Config // the namespace's, read once a pod needs it
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if p.DeletionTimestamp != nil || finished(p) || p.Annotations[validate.AnnotationShadowSameNS] != "true" {
@@ -100,11 +101,14 @@ func (id shadowIdentity) sameNamespaceCopies(ctx context.Context, ns string) ([]
 		if err != nil {
 			return nil, err
 		}
-		cfg, err := configs{policies: id.policies, fixed: validate.Config{Credentials: id.rules}, namespaces: id.namespaces}.now(ctx, ns)
-		if err != nil {
-			return nil, err
+		if cfg == nil {
+			c, err := configs{policies: id.policies, fixed: validate.Config{Credentials: id.rules}, namespaces: id.namespaces}.now(ctx, ns)
+			if err != nil {
+				return nil, err
+			}
+			cfg = &c
 		}
-		a := inject.Admit(p.DeepCopy(), cfg) // p is the cache's own object
+		a := inject.Admit(p.DeepCopy(), *cfg) // p is the cache's own object
 		if !a.Decision.Allowed() || a.Shadow == nil || a.Shadow.Namespace != nil || a.Shadow.Deployment.Name != d.Name {
 			continue
 		}
