@@ -51,11 +51,21 @@ func TestShadowgatesServiceAccountIsRefusedWhatNoShadowNeeds(t *testing.T) {
 	mustKubectl(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shadowgate-scripts-3333333333, namespace: "+ns+"}\ndata: {a.sh: exit}\n", "create", "-f", "-")
 	mustKubectl(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lp-adoptable, namespace: lp-ns-marked-for}\ndata: {a: b}\n", "create", "-f", "-")
 	mustKubectl(t, "apiVersion: v1\nkind: Service\nmetadata: {name: lp-foreign, namespace: "+ns+"}\nspec: {ports: [{port: 80}]}\n", "create", "-f", "-")
+	// A tenant's own Secret in its namespace, annotated as shadowgate annotates its copies.
+	mustKubectl(t, secret(ns, "lp-planted", "", "{interlink.eu/replicated-from: shadowgate-system/lp-planted}", ""), "create", "-f", "-")
 	apply := []string{"apply", "--server-side", "--field-manager=shadowgate", "-f", "-"}
 	// A scripts ConfigMap (inject/scriptsconfigmap.go) named name, immutable or not.
 	scriptsCM := func(name, immutable string) string {
 		return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + name + ", namespace: " + ns +
 			", labels: {app.kubernetes.io/managed-by: shadowgate, interlink.eu/shadow-role: scripts}}\nimmutable: " + immutable + "\ndata: {a.sh: 'true'}\n"
+	}
+	copyAnnotation := "{interlink.eu/replicated-from: shadowgate-system/hpc-ssh-key}"
+	// Secrets are created and updated as shadowgate writes its copies: RBAC grants no patch.
+	create, replace := []string{"create", "-f", "-"}, []string{"replace", "-f", "-"}
+	// A Secret minting a token of the account default in the namespace it is written to.
+	token := func(namespace string) string {
+		return secret(namespace, "lp-token", "kubernetes.io/service-account-token",
+			"{interlink.eu/replicated-from: shadowgate-system/hpc-ssh-key, kubernetes.io/service-account.name: default}", "")
 	}
 	// A merge patch putting shadowgate's labels on an object.
 	marking := `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"shadowgate","interlink.eu/pod-uid":"00000000-0000-0000-0000-000000000018"}}}`
@@ -96,6 +106,23 @@ func TestShadowgatesServiceAccountIsRefusedWhatNoShadowNeeds(t *testing.T) {
 		"marking a foreign Service is refused":                    {want: "may only update services it marked before", args: []string{"patch", "service", "lp-foreign", "-n", ns, "--type=merge", "-p", marking}},
 		"adopting a ConfigMap outside a shadow namespace is refused": {want: "in a shadow namespace, adopt", args: []string{"annotate", "configmap", "lp-foreign", "-n", ns,
 			"interlink.eu/replicated-from=shadowgate-system/lp-foreign"}},
+		"a service-account token Secret annotated as a copy, in a namespace of another's, is refused": {want: "only in shadow namespaces", stdin: token(ns), args: create},
+		"a service-account token Secret annotated as a copy, in a shadow namespace, is refused":       {want: "never a service-account token", stdin: token("lp-ns-marked-for"), args: create},
+		"a TLS Secret annotated as a copy, in a shadow namespace, is refused": {want: "of type Opaque or kubernetes.io/ssh-auth",
+			stdin: secret("lp-ns-marked-for", "lp-tls", "kubernetes.io/tls", copyAnnotation, "{tls.crt: YQ==, tls.key: YQ==}"), args: create},
+		"a Secret annotated as a copy, in a namespace no shadow namespace, is refused": {want: "only in shadow namespaces", stdin: secret(ns, "hpc-ssh-key", "", copyAnnotation, ""), args: create},
+		"a ConfigMap annotated as a copy, in a namespace no shadow namespace, is refused": {want: "only in shadow namespaces",
+			stdin: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: hpc-known-hosts, namespace: " + ns + ", annotations: " + copyAnnotation + "}\ndata: {known_hosts: x}\n", args: apply},
+		"overwriting a tenant's Secret annotated as a copy, outside shadow namespaces, is refused": {want: "only in shadow namespaces",
+			stdin: secret(ns, "lp-planted", "", "{interlink.eu/replicated-from: shadowgate-system/lp-planted}", "{a: c2l0ZSBrZXk=}"), args: replace},
+		"deleting a tenant's Secret annotated as a copy, outside shadow namespaces, is refused": {want: "only in shadow namespaces",
+			args: []string{"delete", "secret", "lp-planted", "-n", ns}},
+		"a Secret labelled as a shadow object is refused": {want: "writes only Secrets that are credential copies",
+			stdin: "apiVersion: v1\nkind: Secret\nmetadata: {name: lp-labelled, namespace: lp-ns-marked-for, " + marked + "}\ndata: {a: YQ==}\n", args: create},
+		"marking an existing namespace as a shadow namespace is refused": {want: "never sets, changes or removes the label interlink.eu/shadow-namespace-for",
+			args: []string{"label", "namespace", "lp-ns-foreign", "interlink.eu/shadow-namespace-for=lp-writes"}},
+		"changing the mark of a shadow namespace is refused": {want: "never sets, changes or removes the label interlink.eu/shadow-namespace-for",
+			args: []string{"label", "namespace", "lp-ns-marked-for", "interlink.eu/shadow-namespace-for=lp-other", "--overwrite"}},
 		"adopting a foreign ConfigMap while changing its data is refused": {want: "may only update configmaps it marked before", args: []string{"patch", "configmap", "lp-foreign", "-n", ns, "--type=merge",
 			"-p", `{"metadata":{"annotations":{"interlink.eu/replicated-from":"shadowgate-system/lp-foreign"}},"data":{"a":"evil"}}`}},
 	}
@@ -117,6 +144,17 @@ func TestShadowgatesServiceAccountIsRefusedWhatNoShadowNeeds(t *testing.T) {
 		if out := mustKubectl(t, "", "get", "configmap", "lp-foreign", "-n", ns, "-o", "jsonpath={.data.a}|{.metadata.labels}|{.metadata.annotations}"); out != "b||" {
 			t.Errorf("ConfigMap %s/lp-foreign was changed: %s", ns, out)
 		}
+		if out := mustKubectl(t, "", "get", "secret", "lp-planted", "-n", ns, "-o", "jsonpath={.data.a}"); out != "YQ==" {
+			t.Errorf("Secret %s/lp-planted was changed: %s", ns, out)
+		}
+		if out := mustKubectl(t, "", "get", "namespace", "lp-ns-marked-for", "-o", "jsonpath={.metadata.labels.interlink\\.eu/shadow-namespace-for}"); out != "lp-writes" {
+			t.Errorf("the mark of lp-ns-marked-for was changed: %q", out)
+		}
+		for _, where := range []string{ns, "lp-ns-marked-for"} {
+			if ok, out := exists(t, "secret", "lp-token", "-n", where); ok {
+				t.Errorf("a service-account token Secret was made: %s", out)
+			}
+		}
 	})
 
 	admitted := map[string]struct {
@@ -131,6 +169,9 @@ func TestShadowgatesServiceAccountIsRefusedWhatNoShadowNeeds(t *testing.T) {
 		"adopting an unmarked ConfigMap of a shadow namespace without changing its data is admitted": {"", []string{"annotate", "configmap", "lp-adoptable", "-n", "lp-ns-marked-for",
 			"interlink.eu/replicated-from=shadowgate-system/lp-adoptable"}},
 		"an immutable scripts ConfigMap is admitted":          {scriptsCM("shadowgate-scripts-2222222222", "true"), apply},
+		"a copy of the key in a shadow namespace is admitted": {secret("lp-ns-marked-for", "hpc-ssh-key", "", copyAnnotation, ""), []string{"create", "-f", "-"}},
+		"a copy of type kubernetes.io/ssh-auth in a shadow namespace is admitted": {secret("lp-ns-marked-for", "lp-ssh-auth", "kubernetes.io/ssh-auth", copyAnnotation,
+			"{ssh-privatekey: YQ==}"), []string{"create", "-f", "-"}},
 		"the tunnel-state annotation of a pod is admitted":    {"", []string{"annotate", "pod", "lp-pod", "-n", ns, "interlink.eu/tunnel-state=up"}},
 		"the shadow-drift annotation of a pod is admitted":    {"", []string{"annotate", "pod", "lp-pod", "-n", ns, `interlink.eu/shadow-drift={"state":"OutOfDate"}`}},
 		"deleting a namespace shadowgate created is admitted": {"", []string{"delete", "namespace", "lp-ns-created", "--wait=false"}},
@@ -143,4 +184,21 @@ func TestShadowgatesServiceAccountIsRefusedWhatNoShadowNeeds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// secret is a Secret manifest: of type typ (empty: the API server's default, Opaque), with
+// annotations and data as YAML flow mappings (empty data: {a: YQ==}).
+func secret(namespace, name, typ, annotations, data string) string {
+	if data == "" {
+		data = "{a: YQ==}"
+	}
+	out := "apiVersion: v1\nkind: Secret\nmetadata: {name: " + name + ", namespace: " + namespace
+	if annotations != "" {
+		out += ", annotations: " + annotations
+	}
+	out += "}\ndata: " + data + "\n"
+	if typ != "" {
+		out += "type: " + typ + "\n"
+	}
+	return out
 }

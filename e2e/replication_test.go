@@ -7,10 +7,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
@@ -107,7 +109,9 @@ func TestWithoutCredentialReplicationNoSecretIsGranted(t *testing.T) {
 
 // Copies into pod namespaces are off unless asked for: the chart's default and the kustomize
 // base run serve without the flag (its default is false), and the unsafe setting is one value
-// or one component away, rendering --credentials-in-pod-namespaces=true.
+// or one component away, rendering --credentials-in-pod-namespaces=true. The least-privilege
+// policy's copiesInPodNamespaces follows it, so shadowgate's account may write copies into pod
+// namespaces only where serve makes them.
 func TestCredentialsInPodNamespacesAreOptIn(t *testing.T) {
 	const arg = "--credentials-in-pod-namespaces=true"
 	for name, c := range map[string]struct {
@@ -125,6 +129,12 @@ func TestCredentialsInPodNamespacesAreOptIn(t *testing.T) {
 		}
 		if slices.Contains(args, "--credentials-in-pod-namespaces=false") {
 			t.Errorf("%s passes the default explicitly: %q", name, args)
+		}
+		var vap admissionregistrationv1.ValidatingAdmissionPolicy
+		c.r.typed(t, "ValidatingAdmissionPolicy/shadowgate-least-privilege", &vap)
+		i := slices.IndexFunc(vap.Spec.Variables, func(v admissionregistrationv1.Variable) bool { return v.Name == "copiesInPodNamespaces" })
+		if i < 0 || vap.Spec.Variables[i].Expression != strconv.FormatBool(c.want) {
+			t.Errorf("%s: the least-privilege policy's copiesInPodNamespaces is not %v: %+v", name, c.want, vap.Spec.Variables)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/interlink-hq/shadowgate/e2e/harness"
+	"github.com/interlink-hq/shadowgate/inject"
 )
 
 // followBound is how soon every copy of a rotated source holds its content, for up to 100
@@ -232,18 +233,20 @@ const boundNamespaces = 100
 
 // A rotated key reaches its copies in 100 shadow namespaces within the bound, and no sooner
 // than the follower's rate allows: the writes are paced, not a burst of 100. The namespaces
-// hold what the follower looks at, made directly: a shadow Deployment mounting the key and
-// a copy of it marked as shadowgate marks its copies.
+// hold what the follower looks at, made directly: each the shadow namespace of a pod namespace,
+// marked for it as an admin hands one over, with a shadow Deployment mounting the key and a
+// copy of it marked as shadowgate marks its copies.
 func TestCopiesFollowTheirSourceWithinTheBound(t *testing.T) {
 	restoreSources(t)
 	const label = "e2e-rotation=bound"
 	var objs []string
 	var names []string
 	for i := range boundNamespaces {
-		ns := fmt.Sprintf("bound-%03d-shadow", i)
+		podNS := fmt.Sprintf("bound-%03d", i)
+		ns := inject.ShadowNamespace(podNS, false)
 		names = append(names, ns)
 		objs = append(objs,
-			"apiVersion: v1\nkind: Namespace\nmetadata: {name: "+ns+", labels: {interlink.eu/shadow-namespace-for: bound-"+strconv.Itoa(i)+"}}\n",
+			"apiVersion: v1\nkind: Namespace\nmetadata: {name: "+ns+", labels: {interlink.eu/shadow-namespace-for: "+podNS+"}}\n",
 			"apiVersion: v1\nkind: Secret\nmetadata: {name: "+keySource+", namespace: "+ns+", labels: {e2e-rotation: bound}, annotations: {interlink.eu/replicated-from: shadowgate-system/"+keySource+"}}\n"+
 				"stringData: {"+keyKey+": before}\n",
 			"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: shadow, namespace: "+ns+", labels: {app.kubernetes.io/managed-by: shadowgate}}\n"+

@@ -32,7 +32,10 @@ import (
 // admin handed over, or a copy shadowgate adopted, is never deleted; of ConfigMaps named as
 // scripts ConfigMaps only those labelled as one (inject.IsScriptsConfigMap). A scripts
 // ConfigMap that shadows of its namespace mount but that is gone (deleted by hand) it applies
-// again, so their pods can start.
+// again, so their pods can start. Copies are looked for only where identity says copies may be
+// (holdsCopies): shadow namespaces, and pod namespaces with shadows beside their pods when the
+// rules allow copies there; a namespace holding objects that merely carry shadowgate's labels
+// is not looked in.
 //
 // It sweeps every period on the leader. Something is deleted only when two sweeps in a row
 // found it unused: a shadow being applied (its namespace and copies first, its Deployment
@@ -42,6 +45,7 @@ import (
 type Collector struct {
 	cache                client.Reader // the manager's: namespaces (metadata) and shadow objects
 	reader               client.Reader // uncached
+	identity             shadowIdentity
 	writer               client.Client
 	policies             Policies
 	credentialsNamespace string // where the sources are: never collected
@@ -50,8 +54,8 @@ type Collector struct {
 
 	// unused is what the last sweep found unused, with its UID and resourceVersion.
 	unused map[collectKey]objectVersion
-	// held remembers, for copiesMemory, the namespaces that last held shadow objects: the
-	// copies a shadow mounted in a pod namespace (credentials in pod namespaces) are looked
+	// held remembers, for copiesMemory, the places for copies that last held shadow objects:
+	// the copies a shadow mounted in a pod namespace (credentials in pod namespaces) are looked
 	// for there after the shadow has gone.
 	held map[string]time.Time
 }
@@ -125,7 +129,13 @@ func (c *Collector) sweep(ctx context.Context) error {
 		return err
 	}
 	for ns := range uses {
-		c.held[ns] = now
+		copies, err := c.identity.holdsCopies(ctx, ns)
+		if err != nil {
+			return err
+		}
+		if copies {
+			c.held[ns] = now
+		}
 	}
 	forgetOldest(c.held, now.Add(-copiesMemory), maxHeldNamespaces)
 	namespaces := &metav1.PartialObjectMetadataList{TypeMeta: namespaceMeta}
@@ -138,6 +148,12 @@ func (c *Collector) sweep(ctx context.Context) error {
 		ns := &namespaces.Items[i]
 		if ns.DeletionTimestamp != nil {
 			continue
+		}
+		if podNS, err := c.identity.shadowNamespaceFor(ctx, ns.Name); err != nil || podNS == "" {
+			if err != nil {
+				return err
+			}
+			continue // marked, but not at the name shadowgate derives for its pod namespace
 		}
 		if _, inUse := uses[ns.Name]; !inUse && now.Sub(ns.CreationTimestamp.Time) >= c.period {
 			live, err := c.podNamespaceLives(ctx, c.cache, ns.Labels[inject.LabelShadowNamespaceFor])

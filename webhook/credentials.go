@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,11 +27,12 @@ func (a *Applier) replicate(ctx context.Context, c inject.Credential, dryRun boo
 }
 
 // copyCredential brings the copy c of its source up to date and says what it did, or
-// copyRefused or copyStuck with decideCopy's refusal; a missing copy is created only with
-// create, else it is left missing and copyMissing said. The copy is written without forced
-// ownership and never blindly: a missing one is created, and an existing one updated at the
-// resourceVersion the decision was made on, so an object created or changed in between makes
-// the write fail and the decision is taken again on what is there now. The source is read
+// copyRefused or copyStuck with decideCopy's (or uncopyableType's) refusal; a missing copy is
+// created only with create, else it is left missing and copyMissing said. The copy is written
+// without forced ownership and never blindly: a missing one is created, and an existing one
+// updated at the resourceVersion the decision was made on, so an object created or changed in
+// between makes the write fail and the decision is taken again on what is there now. The
+// caller has made sure c is a place for a copy (shadowIdentity). The source is read
 // through a.sources when set (credentialSources: a cache of the credentials namespace), the
 // copy always from the API server, as shadowgate caches no Secret outside its own namespace.
 func (a *Applier) copyCredential(ctx context.Context, c inject.Credential, dryRun, create bool) (copyAction, error) {
@@ -50,6 +52,9 @@ func (a *Applier) copyCredential(ctx context.Context, c inject.Credential, dryRu
 			return 0, missingSource(c, a.credentialsNamespace)
 		}
 		return 0, fmt.Errorf("reading %s %s/%s: %w", c.Kind, a.credentialsNamespace, c.Name, err)
+	}
+	if err := uncopyableType(src); err != nil {
+		return copyStuck, err
 	}
 	from := a.credentialsNamespace + "/" + c.Name
 	writes := a.writes(dryRun)
@@ -97,6 +102,29 @@ func (a *Applier) copyCredential(ctx context.Context, c inject.Credential, dryRu
 		fmt.Errorf("it changed %d times while shadowgate was copying %s into it; try again", writeRounds, from))
 }
 
+// copyableSecretTypes are the types of Secret a key or keytab is kept in, the only ones
+// shadowgate copies; the least-privilege policy (manifests/base/least-privilege-policy.yaml)
+// refuses its account a Secret of any other type, a service-account token above all.
+var copyableSecretTypes = []corev1.SecretType{corev1.SecretTypeOpaque, corev1.SecretTypeSSHAuth}
+
+// uncopyableType refuses a source Secret of a type shadowgate does not copy, saying what to do;
+// nil for one it copies, and for a ConfigMap.
+func uncopyableType(src client.Object) error {
+	s, ok := src.(*corev1.Secret)
+	if !ok || slices.Contains(copyableSecretTypes, s.Type) {
+		return nil
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusForbidden,
+		Reason:  metav1.StatusReasonForbidden,
+		Details: &metav1.StatusDetails{Kind: "secrets", Name: s.Name},
+		Message: fmt.Sprintf("secret %s/%s is of type %q, and shadowgate copies only Secrets of type %s or %s, the types a key or keytab is kept in: "+
+			"ask the cluster admin to create it again as one of those (kubectl create secret generic %s -n %s --from-file=<key>=<file>)",
+			s.Namespace, s.Name, s.Type, copyableSecretTypes[0], copyableSecretTypes[1], s.Name, s.Namespace),
+	}}
+}
+
 // missingSource is the NotFound error for a credential the policy names but the credentials
 // namespace lacks, saying what it is for and who can fix it.
 func missingSource(c inject.Credential, namespace string) error {
@@ -120,7 +148,7 @@ const (
 	copyOverwrite                   // a copy shadowgate made (marked) with other content, or of another source
 	copyAdopt                       // unmarked but identical: marked and kept
 	copyRefused                     // unmarked, other content: someone else's, left alone
-	copyStuck                       // marked, but the API server would refuse the change (cannotOverwrite)
+	copyStuck                       // the API server would refuse the write: a marked copy that cannot change (cannotOverwrite), or a source of a type not copied (uncopyableType)
 	copyMissing                     // there is none, and copyCredential was not asked to create one
 )
 

@@ -55,6 +55,10 @@ type copyKey struct{ Namespace, Kind, Name string }
 
 func (k copyKey) String() string { return k.Kind + " " + k.Namespace + "/" + k.Name }
 
+func (k copyKey) credential() inject.Credential {
+	return inject.Credential{Kind: k.Kind, Name: k.Name, Namespace: k.Namespace}
+}
+
 // CredentialFollower keeps the credential copies shadowgate makes equal to their sources: a
 // change of a Secret or ConfigMap in the credentials namespace that the policy replicates
 // queues a check of its copy in every namespace whose shadow Deployments mount it, and so
@@ -63,10 +67,13 @@ func (k copyKey) String() string { return k.Kind + " " + k.Namespace + "/" + k.N
 // Each check is copyCredential, the admission's own decision: a copy that differs is
 // updated, marker kept; one that cannot follow is left alone and said so, with a Warning
 // Event on the source, a log line naming the copy and the remedy, and a metric. It runs on
-// the leader; the queue keeps one entry per copy however often it is asked for.
+// the leader; the queue keeps one entry per copy however often it is asked for. A copy is
+// queued, read and written only where identity says a copy may be (mayHoldCopy): a Deployment
+// anywhere else that mounts a Secret of the source's name is no shadow, whatever its labels.
 type CredentialFollower struct {
 	shadows              client.Reader // the manager's cache: shadow Deployments, indexed by indexMounts
-	sources              objectGetter  // credentialSources
+	identity             shadowIdentity
+	sources              objectGetter // credentialSources
 	applier              *Applier
 	policies             Policies
 	credentialsNamespace string
@@ -92,12 +99,12 @@ func (f *CredentialFollower) SetupWithManager(ctx context.Context, mgr manager.M
 		return err
 	}
 	deployments := handler.TypedFuncs[*appsv1.Deployment, copyKey]{
-		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*appsv1.Deployment], q workqueue.TypedRateLimitingInterface[copyKey]) {
-			f.enqueue(q, mountedCopies(e.Object, nil, f.replicated(), f.credentialsNamespace))
+		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[*appsv1.Deployment], q workqueue.TypedRateLimitingInterface[copyKey]) {
+			f.enqueue(ctx, q, mountedCopies(e.Object, nil, f.replicated(), f.credentialsNamespace))
 		},
 		// A Deployment's status changes all the time; only a template mounting more matters.
-		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*appsv1.Deployment], q workqueue.TypedRateLimitingInterface[copyKey]) {
-			f.enqueue(q, mountedCopies(e.ObjectNew, e.ObjectOld, f.replicated(), f.credentialsNamespace))
+		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*appsv1.Deployment], q workqueue.TypedRateLimitingInterface[copyKey]) {
+			f.enqueue(ctx, q, mountedCopies(e.ObjectNew, e.ObjectOld, f.replicated(), f.credentialsNamespace))
 		},
 	}
 	return builder.TypedControllerManagedBy[copyKey](mgr).Named("credential-copies").
@@ -134,12 +141,16 @@ func (f *CredentialFollower) sourceChanged(ctx context.Context, src client.Objec
 		log.FromContext(ctx).Error(err, "listing the shadow Deployments that mount a changed credential; its copies follow it at the next change", "source", f.credentialsNamespace+"/"+src.GetName())
 		return
 	}
-	f.enqueue(q, copiesOf(list.Items, mount, f.credentialsNamespace))
+	f.enqueue(ctx, q, copiesOf(list.Items, mount, f.credentialsNamespace))
 }
 
-func (f *CredentialFollower) enqueue(q workqueue.TypedRateLimitingInterface[copyKey], keys []copyKey) {
+// enqueue queues the keys that are places for copies; one whose place cannot be told now is
+// queued too, and Reconcile asks again.
+func (f *CredentialFollower) enqueue(ctx context.Context, q workqueue.TypedRateLimitingInterface[copyKey], keys []copyKey) {
 	for _, k := range keys {
-		q.Add(k)
+		if ok, err := f.identity.mayHoldCopy(ctx, k.credential()); ok || err != nil {
+			q.Add(k)
+		}
 	}
 }
 
@@ -201,8 +212,9 @@ func mountedCopies(d, old *appsv1.Deployment, replicated map[string]bool, creden
 	return out
 }
 
-// Reconcile brings one copy up to date with its source, if a shadow of its namespace still
-// mounts it under the policy in force: an unused copy is the Collector's.
+// Reconcile brings one copy up to date with its source, if its namespace is a place for it
+// (identity) and a shadow there still mounts it under the policy in force: an unused copy is
+// the Collector's, and one anywhere else is not shadowgate's and is not even read.
 func (f *CredentialFollower) Reconcile(ctx context.Context, k copyKey) (reconcile.Result, error) {
 	mount := k.Kind + "/" + k.Name
 	list := &appsv1.DeploymentList{}
@@ -213,7 +225,14 @@ func (f *CredentialFollower) Reconcile(ctx context.Context, k copyKey) (reconcil
 		client.Limit(1), client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, err
 	}
-	if !f.replicated()[mount] || len(list.Items) == 0 {
+	owned := false
+	if f.replicated()[mount] && len(list.Items) > 0 {
+		var err error
+		if owned, err = f.identity.mayHoldCopy(ctx, k.credential()); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if !owned {
 		f.forgetRefusal(k)
 		return reconcile.Result{}, nil
 	}
@@ -224,7 +243,7 @@ func (f *CredentialFollower) Reconcile(ctx context.Context, k copyKey) (reconcil
 	// A missing copy is admission's to create, under the policy the pod was admitted by; the
 	// follower makes one again only where it said a copy could not follow, as its remedy is
 	// to delete that copy.
-	action, err := f.applier.copyCredential(ctx, inject.Credential{Kind: k.Kind, Name: k.Name, Namespace: k.Namespace}, false, f.saidRefused(k))
+	action, err := f.applier.copyCredential(ctx, k.credential(), false, f.saidRefused(k))
 	if err == nil {
 		f.forgetRefusal(k)
 	}

@@ -98,6 +98,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 		return nil, err
 	}
 	namespaces := cachedNamespaces{cache: mgr.GetCache(), live: mgr.GetAPIReader()}
+	identity := shadowIdentity{namespaces: namespaces, cache: mgr.GetClient(), policies: store, rules: opts.Rules}
 	unconfirmed := newUnconfirmedShadows(opts.MaxUnconfirmedShadows, opts.ShadowGracePeriod, metrics)
 	// Every replica's cache sees every pod stored: the one whose admission applied its
 	// shadow stops counting it there.
@@ -124,6 +125,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 	collector := &Collector{
 		cache:                mgr.GetClient(),
 		reader:               mgr.GetAPIReader(),
+		identity:             identity,
 		writer:               mgr.GetClient(),
 		policies:             store,
 		credentialsNamespace: opts.Policy.Namespace,
@@ -167,6 +169,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 	if sources != nil {
 		follower := &CredentialFollower{
 			shadows:              mgr.GetClient(),
+			identity:             identity,
 			sources:              sources,
 			applier:              applier,
 			policies:             store,
