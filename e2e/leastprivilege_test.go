@@ -3,13 +3,15 @@ package e2e
 import (
 	"strings"
 	"testing"
+
+	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
 const marked = `labels: {app.kubernetes.io/managed-by: shadowgate, interlink.eu/pod-uid: 00000000-0000-0000-0000-000000000018}`
 
 // shadowImage is the default shadow image (validate/policy/types.go DefaultImage), which the
 // policy's default image prefixes allow.
-const shadowImage = "ghcr.io/interlink-hq/interlink/ssh-tunnel:0.6.0"
+const shadowImage = policy.DefaultImage
 
 func shadowDeployment(ns, name, podSpecExtra string) string {
 	return shadowDeploymentRunning(ns, name, podSpecExtra, "[{name: c, image: "+shadowImage+"}]")
@@ -89,10 +91,10 @@ func TestShadowgatesServiceAccountIsRefusedWhatNoShadowNeeds(t *testing.T) {
 		"an unmarked ConfigMap is refused":              {want: "may only write configmaps it marks", stdin: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lp-unmarked, namespace: default}\ndata: {a: b}\n", args: apply},
 		"a privileged container in a shadow Deployment is refused": {want: "no host namespaces, privilege", stdin: shadowDeploymentRunning(ns, "lp-privileged", "",
 			"[{name: c, image: "+shadowImage+", securityContext: {privileged: true}}]"), args: apply},
-		"a shadow Deployment running an image outside the allowed prefixes is refused": {want: "runs only images starting with ghcr.io/interlink-hq/interlink/ssh-tunnel:", stdin: shadowDeploymentRunning(ns, "lp-image", "",
+		"a shadow Deployment running an image outside the allowed prefixes is refused": {want: "runs only images starting with ghcr.io/interlink-hq/shadowgate/shadow:", stdin: shadowDeploymentRunning(ns, "lp-image", "",
 			"[{name: c, image: docker.io/library/busybox:1.37}]"), args: apply},
 		"a shadow Deployment whose initContainer runs an image outside the allowed prefixes is refused": {want: "runs only images starting with", stdin: shadowDeploymentRunning(ns, "lp-init-image",
-			"      initContainers: [{name: i, image: ghcr.io/interlink-hq/interlink/ssh-tunnel-evil:0.6.0}]\n", "[{name: c, image: "+shadowImage+"}]"), args: apply},
+			"      initContainers: [{name: i, image: ghcr.io/interlink-hq/shadowgate/shadow-evil:0.1.0}]\n", "[{name: c, image: "+shadowImage+"}]"), args: apply},
 		"a namespace annotation is refused":                                     {want: "changes only its own labels of a namespace", args: []string{"annotate", "namespace", "lp-ns-foreign", "example.org/owner=shadowgate"}},
 		"a namespace label that is not shadowgate's is refused":                 {want: "changes only its own labels of a namespace", args: []string{"label", "namespace", "lp-ns-foreign", "team=shadowgate"}},
 		"adding interlink.eu/created-by-shadowgate to a namespace is refused":   {want: "never interlink.eu/created-by-shadowgate", args: []string{"label", "namespace", "lp-ns-marked-for", "interlink.eu/created-by-shadowgate=true"}},

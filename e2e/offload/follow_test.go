@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/interlink-hq/shadowgate/e2e/harness"
+	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
 // otherPort is where the second server of the follow test listens, beside the notebook's 8888
@@ -74,7 +75,7 @@ func TestAShadowFollowsThePolicyWithoutTouchingItsPod(t *testing.T) {
 	}
 
 	// ExtraOptions and Image: the shadow rolls, once, and carries the page again.
-	const image = "ghcr.io/interlink-hq/interlink/ssh-tunnel:0.6.1"
+	const image = policy.DefaultImage + "-follow"
 	hpcBlock := "  " + harness.HPCNode + ":\n    Network:\n      EnableTunnel: true\n      ShadowMode: ssh\n      SSH:\n"
 	if !strings.Contains(site.local.Policy, hpcBlock) {
 		t.Fatalf("the site's policy has no block %q", hpcBlock)
