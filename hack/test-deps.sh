@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system tools the tests and `make lint` run for real (OpenSSH, socat, netcat, the
-# linters shellcheck, pyflakes3 and pycodestyle, python3, Slurm, useradd) when they are missing.
+# linters shellcheck, pyflakes3 and pycodestyle, python3, Slurm, useradd, the real node's runc
+# and CNI plugins) when they are missing.
 # Needs root and Debian's package archive; fails naming what it could not get.
 set -euo pipefail
 
@@ -35,6 +36,12 @@ declare -A need=(
   [kdb5_util]=krb5-kdc
   ["kadmin.local"]=krb5-admin-server
   [kinit]=krb5-user
+  # the real cluster node (hack/node-tools.sh builds the rest): containerd runs runc, the
+  # pods' network is Debian's CNI plugins, whose bridge and portmap write iptables rules
+  [runc]=runc
+  ["/usr/lib/cni/bridge"]=containernetworking-plugins
+  [iptables]=iptables
+  [gcc]=build-essential # the pause container, linked static against libc6-dev
 )
 
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }
