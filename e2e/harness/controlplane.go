@@ -135,7 +135,9 @@ func (cp *ControlPlane) startAPIServer(bin string) error {
 		return err
 	}
 	cp.Server = "https://127.0.0.1:" + strconv.Itoa(port)
-	serving, err := certs.SelfSigned([]string{"127.0.0.1", "localhost"}, time.Now(), 24*time.Hour)
+	// A node's pods reach the API server as the default/kubernetes Service (StartNode).
+	serving, err := certs.SelfSigned([]string{"127.0.0.1", "localhost", APIServiceIP, "kubernetes.default.svc",
+		"kubernetes.default.svc." + ClusterDomain}, time.Now(), 24*time.Hour)
 	if err != nil {
 		return err
 	}
@@ -166,7 +168,7 @@ func (cp *ControlPlane) startAPIServer(bin string) error {
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		"--endpoint-reconciler-type=none",
 		// Room for a Service per shadow: make bench creates more than a thousand.
-		"--service-cluster-ip-range=10.0.0.0/16",
+		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--authorization-mode=RBAC",
 		"--token-auth-file=" + tokens,
 		"--service-account-issuer=" + cp.Server,
