@@ -121,19 +121,40 @@ metadata:
 spec:
   selector: {app: webecho}
   ports: [{port: 80, targetPort: 8080}]
----
-apiVersion: v1
+`, namespace, image), "apply", "-f", "-")
+	k.MustRun(ctx, t, "", "-n", namespace, "wait", "--for=condition=Ready", "--timeout=180s", "pod/server")
+
+	// The client's image is the server's, exported by containerd as an OCI archive, pushed
+	// back with PushArchive and pulled by a mirrored registry's name, as a policy's default
+	// image name would be.
+	archive := filepath.Join(dir, "webecho.tar")
+	if _, err := node.Ctr(ctx, "-n", "k8s.io", "images", "export", archive, image+":test"); err != nil {
+		t.Fatal(err)
+	}
+	archived, err := node.PushArchive(ctx, archive, "e2e/webecho-archive:test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, archiveDigest, _ := strings.Cut(archived, "@")
+	k.MustRun(ctx, t, fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata:
   name: client
-  namespace: %[1]s
+  namespace: %s
 spec:
   containers:
   - name: webecho
-    image: %[2]s:test
+    image: ghcr.io/e2e/webecho-archive:test
     args: [serve, ":8081"]
-`, namespace, image), "apply", "-f", "-")
-	k.MustRun(ctx, t, "", "-n", namespace, "wait", "--for=condition=Ready", "--timeout=180s", "pod/server", "pod/client")
+`, namespace), "apply", "-f", "-")
+	k.MustRun(ctx, t, "", "-n", namespace, "wait", "--for=condition=Ready", "--timeout=180s", "pod/client")
+	// The same content as the server's: the kubelet names it by the image's first name.
+	if got := getPod(ctx, t, k, "client").Status.ContainerStatuses[0].ImageID; !strings.HasSuffix(got, "@"+archiveDigest) {
+		t.Errorf("the client's imageID is %q, want the archive's digest %s", got, archiveDigest)
+	}
+	if images, err := node.Ctr(ctx, "-n", "k8s.io", "images", "ls", "-q"); err != nil || !strings.Contains(images, "ghcr.io/e2e/webecho-archive:test\n") {
+		t.Errorf("containerd holds no ghcr.io/e2e/webecho-archive:test (%v):\n%s", err, images)
+	}
 
 	server := getPod(ctx, t, k, "server")
 	if server.Spec.NodeName != nodeName {
