@@ -219,8 +219,8 @@ state = %q
 
 // startKubelet starts the kubelet in the node: cgroupfs under a cgroup root of the node's own,
 // the cluster DNS, a serving certificate for the node's address, clients authenticated by the
-// API server's kubelet-client CA (kube-apiserver, for exec and logs), and returns once the node
-// is Ready.
+// API server's kubelet-client CA (kube-apiserver, for exec and logs), acting as
+// system:node:<name>, and returns once the node is Ready.
 func (n *Node) startKubelet(ctx context.Context, cp *ControlPlane) error {
 	dir := filepath.Join(n.Dir, "kubelet")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -280,7 +280,11 @@ imageGCLowThresholdPercent: 99
 		resolv, filepath.Join(n.Dir, "pod-logs"))), 0o644); err != nil {
 		return err
 	}
-	p, err := n.inNode("kubelet", n.tools.Kubelet, "--config", config, "--kubeconfig", cp.AdminKubeconfig,
+	kubeconfig := filepath.Join(n.Dir, "kubelet.kubeconfig")
+	if err := cp.NodeKubeconfig(kubeconfig, "system:node:"+n.Name, "system:nodes"); err != nil {
+		return err
+	}
+	p, err := n.inNode("kubelet", n.tools.Kubelet, "--config", config, "--kubeconfig", kubeconfig,
 		"--root-dir", dir, "--hostname-override", n.Name, "--node-ip", n.IP)
 	if err != nil {
 		return err
@@ -300,10 +304,15 @@ imageGCLowThresholdPercent: 99
 	})
 }
 
-// startKubeProxy starts kube-proxy in the node in nftables mode and returns once it has
+// startKubeProxy starts kube-proxy in the node in nftables mode, as system:kube-proxy (bound
+// to system:node-proxier by the API server's default RBAC), and returns once it has
 // synced its rules (its /healthz answers 200). It leaves the machine's conntrack settings as
 // they are.
 func (n *Node) startKubeProxy(ctx context.Context, cp *ControlPlane) error {
+	kubeconfig := filepath.Join(n.Dir, "kube-proxy.kubeconfig")
+	if err := cp.NodeKubeconfig(kubeconfig, "system:kube-proxy"); err != nil {
+		return err
+	}
 	config := filepath.Join(n.Dir, "kube-proxy.yaml")
 	if err := os.WriteFile(config, []byte(fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
@@ -320,7 +329,7 @@ conntrack:
   min: 0
   tcpEstablishedTimeout: 0s
   tcpCloseWaitTimeout: 0s
-`, cp.AdminKubeconfig, n.PodCIDR, n.Name, n.IP)), 0o644); err != nil {
+`, kubeconfig, n.PodCIDR, n.Name, n.IP)), 0o644); err != nil {
 		return err
 	}
 	p, err := n.inNode("kube-proxy", n.tools.KubeProxy, "--config", config)
