@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -95,6 +96,7 @@ type Node struct {
 	socket     string // containerd's
 	procs      []*process
 	forwarders []*forwarder
+	claim      *os.File // the lock on the node's address range
 }
 
 // StartNode starts a node called name for the cluster cp under dir and returns once it is
@@ -108,6 +110,10 @@ func StartNode(ctx context.Context, tools NodeTools, cp *ControlPlane, k Kubectl
 		if _, err := exec.LookPath(tool); err != nil {
 			return nil, fmt.Errorf("the node needs %s (hack/test-deps.sh installs it): %w", tool, err)
 		}
+	}
+	dir, err = filepath.Abs(dir)
+	if err != nil {
+		return nil, err
 	}
 	n := &Node{Name: name, Dir: dir, tools: tools, k: k, Logs: map[string]string{}}
 	defer func() {
@@ -159,9 +165,12 @@ const cniBinDir = "/usr/lib/cni" // Debian's containernetworking-plugins
 
 // startNetwork makes the node's network namespace and the veth pair joining it to this
 // machine. The node's /30 link is 10.215.k.0/30 and its pods' range 10.214.k.0/24, with k at
-// random and the namespace's name (sg-node-<k>) taken as the claim on both, so two nodes on
-// one machine never share addresses.
+// random and claimed (claimRange), so two nodes on one machine never share addresses; the
+// namespace is sg-node-<k>. What nodes killed without their Stop left is released first.
 func (n *Node) startNetwork() error {
+	if err := sweepStaleNodes(); err != nil {
+		return fmt.Errorf("releasing what nodes killed without their Stop left: %w", err)
+	}
 	taken, err := hostAddresses()
 	if err != nil {
 		return err
@@ -179,9 +188,23 @@ func (n *Node) startNetwork() error {
 		}) {
 			continue
 		}
+		claim, ok, err := claimRange(k)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue // a live node holds k
+		}
+		n.claim = claim
+		if err := claim.Truncate(0); err != nil {
+			return err
+		}
+		if _, err := claim.WriteAt([]byte(n.Dir+"\n"), 0); err != nil {
+			return err
+		}
 		netns := fmt.Sprintf("sg-node-%d", k)
-		if err := exec.Command("ip", "netns", "add", netns).Run(); err != nil {
-			continue // another node holds k
+		if out, err := exec.Command("ip", "netns", "add", netns).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip netns add %s: %v %s", netns, err, out)
 		}
 		n.netns, n.NetnsPath = netns, "/run/netns/"+netns
 		n.IP, n.HostIP, n.PodCIDR = ip, fmt.Sprintf("10.215.%d.1", k), pods
@@ -342,26 +365,113 @@ func (n *Node) Stop() error {
 	for _, f := range n.forwarders {
 		f.stop()
 	}
+	errs = append(errs, n.release())
+	return errors.Join(errs...)
+}
+
+// release removes what the node's daemons and containers leave on the machine once the
+// daemons are down, and gives up the node's claim on its address range.
+func (n *Node) release() error {
+	var errs []error
 	if n.cgroupRoot != "" {
 		errs = append(errs, killCgroup(n.cgroupRoot))
 	}
 	if n.socket != "" {
 		errs = append(errs, killByArg(n.socket))
 	}
-	errs = append(errs, unmountUnder(n.Dir))
+	if n.Dir != "" {
+		errs = append(errs, unmountUnder(n.Dir))
+	}
 	if n.cgroupRoot != "" {
 		errs = append(errs, removeCgroup(n.cgroupRoot))
 	}
-	errs = append(errs, removeContainerLogLinks(n.Dir))
-	if n.netns != "" {
-		errs = append(errs, removeCNICache(n.cniNetwork()))
+	if n.Dir != "" {
+		errs = append(errs, removeContainerLogLinks(n.Dir))
 	}
 	if n.netns != "" {
-		if out, err := exec.Command("ip", "netns", "del", n.netns).CombinedOutput(); err != nil {
-			errs = append(errs, fmt.Errorf("ip netns del %s: %v %s", n.netns, err, out))
+		errs = append(errs, n.removeCNICache())
+	}
+	if n.netns != "" {
+		if _, err := os.Stat(n.NetnsPath); err == nil {
+			if out, err := exec.Command("ip", "netns", "del", n.netns).CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("ip netns del %s: %v %s", n.netns, err, out))
+			}
+		}
+	}
+	if n.claim != nil {
+		if err := errors.Join(errs...); err == nil {
+			errs = append(errs, n.claim.Truncate(0)) // nothing left to release
+		}
+		n.claim.Close() // unlocks
+		n.claim = nil
+	}
+	return errors.Join(errs...)
+}
+
+// claimDir holds a lock file per address range k, sg-node-<k>.lock: a node holds its lock
+// (flock) while it lives, and writes its directory in it, so a later node finds what a node
+// killed without its Stop left behind. The files stay: removing one could let two nodes lock
+// the same k through different files.
+const claimDir = "/run/lock"
+
+// claimRange locks address range k, or reports false when a live node holds it.
+func claimRange(k int) (*os.File, bool, error) {
+	if err := os.MkdirAll(claimDir, 0o755); err != nil {
+		return nil, false, err
+	}
+	f, err := os.OpenFile(filepath.Join(claimDir, fmt.Sprintf("sg-node-%d.lock", k)), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	return f, true, nil
+}
+
+// sweepStaleNodes releases what every node killed without its Stop (its test binary killed
+// with SIGKILL, say) left: the containers and shims that outlived it, its mounts, cgroups,
+// CNI cache and network namespace. Live nodes hold their claims and are not touched.
+func sweepStaleNodes() error {
+	locks, err := filepath.Glob(filepath.Join(claimDir, "sg-node-*.lock"))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, l := range locks {
+		var k int
+		if _, err := fmt.Sscanf(filepath.Base(l), "sg-node-%d.lock", &k); err != nil {
+			continue
+		}
+		claim, ok, err := claimRange(k)
+		if err != nil || !ok {
+			errs = append(errs, err)
+			continue
+		}
+		dir, _ := io.ReadAll(claim)
+		stale := staleNode(k, strings.TrimSpace(string(dir)))
+		stale.claim = claim
+		if _, err := os.Stat(stale.NetnsPath); err == nil || len(dir) > 0 {
+			errs = append(errs, stale.release())
+		} else {
+			claim.Close()
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// staleNode is the node of range k with its directory dir, as far as release needs it.
+func staleNode(k int, dir string) *Node {
+	netns := fmt.Sprintf("sg-node-%d", k)
+	n := &Node{netns: netns, NetnsPath: "/run/netns/" + netns, cgroupRoot: "/" + netns, Dir: dir}
+	if dir != "" {
+		n.socket = filepath.Join(dir, "containerd", "containerd.sock")
+	}
+	return n
 }
 
 // drain cordons the node, deletes its pods at once and waits (a minute at most) for the
@@ -624,9 +734,10 @@ func removeContainerLogLinks(dir string) error {
 func (n *Node) cniNetwork() string { return "pods-" + n.netns }
 
 // removeCNICache removes what libcni cached (in /var/lib/cni, a path containerd does not let
-// be configured) of the sandboxes of the network whose CNI DEL never ran, such as those of a
-// containerd killed before it tore them down.
-func removeCNICache(network string) error {
+// be configured) of the node's sandboxes whose CNI DEL never ran, such as those of a node
+// killed before it tore them down: the files of the node's own network, and of containerd's
+// loopback network for each sandbox containerd kept a directory of.
+func (n *Node) removeCNICache() error {
 	const results = "/var/lib/cni/results"
 	entries, err := os.ReadDir(results)
 	if err != nil {
@@ -635,8 +746,20 @@ func removeCNICache(network string) error {
 		}
 		return err
 	}
+	var sandboxes []string
+	if n.Dir != "" {
+		for _, d := range []string{"root", "state"} {
+			ids, _ := os.ReadDir(filepath.Join(n.Dir, "containerd", d, "io.containerd.grpc.v1.cri", "sandboxes"))
+			for _, id := range ids {
+				sandboxes = append(sandboxes, id.Name())
+			}
+		}
+	}
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), network+"-") {
+		ours := strings.HasPrefix(e.Name(), n.cniNetwork()+"-") || slices.ContainsFunc(sandboxes, func(id string) bool {
+			return strings.Contains(e.Name(), "-"+id+"-")
+		})
+		if ours {
 			if err := os.Remove(filepath.Join(results, e.Name())); err != nil {
 				return err
 			}

@@ -6,6 +6,7 @@
 package node
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -27,62 +28,10 @@ const (
 )
 
 func TestRealNode(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: starts a real kubelet, containerd, kube-proxy and CoreDNS as root")
-	}
-	if os.Geteuid() != 0 {
-		t.Fatal("the real node runs containers, a network namespace and cgroups: run this test as root")
-	}
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tools, err := harness.BuildTools(root, os.Stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodeTools, err := harness.BuildNodeTools(root, os.Stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "shadowgate-node-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("state and logs kept in %s", dir)
-			return
-		}
-		os.RemoveAll(dir)
-	})
-	cp, err := harness.StartCluster(tools, filepath.Join(dir, "cluster"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cp.Stop(); err != nil {
-			t.Errorf("stopping the control plane: %v", err)
-		}
-	})
-	k := harness.Kubectl{Path: tools.Kubectl, Kubeconfig: cp.AdminKubeconfig}
+	dir, k, node, stop := startNode(t)
+	explain := func() string { return "the node's logs: " + strings.Join(node.LogPaths(), ", ") }
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	started := time.Now()
-	node, err := harness.StartNode(ctx, nodeTools, cp, k, filepath.Join(dir, "node"), nodeName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("node %s Ready with kube-proxy and CoreDNS in %s (pods %s, node %s)", nodeName, time.Since(started).Round(time.Second), node.PodCIDR, node.IP)
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			if err := node.Stop(); err != nil {
-				t.Errorf("stopping the node: %v", err)
-			}
-		}
-	})
-	explain := func() string { return "the node's logs: " + strings.Join(node.LogPaths(), ", ") }
 
 	bin := filepath.Join(dir, "webecho")
 	build := exec.Command("go", "build", "-o", bin, "./testdata/webecho")
@@ -218,8 +167,7 @@ spec:
 	if err := syscall.Stat(node.MountnsPath, &mountns); err != nil {
 		t.Fatal(err)
 	}
-	stopped = true
-	if err := node.Stop(); err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("stopping the node: %v", err)
 	}
 	if _, err := os.Stat(node.NetnsPath); err == nil {
@@ -252,6 +200,183 @@ func inNamespace(t *testing.T, ns string) []string {
 		}
 	}
 	return pids
+}
+
+// killedChild, set, makes TestANodeKilledWithoutItsStopIsReleasedByTheNext the node that is
+// killed: it starts a node, says so and waits to be killed.
+const killedChild = "SHADOWGATE_NODE_KILLED_CHILD"
+
+func TestANodeKilledWithoutItsStopIsReleasedByTheNext(t *testing.T) {
+	if os.Getenv(killedChild) != "" {
+		_, _, node, _ := startNode(t)
+		fmt.Printf("node-ready %s %s %s\n", node.NetnsPath, node.MountnsPath, node.Dir)
+		select {}
+	}
+	if testing.Short() {
+		t.Skip("-short: starts real kubelets, containerd, kube-proxy and CoreDNS as root")
+	}
+	child := exec.Command(os.Args[0], "-test.run=^TestANodeKilledWithoutItsStopIsReleasedByTheNext$", "-test.v", "-test.timeout=10m")
+	child.Env = append(os.Environ(), killedChild+"=1")
+	child.Stderr = os.Stderr
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan []string, 1)
+	var printed strings.Builder
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			printed.WriteString(sc.Text() + "\n")
+			if f := strings.Fields(sc.Text()); len(f) == 4 && f[0] == "node-ready" {
+				ready <- f[1:]
+			}
+		}
+		close(ready)
+	}()
+	var netns, mountns, childDir string
+	select {
+	case f, ok := <-ready:
+		if !ok {
+			t.Fatalf("the child test ended without starting its node:\n%s", printed.String())
+		}
+		netns, mountns, childDir = f[0], f[1], f[2]
+	case <-time.After(5 * time.Minute):
+		_ = child.Process.Kill()
+		t.Fatal("the child test started no node within 5m")
+	}
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(childDir)) })
+	var ns syscall.Stat_t
+	if err := syscall.Stat(mountns, &ns); err != nil {
+		t.Fatal(err)
+	}
+	mnt := fmt.Sprintf("mnt:[%d]", ns.Ino)
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+	// The kill leaves the node's network namespace, and containerd's shims and CoreDNS's
+	// containers in its mount namespace.
+	if _, err := os.Stat(netns); err != nil {
+		t.Fatalf("the killed node's network namespace: %v", err)
+	}
+	if pids := inNamespace(t, mnt); len(pids) == 0 {
+		t.Fatal("no process of the killed node outlived it: nothing for the next node to release")
+	}
+	cached := cniCache(t, childDir)
+	if len(cached) == 0 {
+		t.Fatal("libcni cached nothing of the killed node's sandboxes: nothing for the next node to release")
+	}
+
+	startNode(t)
+	if _, err := os.Stat(netns); err == nil {
+		t.Errorf("the killed node's network namespace %s is still there after the next node started", netns)
+	}
+	if pids := inNamespace(t, mnt); len(pids) > 0 {
+		t.Errorf("processes %v of the killed node are still running after the next node started", pids)
+	}
+	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup/memory", filepath.Base(netns))); err == nil {
+		t.Errorf("the killed node's memory cgroup is still there after the next node started")
+	}
+	if mounts, err := os.ReadFile("/proc/self/mountinfo"); err != nil || strings.Contains(string(mounts), childDir+"/") {
+		t.Errorf("mounts under %s are left after the next node started (%v)", childDir, err)
+	}
+	for _, f := range cached {
+		if _, err := os.Stat(f); err == nil {
+			t.Errorf("libcni's cache of the killed node's sandbox, %s, is still there after the next node started", f)
+		}
+	}
+}
+
+// cniCache are the files libcni cached of the sandboxes of the node under dir.
+func cniCache(t *testing.T, dir string) []string {
+	t.Helper()
+	ids, err := os.ReadDir(filepath.Join(dir, "containerd", "root", "io.containerd.grpc.v1.cri", "sandboxes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, _ := os.ReadDir("/var/lib/cni/results")
+	var files []string
+	for _, r := range results {
+		for _, id := range ids {
+			if strings.Contains(r.Name(), "-"+id.Name()+"-") {
+				files = append(files, filepath.Join("/var/lib/cni/results", r.Name()))
+			}
+		}
+	}
+	return files
+}
+
+// startNode starts a control plane with its controllers and a node for it under a directory
+// of the test's own, kept if the test fails, and returns the directory, kubectl for the
+// cluster's admin, the node, and a stop that stops the node once (a cleanup stops it if the
+// test does not).
+func startNode(t *testing.T) (string, harness.Kubectl, *harness.Node, func() error) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: starts a real kubelet, containerd, kube-proxy and CoreDNS as root")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("the real node runs containers, a network namespace and cgroups: run this test as root")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, err := harness.BuildTools(root, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeTools, err := harness.BuildNodeTools(root, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "shadowgate-node-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("state and logs kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	cp, err := harness.StartCluster(tools, filepath.Join(dir, "cluster"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cp.Stop(); err != nil {
+			t.Errorf("stopping the control plane: %v", err)
+		}
+	})
+	k := harness.Kubectl{Path: tools.Kubectl, Kubeconfig: cp.AdminKubeconfig}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	started := time.Now()
+	node, err := harness.StartNode(ctx, nodeTools, cp, k, filepath.Join(dir, "node"), nodeName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("node %s Ready with kube-proxy and CoreDNS in %s (pods %s, node %s)", nodeName, time.Since(started).Round(time.Second), node.PodCIDR, node.IP)
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		return node.Stop()
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("stopping the node: %v", err)
+		}
+	})
+	return dir, k, node, stop
 }
 
 type podStatus struct {
