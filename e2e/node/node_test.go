@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -136,6 +137,30 @@ spec:
 			last = k.Run(ctx, "", "-n", namespace, "exec", "client", "--", "/webecho", "get", url)
 			return last.Err == nil && last.Stdout == "webecho server\n", last.Output()
 		}, explain)
+	}
+
+	// A server of this machine on the node's link is reached from a pod, masqueraded as the
+	// node.
+	host, err := net.Listen("tcp", node.HostIP+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostSeen := make(chan string, 1)
+	go func() {
+		_ = http.Serve(host, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case hostSeen <- r.RemoteAddr:
+			default:
+			}
+			fmt.Fprintln(w, "this machine")
+		}))
+	}()
+	t.Cleanup(func() { host.Close() })
+	if out := k.MustRun(ctx, t, "", "-n", namespace, "exec", "client", "--", "/webecho", "get", "http://"+host.Addr().String()+"/"); out != "this machine\n" {
+		t.Errorf("the client got %q from this machine's server at %s", out, host.Addr())
+	}
+	if from, _, _ := net.SplitHostPort(<-hostSeen); from != node.IP {
+		t.Errorf("this machine's server saw the client's request from %s, want the node's address %s", from, node.IP)
 	}
 
 	logs := k.MustRun(ctx, t, "", "-n", namespace, "logs", "server")
