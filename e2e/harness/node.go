@@ -68,8 +68,9 @@ var MirroredRegistries = []string{"registry.k8s.io", "ghcr.io", "docker.io"}
 // carries Service ClusterIPs; CoreDNS, a Deployment on the node, answers for Service names.
 //
 // The node is a host of its own: a network namespace (NetnsPath) joined to this machine by a
-// veth pair, in which containerd, the kubelet, kube-proxy and the pods' bridge run, so its
-// nftables rules, ports and routes are its own and go with it. In that namespace 127.0.0.1
+// veth pair, and a mount namespace (MountnsPath), in which containerd, the kubelet, kube-proxy
+// and the pods' bridge run, so its nftables rules, ports, routes and mounts are its own and go
+// with it. In that namespace 127.0.0.1
 // reaches the API server's and the registry's ports of this machine, so an image name and a
 // kubeconfig mean the same on both sides.
 type Node struct {
@@ -91,7 +92,6 @@ type Node struct {
 	tools      NodeTools
 	k          Kubectl
 	netns      string
-	hostIf     string
 	cgroupRoot string
 	socket     string // containerd's
 	procs      []*process
@@ -208,13 +208,12 @@ func (n *Node) startNetwork() error {
 		}
 		n.netns, n.NetnsPath = netns, "/run/netns/"+netns
 		n.IP, n.HostIP, n.PodCIDR = ip, fmt.Sprintf("10.215.%d.1", k), pods
-		n.hostIf = fmt.Sprintf("sgnh%d", k)
 		n.cgroupRoot = "/" + netns
-		nodeIf := fmt.Sprintf("sgnn%d", k)
+		hostIf, nodeIf := fmt.Sprintf("sgnh%d", k), fmt.Sprintf("sgnn%d", k)
 		for _, args := range [][]string{
-			{"link", "add", n.hostIf, "type", "veth", "peer", "name", nodeIf, "netns", netns},
-			{"addr", "add", n.HostIP + "/30", "dev", n.hostIf},
-			{"link", "set", n.hostIf, "up"},
+			{"link", "add", hostIf, "type", "veth", "peer", "name", nodeIf, "netns", netns},
+			{"addr", "add", n.HostIP + "/30", "dev", hostIf},
+			{"link", "set", hostIf, "up"},
 			{"-n", netns, "addr", "add", n.IP + "/30", "dev", nodeIf},
 			{"-n", netns, "link", "set", nodeIf, "up"},
 			{"-n", netns, "link", "set", "lo", "up"},
@@ -390,8 +389,6 @@ func (n *Node) release() error {
 	}
 	if n.netns != "" {
 		errs = append(errs, n.removeCNICache())
-	}
-	if n.netns != "" {
 		if _, err := os.Stat(n.NetnsPath); err == nil {
 			if out, err := exec.Command("ip", "netns", "del", n.netns).CombinedOutput(); err != nil {
 				errs = append(errs, fmt.Errorf("ip netns del %s: %v %s", n.netns, err, out))
