@@ -273,7 +273,10 @@ func (n *Node) makeMountNamespace() error {
 		return err
 	}
 	values := filepath.Join(n.Dir, "sysctl")
-	script := "set -e\n"
+	// containerd's shims keep their sockets in /run/containerd/s, a path it does not let be
+	// configured: the node's is its own, so a shim killed without removing its socket leaves
+	// nothing on the machine.
+	script := "set -e\nmkdir -p /run/containerd\nmount -t tmpfs -o mode=0700 tmpfs /run/containerd\n"
 	for key, v := range kubeletSysctls {
 		f := filepath.Join(values, strings.ReplaceAll(key, "/", "."))
 		if err := os.MkdirAll(values, 0o755); err != nil {
