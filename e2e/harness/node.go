@@ -273,10 +273,20 @@ func (n *Node) makeMountNamespace() error {
 		return err
 	}
 	values := filepath.Join(n.Dir, "sysctl")
-	// containerd's shims keep their sockets in /run/containerd/s, a path it does not let be
-	// configured: the node's is its own, so a shim killed without removing its socket leaves
-	// nothing on the machine.
+	// Paths the node's daemons write to and do not let be configured are the node's own, so
+	// nothing of it is left on the machine even when it is killed: containerd's shims keep
+	// their sockets in /run/containerd/s, libcni its cache in /var/lib/cni, the kubelet its
+	// links to the containers' logs in /var/log/containers.
 	script := "set -e\nmkdir -p /run/containerd\nmount -t tmpfs -o mode=0700 tmpfs /run/containerd\n"
+	for _, d := range []struct{ own, path string }{
+		{filepath.Join(n.Dir, "cni", "lib"), "/var/lib/cni"},
+		{filepath.Join(n.Dir, "container-logs"), "/var/log/containers"},
+	} {
+		if err := os.MkdirAll(d.own, 0o755); err != nil {
+			return err
+		}
+		script += fmt.Sprintf("mkdir -p %s\nmount --bind %s %s\n", d.path, d.own, d.path)
+	}
 	for key, v := range kubeletSysctls {
 		f := filepath.Join(values, strings.ReplaceAll(key, "/", "."))
 		if err := os.MkdirAll(values, 0o755); err != nil {
@@ -345,10 +355,9 @@ func (n *Node) nodeHTTPReady(url string) func() error {
 // networks (CNI DEL); then kube-proxy, the kubelet and containerd stop, any container process
 // left in the node's cgroups and any shim of its containerd is killed, so the mount namespace
 // goes, with every mount of the kubelet and the containers, once MountnsPath is unmounted (with
-// any other mount under the node's directory); its cgroups, the kubelet's log links and
-// libcni's cache of the node's network are removed, and the network namespace goes, with the
-// bridge, the pods' veths and every nftables and iptables rule of kube-proxy and the CNI
-// plugins. The Node object is deleted from the API server.
+// any other mount under the node's directory); its cgroups are removed, and the network
+// namespace goes, with the bridge, the pods' veths and every nftables and iptables rule of
+// kube-proxy and the CNI plugins. The Node object is deleted from the API server.
 func (n *Node) Stop() error {
 	var errs []error
 	if n.socket != "" {
@@ -387,11 +396,7 @@ func (n *Node) release() error {
 	if n.cgroupRoot != "" {
 		errs = append(errs, removeCgroup(n.cgroupRoot))
 	}
-	if n.Dir != "" {
-		errs = append(errs, removeContainerLogLinks(n.Dir))
-	}
 	if n.netns != "" {
-		errs = append(errs, n.removeCNICache())
 		if _, err := os.Stat(n.NetnsPath); err == nil {
 			if out, err := exec.Command("ip", "netns", "del", n.netns).CombinedOutput(); err != nil {
 				errs = append(errs, fmt.Errorf("ip netns del %s: %v %s", n.netns, err, out))
@@ -709,64 +714,8 @@ func mountsUnder(dir string) ([]string, error) {
 	return points, sc.Err()
 }
 
-// removeContainerLogLinks removes the links the kubelet made in /var/log/containers (a path
-// it does not let be configured) to logs under dir, which it removes itself only when it
-// garbage-collects the containers.
-func removeContainerLogLinks(dir string) error {
-	const links = "/var/log/containers"
-	entries, err := os.ReadDir(links)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		return err
-	}
-	for _, e := range entries {
-		p := filepath.Join(links, e.Name())
-		if target, err := os.Readlink(p); err == nil && strings.HasPrefix(target, dir+"/") {
-			_ = os.Remove(p)
-		}
-	}
-	return nil
-}
-
 // cniNetwork is the name of the pods' CNI network, the node's own.
 func (n *Node) cniNetwork() string { return "pods-" + n.netns }
-
-// removeCNICache removes what libcni cached (in /var/lib/cni, a path containerd does not let
-// be configured) of the node's sandboxes whose CNI DEL never ran, such as those of a node
-// killed before it tore them down: the files of the node's own network, and of containerd's
-// loopback network for each sandbox containerd kept a directory of.
-func (n *Node) removeCNICache() error {
-	const results = "/var/lib/cni/results"
-	entries, err := os.ReadDir(results)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		return err
-	}
-	var sandboxes []string
-	if n.Dir != "" {
-		for _, d := range []string{"root", "state"} {
-			ids, _ := os.ReadDir(filepath.Join(n.Dir, "containerd", d, "io.containerd.grpc.v1.cri", "sandboxes"))
-			for _, id := range ids {
-				sandboxes = append(sandboxes, id.Name())
-			}
-		}
-	}
-	for _, e := range entries {
-		ours := strings.HasPrefix(e.Name(), n.cniNetwork()+"-") || slices.ContainsFunc(sandboxes, func(id string) bool {
-			return strings.Contains(e.Name(), "-"+id+"-")
-		})
-		if ours {
-			if err := os.Remove(filepath.Join(results, e.Name())); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
 
 // registryPort is the registry's port.
 func (n *Node) registryPort() string {
