@@ -68,7 +68,7 @@ build kube-proxy "$kube" "$tools" k8s.io/kubernetes/cmd/kube-proxy -ldflags "$ku
 
 # The pause container every pod sandbox runs, from the kubernetes module's build/pause, static
 # as its Makefile builds it (gcc and libc6-dev: hack/test-deps.sh).
-pause="$(cd "$tools" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause"
+pause="$(cd "$tools" && go mod download k8s.io/kubernetes && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause"
 pausetag=$(sed -n 's/^TAG ?= //p' "$pause/Makefile")
 out="$bin/pause-$pausetag"
 if [ ! -x "$out" ]; then
