@@ -92,9 +92,12 @@ func (n *Node) pushTool(ctx context.Context, bin, name, path string) (string, er
 }
 
 func (n *Node) ociimage(ctx context.Context, command, source, path string) (string, error) {
-	out, err := exec.CommandContext(ctx, n.tools.OCIImage, command, source, n.Registry+"/"+path).CombinedOutput()
+	cmd := exec.CommandContext(ctx, n.tools.OCIImage, command, source, n.Registry+"/"+path)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("ociimage %s %s %s: %w\n%s", command, source, path, err, out)
+		return "", fmt.Errorf("ociimage %s %s %s: %w\n%s", command, source, path, err, stderr.String())
 	}
 	return strings.TrimSpace(string(out)), nil
 }
