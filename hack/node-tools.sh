@@ -3,7 +3,8 @@
 # version so a version bump rebuilds and later runs reuse them: kubelet and kube-proxy
 # (e2e/tools, the control plane's k8s.io/kubernetes), containerd, its runc shim and ctr
 # (e2e/tools/containerd: the kubelet asks the runtime for its cgroup driver, which containerd
-# answers from 2.0 on), CoreDNS with the cluster DNS's plugins (e2e/tools/coredns), and the
+# answers from 2.0 on; 1.37 still falls back to its own setting for Debian's 1.6, as support
+# ending in 1.38), CoreDNS with the cluster DNS's plugins (e2e/tools/coredns), and the
 # image registry, distribution, with ociimage, which pushes images into it
 # (e2e/tools/registry), and the pause container. runc and the CNI plugins are Debian's
 # (hack/test-deps.sh).
