@@ -2,7 +2,8 @@
 // controllers: a pod pulls its image from the node's registry, gets an address of the pod
 // range on the node's CNI bridge, is reached by Service ClusterIP and by DNS name through
 // kube-proxy and CoreDNS, answers kubectl exec and logs through the kubelet, and its container
-// and network namespace go when it is deleted.
+// and network namespace go when it is deleted; the node's Stop leaves nothing on the machine,
+// and what a node killed without its Stop leaves, the next node releases.
 package node
 
 import (
