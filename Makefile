@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 20s
 
-.PHONY: all build test unit vet lint fmt fuzz deps clean image dev e2e-tools cert-manager helm shfmt chart-docs bench reliability
+.PHONY: all build test unit vet lint fmt fuzz deps clean image dev e2e-tools node-tools cert-manager helm shfmt chart-docs bench reliability
 
 all: build
 
@@ -27,7 +27,7 @@ unit:
 ## `make reliability` runs them, with every reliability scenario bounded, printing their
 ## RELIABILITY lines; each package is tested once
 test: SHELL := /bin/bash
-test: deps lint e2e-tools cert-manager helm
+test: deps lint e2e-tools node-tools cert-manager helm
 	$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v '^$(MODULE)/e2e\(/\|$$\)')
 	cd e2e/site && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
 	$(call run-e2e,bounded,30m)
@@ -37,6 +37,11 @@ test: deps lint e2e-tools cert-manager helm
 ## version (minutes on a fresh machine; later runs reuse them)
 e2e-tools:
 	@./hack/e2e-tools.sh >/dev/null
+
+## node-tools: build the real node's kubelet, kube-proxy, containerd, CoreDNS, registry and
+## pause into bin/, keyed by version (minutes on a fresh machine; later runs reuse them)
+node-tools:
+	@./hack/node-tools.sh >/dev/null
 
 ## cert-manager: build cert-manager's own controllers and cainjector (e2e/tools/certmanager),
 ## and the kubelet's secret volume writer (e2e/tools/secretvolume), into bin/ for the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system tools the tests and `make lint` run for real (OpenSSH, socat, netcat, the
-# linters shellcheck, pyflakes3 and pycodestyle, python3, Slurm, useradd, and what builds and
-# runs the shadow image: debootstrap, buildah, runc) when they are missing.
+# linters shellcheck, pyflakes3 and pycodestyle, python3, Slurm, useradd, what builds the shadow
+# image (debootstrap, buildah), the real node's runc and CNI plugins) when they are missing.
 # Needs root and Debian's package archive; fails naming what it could not get.
 set -euo pipefail
 
@@ -36,11 +36,16 @@ declare -A need=(
   [kdb5_util]=krb5-kdc
   ["kadmin.local"]=krb5-admin-server
   [kinit]=krb5-user
-  # the shadow image: built from Debian's packages without a registry, run by its test as the
-  # kubelet would
+  # the shadow image: built from Debian's packages without a registry
   [debootstrap]=debootstrap
   [buildah]=buildah
+  # the real cluster node (hack/node-tools.sh builds the rest): containerd runs runc (as the
+  # shadow image's test does), the pods' network is Debian's CNI plugins, whose bridge and
+  # portmap write iptables rules
   [runc]=runc
+  ["/usr/lib/cni/bridge"]=containernetworking-plugins
+  [iptables]=iptables
+  [gcc]=build-essential # the pause container, linked static against libc6-dev
 )
 
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }

@@ -48,7 +48,7 @@ func (cp *ControlPlane) startControllers(tools Tools) error {
 			"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port),
 			"--cert-dir=" + filepath.Join(cp.Dir, certDir),
 			"--leader-elect=false",
-			// The API server has no --client-ca-file, so there is no client CA to look up.
+			// They serve /healthz alone, which needs no client CA looked up.
 			"--authentication-skip-lookup",
 		}
 	}
@@ -98,8 +98,7 @@ func (cp *ControlPlane) startControllers(tools Tools) error {
 // for 127.0.0.1, which kube-apiserver does not verify (no --kubelet-certificate-authority, as
 // in most clusters).
 func writeKubeletCertificates(dir string) (client, serving TLSFiles, err error) {
-	now := time.Now()
-	bundle, err := certs.SelfSigned([]string{"127.0.0.1"}, now, 24*time.Hour)
+	bundle, err := certs.SelfSigned([]string{"127.0.0.1"}, time.Now(), 24*time.Hour)
 	if err != nil {
 		return client, serving, err
 	}
@@ -108,54 +107,77 @@ func writeKubeletCertificates(dir string) (client, serving TLSFiles, err error) 
 		return client, serving, err
 	}
 	serving = TLSFiles{CA: filepath.Join(servingDir, certs.CAFile), Cert: filepath.Join(servingDir, certs.CertFile), Key: filepath.Join(servingDir, certs.KeyFile)}
-
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := newClientCA("site kubelet-client CA")
 	if err != nil {
 		return client, serving, err
 	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "site kubelet-client CA"},
+	client, err = ca.issue(filepath.Join(dir, "kubelet-client"), "kube-apiserver-kubelet-client", "system:masters")
+	return client, serving, err
+}
+
+// clientCA is a CA that issues client certificates, a user's name and groups in each.
+type clientCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+}
+
+func newClientCA(name string) (*clientCA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
 		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		return client, serving, err
+		return nil, err
 	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &clientCA{cert: cert, key: key}, nil
+}
+
+// issue writes the CA, and a client certificate for user in groups with its key, to dir.
+func (ca *clientCA) issue(dir, user string, groups ...string) (TLSFiles, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return client, serving, err
+		return TLSFiles{}, err
 	}
-	ca, err := x509.ParseCertificate(caDER)
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
 	if err != nil {
-		return client, serving, err
+		return TLSFiles{}, err
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}},
-		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(24 * time.Hour),
+		SerialNumber: serial, Subject: pkix.Name{CommonName: user, Organization: groups},
+		NotBefore: ca.cert.NotBefore, NotAfter: ca.cert.NotAfter,
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
-		return client, serving, err
+		return TLSFiles{}, err
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		return client, serving, err
+		return TLSFiles{}, err
 	}
-	clientDir := filepath.Join(dir, "kubelet-client")
-	client = TLSFiles{CA: filepath.Join(clientDir, certs.CAFile), Cert: filepath.Join(clientDir, certs.CertFile), Key: filepath.Join(clientDir, certs.KeyFile)}
-	if err := os.MkdirAll(clientDir, 0o700); err != nil {
-		return client, serving, err
+	files := TLSFiles{CA: filepath.Join(dir, certs.CAFile), Cert: filepath.Join(dir, certs.CertFile), Key: filepath.Join(dir, certs.KeyFile)}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return files, err
 	}
 	for file, block := range map[string]*pem.Block{
-		client.CA:   {Type: "CERTIFICATE", Bytes: caDER},
-		client.Cert: {Type: "CERTIFICATE", Bytes: der},
-		client.Key:  {Type: "EC PRIVATE KEY", Bytes: keyDER},
+		files.CA:   {Type: "CERTIFICATE", Bytes: ca.cert.Raw},
+		files.Cert: {Type: "CERTIFICATE", Bytes: der},
+		files.Key:  {Type: "EC PRIVATE KEY", Bytes: keyDER},
 	} {
 		if err := os.WriteFile(file, pem.EncodeToMemory(block), 0o600); err != nil {
-			return client, serving, err
+			return files, err
 		}
 	}
-	return client, serving, nil
+	return files, nil
 }

@@ -48,6 +48,10 @@ type ControlPlane struct {
 	// for 127.0.0.1 the site's nodes serve that API with.
 	KubeletClient, KubeletServing TLSFiles
 
+	// clients issues the client certificates the API server authenticates (--client-ca-file):
+	// the nodes' kubelets and kube-proxies (NodeKubeconfig).
+	clients *clientCA
+
 	etcdURL                      string
 	etcd, apiserver              *process
 	controllerManager, scheduler *process
@@ -135,7 +139,9 @@ func (cp *ControlPlane) startAPIServer(bin string) error {
 		return err
 	}
 	cp.Server = "https://127.0.0.1:" + strconv.Itoa(port)
-	serving, err := certs.SelfSigned([]string{"127.0.0.1", "localhost"}, time.Now(), 24*time.Hour)
+	// A node's pods reach the API server as the default/kubernetes Service (StartNode).
+	serving, err := certs.SelfSigned([]string{"127.0.0.1", "localhost", APIServiceIP, "kubernetes.default.svc",
+		"kubernetes.default.svc." + ClusterDomain}, time.Now(), 24*time.Hour)
 	if err != nil {
 		return err
 	}
@@ -149,6 +155,13 @@ func (cp *ControlPlane) startAPIServer(bin string) error {
 	}
 	cp.saKey = saKey
 	if cp.KubeletClient, cp.KubeletServing, err = writeKubeletCertificates(cp.Dir); err != nil {
+		return err
+	}
+	if cp.clients, err = newClientCA("cluster client CA"); err != nil {
+		return err
+	}
+	clientCA := filepath.Join(cp.Dir, "client-ca.crt")
+	if err := os.WriteFile(clientCA, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cp.clients.cert.Raw}), 0o644); err != nil {
 		return err
 	}
 	adminToken, sgToken := token(), token()
@@ -166,8 +179,12 @@ func (cp *ControlPlane) startAPIServer(bin string) error {
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		"--endpoint-reconciler-type=none",
 		// Room for a Service per shadow: make bench creates more than a thousand.
-		"--service-cluster-ip-range=10.0.0.0/16",
-		"--authorization-mode=RBAC",
+		"--service-cluster-ip-range=" + ServiceCIDR,
+		// A node's kubelet acts as system:node:<name>, limited to its own Node and pods as in a
+		// cluster.
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
+		"--client-ca-file=" + clientCA,
 		"--token-auth-file=" + tokens,
 		"--service-account-issuer=" + cp.Server,
 		"--service-account-key-file=" + saPub,
@@ -267,6 +284,22 @@ func writeServiceAccountKeys(dir string) (keyPath, pubPath string, err error) {
 		return "", "", err
 	}
 	return keyPath, pubPath, os.WriteFile(pubPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o644)
+}
+
+// NodeKubeconfig writes a kubeconfig at path for user in groups, with a client certificate
+// the API server trusts, as a node's kubelet (system:node:<name> in system:nodes) or
+// kube-proxy (system:kube-proxy) has.
+func (cp *ControlPlane) NodeKubeconfig(path, user string, groups ...string) error {
+	files, err := cp.clients.issue(filepath.Join(filepath.Dir(path), filepath.Base(path)+".d"), user, groups...)
+	if err != nil {
+		return err
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["e2e"] = &clientcmdapi.Cluster{Server: cp.Server, CertificateAuthorityData: cp.Admin.CAData}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificate: files.Cert, ClientKey: files.Key}
+	cfg.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: user}
+	cfg.CurrentContext = "e2e"
+	return clientcmd.WriteToFile(*cfg, path)
 }
 
 func writeKubeconfig(path, server string, ca []byte, user, token string) error {
