@@ -221,9 +221,9 @@ state = %q
 }
 
 // startKubelet starts the kubelet in the node: cgroupfs under a cgroup root of the node's own,
-// the cluster DNS, a serving certificate for the node's address, clients authenticated by the
-// API server's kubelet-client CA (kube-apiserver, for exec and logs), acting as
-// system:node:<name>, and returns once the node is Ready.
+// the cluster DNS, a serving certificate for the node's address, its clients authenticated
+// (the API server's kubelet-client CA: kube-apiserver, for exec and logs) and authorized by the
+// API server, acting as system:node:<name>, and returns once the node is Ready.
 func (n *Node) startKubelet(ctx context.Context, cp *ControlPlane) error {
 	dir := filepath.Join(n.Dir, "kubelet")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -257,15 +257,17 @@ healthzBindAddress: 127.0.0.1
 healthzPort: 10248
 tlsCertFile: %s
 tlsPrivateKeyFile: %s
+# As kubeadm sets it: client certificates of the API server's kubelet-client CA and bearer
+# tokens are authenticated, and every request authorized, by the API server.
 authentication:
   anonymous:
     enabled: false
   webhook:
-    enabled: false
+    enabled: true
   x509:
     clientCAFile: %s
 authorization:
-  mode: AlwaysAllow
+  mode: Webhook
 clusterDNS: [%s]
 clusterDomain: %s
 resolvConf: %s

@@ -9,6 +9,7 @@ package node
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -176,6 +177,20 @@ spec:
 		return strings.HasPrefix(target, node.Dir+"/")
 	}) {
 		t.Errorf("the kubelet linked the node's container logs in this machine's /var/log/containers")
+	}
+
+	// The kubelet's API, which exec and logs went through, refuses a client without the API
+	// server's certificate.
+	anonymous := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // #nosec G402 -- only the refusal is read
+	}}
+	if resp, err := anonymous.Get("https://" + net.JoinHostPort(node.IP, "10250") + "/pods"); err != nil {
+		t.Errorf("the kubelet's API: %v", err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("the kubelet's API answered a client without a certificate %s, want 401 Unauthorized", resp.Status)
+		}
 	}
 
 	logs := k.MustRun(ctx, t, "", "-n", namespace, "logs", "server")
