@@ -2,13 +2,17 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
 // The local site's nodes: the cluster's own node, which runs the shadows (and any in-cluster
@@ -84,15 +88,44 @@ var virtualNodes = []string{HPCNode, NoForwardNode, PublishingNode, KerberosNode
 // a policy for both virtual nodes.
 type LocalSite struct {
 	HPC *Site
+	// Node is the cluster's node, ClusterNode: a real kubelet, containerd, CNI, kube-proxy and
+	// CoreDNS, pulling the shadow image from its registry by the policy's default name.
+	Node *Node
+	// PageServerImage is e2e/site's pageserver in the node's registry, for in-cluster servers
+	// (its entrypoint: pageserver -listen ADDR -page TEXT).
+	PageServerImage string
 	// Policy is the policy document applied to shadowgate-policy.
 	Policy string
 	// NodeLogs are the nodes' logs, by node name.
 	NodeLogs map[string]string
 }
 
-// StartLocalSite builds the site's nodes from root/e2e/site, starts the HPC side and the nodes
-// under dir, applies the credentials and the policy, and returns once every node is Ready.
-func StartLocalSite(ctx context.Context, root, dir string, k Kubectl, cp *ControlPlane) (_ *LocalSite, err error) {
+// SiteTools are what the local site runs beyond the control plane, built before it starts
+// (minutes on a fresh machine, a second once cached): the real node's binaries and the shadow
+// image, an OCI archive of shadow.Dockerfile.
+type SiteTools struct {
+	Node        NodeTools
+	ShadowImage string
+}
+
+// BuildSiteTools builds the site's tools from the repository at root (hack/node-tools.sh and
+// hack/build-shadow-image.sh), writing their progress to progress.
+func BuildSiteTools(root string, progress *os.File) (SiteTools, error) {
+	node, err := BuildNodeTools(root, progress)
+	if err != nil {
+		return SiteTools{}, err
+	}
+	image, err := runBuildScript(root, "build-shadow-image.sh", progress, "shadow")
+	if err != nil {
+		return SiteTools{}, err
+	}
+	return SiteTools{Node: node, ShadowImage: image["shadow"]}, nil
+}
+
+// StartLocalSite builds the site's virtual nodes from root/e2e/site, starts the HPC side, the
+// cluster node (with the shadow image and the page server in its registry) and the virtual
+// nodes under dir, applies the credentials and the policy, and returns once every node is Ready.
+func StartLocalSite(ctx context.Context, root, dir string, k Kubectl, cp *ControlPlane, tools SiteTools) (_ *LocalSite, err error) {
 	hpc, err := StartSite(filepath.Join(dir, "site"), SiteLogin{Name: "hpc"}, SiteLogin{Name: "surf", NoForwarding: true},
 		SiteLogin{Name: "cern", Kerberos: true})
 	if err != nil {
@@ -101,7 +134,7 @@ func StartLocalSite(ctx context.Context, root, dir string, k Kubectl, cp *Contro
 	ls := &LocalSite{HPC: hpc, NodeLogs: map[string]string{}}
 	defer func() {
 		if err != nil {
-			_ = hpc.Stop()
+			_ = ls.Stop()
 		}
 	}()
 	bins, err := buildSiteNodes(root, filepath.Join(dir, "site-bin"))
@@ -131,16 +164,12 @@ func StartLocalSite(ctx context.Context, root, dir string, k Kubectl, cp *Contro
 			"-kubelet-port", strconv.Itoa(port), "-tls-cert", cp.KubeletServing.Cert, "-tls-key", cp.KubeletServing.Key,
 			"-client-ca", cp.KubeletClient.CA}, nil
 	}
-	args, err := vk(ClusterNode)
-	if err != nil {
+	if err := ls.startClusterNode(ctx, k, cp, tools, filepath.Join(dir, ClusterNode), bins["pageserver"]); err != nil {
 		return nil, err
 	}
-	if _, err := hpc.Start(ClusterNode, bins["processnode"], append(args, "-state-dir", filepath.Join(dir, ClusterNode))...); err != nil {
-		return nil, err
-	}
-	ls.NodeLogs[ClusterNode] = filepath.Join(hpc.Dir, ClusterNode+".log")
 	for _, node := range virtualNodes {
-		if args, err = vk(node); err != nil {
+		args, err := vk(node)
+		if err != nil {
 			return nil, err
 		}
 		args = append(args, "-slurm-conf", hpc.SlurmConf, "-account", SiteAccount,
@@ -178,16 +207,52 @@ func (ls *LocalSite) logList() []string {
 	return logs
 }
 
-// Stop stops the nodes and the HPC side.
-func (ls *LocalSite) Stop() error { return ls.HPC.Stop() }
+// startClusterNode starts the cluster node under dir, routes the Service range to it, and
+// pushes into its registry the shadow image, as the policy's default image and as that image's
+// "-follow" tag (a changed Image, for the tests of a roll), and the page server.
+func (ls *LocalSite) startClusterNode(ctx context.Context, k Kubectl, cp *ControlPlane, tools SiteTools, dir, pageServer string) error {
+	node, err := StartNode(ctx, tools.Node, cp, k, dir, ClusterNode)
+	if err != nil {
+		return err
+	}
+	ls.Node = node
+	for name, log := range node.Logs {
+		ls.NodeLogs[ClusterNode+" "+name] = log
+	}
+	if err := node.RouteServices(); err != nil {
+		return err
+	}
+	registry, path, ok := strings.Cut(policy.DefaultImage, "/")
+	if !ok || !slices.Contains(MirroredRegistries, registry) {
+		return fmt.Errorf("the default shadow image %s is not of a registry the node mirrors (%s)", policy.DefaultImage, strings.Join(MirroredRegistries, ", "))
+	}
+	for _, tag := range []string{path, path + "-follow"} {
+		if _, err := node.PushArchive(ctx, tools.ShadowImage, tag); err != nil {
+			return err
+		}
+	}
+	ls.PageServerImage, err = node.PushBinaryImage(ctx, pageServer, "e2e/pageserver:1")
+	return err
+}
 
-// buildSiteNodes builds the site's nodes (module e2e/site) into dir; Go's build cache makes
-// a rebuild of unchanged code take a second.
+// Stop stops the nodes and the HPC side.
+func (ls *LocalSite) Stop() error {
+	var errs []error
+	if ls.Node != nil {
+		errs = append(errs, ls.Node.Stop())
+	}
+	return errors.Join(append(errs, ls.HPC.Stop())...)
+}
+
+// buildSiteNodes builds the site's virtual node and its page server (module e2e/site) into
+// dir, the page server static, as it runs alone in its image; Go's build cache makes a rebuild
+// of unchanged code take a second.
 func buildSiteNodes(root, dir string) (map[string]string, error) {
 	bins := map[string]string{}
-	for _, name := range []string{"processnode", "slurmnode"} {
+	for _, name := range []string{"slurmnode", "pageserver"} {
 		out := filepath.Join(dir, name)
 		cmd := exec.Command("go", "build", "-o", out, "./cmd/"+name)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		cmd.Dir = filepath.Join(root, "e2e/site")
 		if msg, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("building the site's %s: %w\n%s", name, err, msg)

@@ -218,6 +218,9 @@ func (n *Node) startNetwork() error {
 			{"-n", netns, "link", "set", nodeIf, "up"},
 			{"-n", netns, "link", "set", "lo", "up"},
 			{"-n", netns, "route", "add", "default", "via", n.HostIP},
+			// This machine reaches the pods through the node, as a cluster's other hosts
+			// route a node's pod range to it; the route goes with the link.
+			{"route", "add", n.PodCIDR, "via", n.IP},
 		} {
 			if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 				return fmt.Errorf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -378,6 +381,17 @@ func (n *Node) Stop() error {
 	}
 	errs = append(errs, n.release())
 	return errors.Join(errs...)
+}
+
+// RouteServices routes the cluster's Service range (ServiceCIDR) from this machine through the
+// node, whose kube-proxy carries a ClusterIP to a pod, so a client here reaches a Service as a
+// pod does. One node on the machine may hold the range; the route goes with the node's link.
+func (n *Node) RouteServices() error {
+	if out, err := exec.Command("ip", "route", "add", ServiceCIDR, "via", n.IP).CombinedOutput(); err != nil {
+		return fmt.Errorf("routing the Service range %s through node %s (another local site may hold it; `ip route show %s` names its node): %v %s",
+			ServiceCIDR, n.Name, ServiceCIDR, err, out)
+	}
+	return nil
 }
 
 // release removes what the node's daemons and containers leave on the machine once the

@@ -63,6 +63,12 @@ func runSuite(m *testing.M, name, root string, grace time.Duration, site bool, u
 	if err != nil {
 		return fail(err)
 	}
+	var siteTools SiteTools
+	if site {
+		if siteTools, err = BuildSiteTools(s.Root, os.Stderr); err != nil {
+			return fail(err)
+		}
+	}
 	if s.Dir, err = os.MkdirTemp("", "shadowgate-"+filepath.Base(name)+"-"); err != nil {
 		return fail(err)
 	}
@@ -90,7 +96,7 @@ func runSuite(m *testing.M, name, root string, grace time.Duration, site bool, u
 		if err := os.Chmod(s.Dir, 0o755); err != nil { // the site's accounts read their keys and jobs under it
 			return fail(err)
 		}
-		if s.Site, err = StartLocalSite(ctx, s.Root, s.Dir, s.Kubectl, s.CP); err != nil {
+		if s.Site, err = StartLocalSite(ctx, s.Root, s.Dir, s.Kubectl, s.CP, siteTools); err != nil {
 			return fail(err)
 		}
 	}

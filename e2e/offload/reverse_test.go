@@ -17,8 +17,8 @@ import (
 	"github.com/interlink-hq/shadowgate/e2e/harness"
 )
 
-// minio is an in-cluster HTTP server, a Deployment and Service run by the cluster node,
-// answering with a page that names its namespace.
+// minio is an in-cluster HTTP server, a Deployment and Service on the cluster node from the
+// site's page server image, answering with a page that names its namespace.
 func minio(namespace string) string {
 	return fmt.Sprintf(`apiVersion: apps/v1
 kind: Deployment
@@ -31,12 +31,10 @@ spec:
       nodeSelector: {kubernetes.io/hostname: %[2]s}
       containers:
       - name: minio
-        image: quay.io/minio/minio
-        command: [/bin/sh, -c, 'echo "minio of %[1]s" > /data/index.html && exec python3 -m http.server 9000 --bind 0.0.0.0 --directory /data']
+        image: %[3]s
+        args: [-listen, ':9000', -page, 'minio of %[1]s']
         ports: [{containerPort: 9000}]
         readinessProbe: {tcpSocket: {port: 9000}, periodSeconds: 1}
-        volumeMounts: [{name: data, mountPath: /data}]
-      volumes: [{name: data, emptyDir: {}}]
 ---
 apiVersion: v1
 kind: Service
@@ -44,7 +42,7 @@ metadata: {name: minio, namespace: %[1]s}
 spec:
   selector: {app: minio}
   ports: [{port: 9000, targetPort: 9000}]
-`, namespace, harness.ClusterNode)
+`, namespace, harness.ClusterNode, site.local.PageServerImage)
 }
 
 // The reverse tunnel on the site: a job lists minio by its full Service name, by its bare

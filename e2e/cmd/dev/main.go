@@ -1,6 +1,7 @@
 // Command dev is `make dev`. As root it runs the whole local site (harness.StartLocalSite):
 // etcd, kube-apiserver, kube-controller-manager and kube-scheduler, `shadowgate serve`
-// installed from manifests/overlays/dev, the cluster node that runs the shadows, two virtual
+// installed from manifests/overlays/dev, the real cluster node that runs the shadows from the
+// shadow image (kubelet, containerd, CNI, kube-proxy, CoreDNS), virtual
 // nodes that turn pods into jobs of a real Slurm, login nodes' sshd, and the site's policy and
 // credentials. Without root it runs the admission-only control plane (etcd, kube-apiserver,
 // shadowgate with the example policy) and says so. It runs until interrupted; Ctrl-C stops
@@ -50,7 +51,11 @@ func run(root, bin string, port int, grace time.Duration) error {
 	defer os.RemoveAll(dir)
 	site := os.Geteuid() == 0
 	start := harness.StartCluster
+	var siteTools harness.SiteTools
 	if site {
+		if siteTools, err = harness.BuildSiteTools(root, os.Stderr); err != nil {
+			return err
+		}
 		fmt.Fprintln(os.Stderr, "dev: starting the local site (control plane with controllers, Slurm, login nodes, nodes) in", dir)
 		if err := os.Chmod(dir, 0o755); err != nil { // the site's accounts read their keys and jobs under it
 			return err
@@ -80,7 +85,7 @@ func run(root, bin string, port int, grace time.Duration) error {
 	}
 	k := tools.Kubectl
 	if site {
-		ls, err := harness.StartLocalSite(ctx, root, dir, kubectl, cp)
+		ls, err := harness.StartLocalSite(ctx, root, dir, kubectl, cp, siteTools)
 		if err != nil {
 			return err
 		}
@@ -88,20 +93,23 @@ func run(root, bin string, port int, grace time.Duration) error {
 		fmt.Printf(`ready: KUBECONFIG=%[1]s
 
   export KUBECONFIG=%[1]s
-  %[2]s get nodes                                           # the cluster node and the virtual nodes
+  %[2]s get nodes -o wide                                   # the real cluster node and the virtual nodes
   %[2]s apply -f manifests/examples/notebook.yaml           # the guide's notebook, offloaded to %[3]s
   SLURM_CONF=%[4]s squeue           # its batch job, named after the pod's UID
-  %[2]s get pod -n user-shadow -l interlink.eu/shadow=notebook-user -o wide   # the shadow, Ready
-  curl http://127.0.0.1:8888/                               # the notebook's page, through the shadow
+  %[2]s get pod -n user-shadow -o wide                      # the shadow: Ready, with an IP of its own
+  %[2]s describe pod -n user-shadow | grep 'Image ID'       # pulled from the site's registry, by digest
+  curl http://$(%[2]s get svc -n user-shadow notebook-user -o jsonpath='{.spec.clusterIP}'):8888/
+                                                            # the notebook's page, through the shadow Service
+  %[2]s exec -n user-shadow deploy/notebook-user -c ssh-forward -- ssh -V   # inside the shadow
   %[2]s logs -n user notebook                               # the job's output
   %[2]s describe pod -n user notebook                       # TunnelReady: how to reach it
   bin/shadowgate status -n user                             # every tunnel's state in the namespace
   sed 's/%[3]s/%[5]s/' manifests/examples/notebook.yaml | %[2]s apply -f -   # after deleting the first:
                                                             # %[5]s's login node refuses forwarding; exec mode relays
 
-shadowgate log: %[6]s   node logs: %[7]s
+shadowgate log: %[6]s   site logs: %[7]s   node logs: %[8]s
 Ctrl-C stops the site, shadowgate and the control plane.
-`, cp.AdminKubeconfig, k, harness.HPCNode, ls.HPC.SlurmConf, harness.NoForwardNode, sg.Log, ls.HPC.Dir)
+`, cp.AdminKubeconfig, k, harness.HPCNode, ls.HPC.SlurmConf, harness.NoForwardNode, sg.Log, ls.HPC.Dir, ls.Node.Dir)
 		return wait(ctx, sg)
 	}
 	fmt.Printf(`ready: KUBECONFIG=%s
