@@ -75,17 +75,7 @@ func (cp *ControlPlane) startControllers(tools Tools) error {
 		port int
 	}{{cp.controllerManager, kcmPort}, {cp.scheduler, schedPort}} {
 		url := "https://127.0.0.1:" + strconv.Itoa(c.port) + "/healthz"
-		if err := poll(c.p, 60*time.Second, func() error {
-			resp, err := hc.Get(url)
-			if err != nil {
-				return err
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("%s: %s", url, resp.Status)
-			}
-			return nil
-		}); err != nil {
+		if err := poll(c.p, 60*time.Second, func() error { return getOK(hc, url) }); err != nil {
 			return err
 		}
 	}

@@ -120,17 +120,7 @@ func (cp *ControlPlane) startEtcd(bin string) error {
 	if err != nil {
 		return err
 	}
-	return poll(cp.etcd, 30*time.Second, func() error {
-		resp, err := http.Get(clientURL + "/health")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/health: %s", resp.Status)
-		}
-		return nil
-	})
+	return poll(cp.etcd, 30*time.Second, func() error { return getOK(http.DefaultClient, clientURL+"/health") })
 }
 
 func (cp *ControlPlane) startAPIServer(bin string) error {

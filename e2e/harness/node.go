@@ -340,17 +340,7 @@ func (n *Node) nodeHTTPReady(url string) func() error {
 			return dialInNetns(ctx, n.NetnsPath, network, addr)
 		},
 	}}
-	return func() error {
-		resp, err := hc.Get(url)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %s", url, resp.Status)
-		}
-		return nil
-	}
+	return func() error { return getOK(hc, url) }
 }
 
 // Stop takes the node down and leaves nothing of it on the machine: the node is cordoned and

@@ -50,17 +50,7 @@ http:
 	}
 	n.procs = append(n.procs, p)
 	n.Logs["registry"] = p.log
-	return poll(p, 30*time.Second, func() error {
-		resp, err := http.Get("http://" + n.Registry + "/v2/")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/v2/: %s", resp.Status)
-		}
-		return nil
-	})
+	return poll(p, 30*time.Second, func() error { return getOK(http.DefaultClient, "http://"+n.Registry+"/v2/") })
 }
 
 // PushBinaryImage pushes an image of one static binary, /<its file name>, its entrypoint, to

@@ -3,6 +3,7 @@ package harness
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -152,3 +153,16 @@ func (p *Process) Stop() error { return p.p.stop(30 * time.Second) }
 
 // Tail is the last n lines of the process's log, for failure messages.
 func (p *Process) Tail(n int) string { return p.p.tail(n) }
+
+// getOK GETs url with hc and wants 200: a poll check of a daemon's health endpoint.
+func getOK(hc *http.Client, url string) error {
+	resp, err := hc.Get(url)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return nil
+}
