@@ -75,6 +75,10 @@ var _ reconcile.Reconciler = (*TunnelReporter)(nil)
 type writtenState struct {
 	uid    types.UID
 	status tunnelstate.Status
+	// said is the last Event recorded on the pod, its reason and note: a tunnel that dips
+	// to Starting while a probe re-checks it and comes back as it was (a real kubelet runs
+	// the readiness probe while the shadow rebuilds in place) is not said Ready again.
+	said string
 }
 
 // newTunnelReporter is the reporter of a serving manager.
@@ -334,31 +338,53 @@ func (t *TunnelReporter) previousState(pod *corev1.Pod) (tunnelstate.Status, boo
 func (t *TunnelReporter) writeState(ctx context.Context, pod *corev1.Pod, st tunnelstate.Status) error {
 	written, err := applyPodAnnotation(ctx, t.writer, pod, tunnelFieldManager, tunnelstate.AnnotationTunnelState, st.Encode())
 	if written {
+		key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
 		t.mu.Lock()
-		t.written[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}] = writtenState{pod.UID, st}
+		w := t.written[key]
+		if w.uid != pod.UID {
+			w = writtenState{uid: pod.UID}
+		}
+		w.status = st
+		t.written[key] = w
 		t.mu.Unlock()
 	}
 	return err
+}
+
+// sayOnce records the Event on pod unless it is the one this process last recorded there.
+func (t *TunnelReporter) sayOnce(pod *corev1.Pod, related runtime.Object, eventtype, reason, note string) {
+	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+	t.mu.Lock()
+	w, ok := t.written[key]
+	again := ok && w.uid == pod.UID && w.said == reason+"\x00"+note
+	if ok && w.uid == pod.UID {
+		w.said = reason + "\x00" + note
+		t.written[key] = w
+	}
+	t.mu.Unlock()
+	if !again {
+		t.recorder.Eventf(pod, related, eventtype, reason, "Observe", "%s", note)
+	}
 }
 
 // record says the change on the pod, in the guide's voice.
 func (t *TunnelReporter) record(pod *corev1.Pod, sh *shadowView, prev tunnelstate.Status, hadPrev bool, next tunnelstate.Status) {
 	switch next.State {
 	case tunnelstate.WaitingForNode:
-		t.recorder.Eventf(pod, related(sh.pod), corev1.EventTypeNormal, ReasonTunnelWaitingForNode, "Observe", "%s", truncate(
+		t.sayOnce(pod, related(sh.pod), corev1.EventTypeNormal, ReasonTunnelWaitingForNode, truncate(
 			"Waiting for the compute node: "+next.Message+". This is normal while the job is queued; the tunnel opens once it runs."))
 	case tunnelstate.Ready:
 		reason, note := ReasonTunnelReady, "Tunnel ready: "+reach(sh, next)
 		if hadPrev && prev.State == tunnelstate.Failed {
 			reason, note = ReasonTunnelRecovered, fmt.Sprintf("Tunnel recovered from %s: %s", prev.Reason, reach(sh, next))
 		}
-		t.recorder.Eventf(pod, related(sh.pod), corev1.EventTypeNormal, reason, "Observe", "%s", truncate(note))
+		t.sayOnce(pod, related(sh.pod), corev1.EventTypeNormal, reason, truncate(note))
 	case tunnelstate.Failed:
 		note := fmt.Sprintf("%s: %s.", next.Reason, strings.TrimSuffix(next.Message, "."))
 		if remedy := tunnelstate.Remedy(next.Reason, sh.context); remedy != "" {
 			note += " " + remedy
 		}
-		t.recorder.Eventf(pod, related(sh.pod), corev1.EventTypeWarning, ReasonTunnelFailed, "Observe", "%s", truncate(note))
+		t.sayOnce(pod, related(sh.pod), corev1.EventTypeWarning, ReasonTunnelFailed, truncate(note))
 	}
 }
 

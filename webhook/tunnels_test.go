@@ -64,6 +64,9 @@ func reporterClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object
 		WithIndex(&corev1.Service{}, indexShadowFor, shadowForIndex).
 		WithIndex(&corev1.ConfigMap{}, indexShadowFor, shadowForIndex).
 		WithIndex(&networkingv1.NetworkPolicy{}, indexShadowFor, shadowForIndex).
+		WithIndex(&corev1.Event{}, "involvedObject.uid", func(o client.Object) []string {
+			return []string{string(o.(*corev1.Event).InvolvedObject.UID)}
+		}).
 		WithInterceptorFuncs(funcs).Build()
 }
 
@@ -169,5 +172,46 @@ func TestATunnelStateTheVirtualKubeletTookBackIsWrittenAgain(t *testing.T) {
 	}
 	if n := len(recorder.Events); n != 1 {
 		t.Errorf("%d Events recorded, want the one TunnelFailed", n)
+	}
+}
+
+// A real kubelet runs the readiness probe while the shadow rebuilds its tunnel in place (the
+// job's node reached at another address): the shadow pod dips to not Ready, the tunnel to
+// Starting, and comes back as it was. The pod's owner was told TunnelReady once, and is not
+// told it again; a change of what is said (another failure, another node) still is.
+func TestATunnelThatDipsWhileItIsCheckedIsNotSaidReadyAgain(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
+	shadowPod := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
+	shadowPod.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
+	started := metav1.NewTime(time.Now().Add(-time.Hour))
+	setReady := func(ready bool) {
+		shadowPod.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ssh-forward", Ready: ready,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}}}
+	}
+	setReady(true)
+	c := reporterClient(t, interceptor.Funcs{}, pod, shadowDeploymentOf("pod-uid"), shadowPod)
+	metrics, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorder := events.NewFakeRecorder(10)
+	r := &TunnelReporter{cache: c, reader: c, writer: c, policies: fixedPolicy{&policy.Policy{}}, recorder: recorder, metrics: metrics,
+		now: time.Now, states: map[types.NamespacedName]tunnelstate.State{}, written: map[types.NamespacedName]writtenState{}}
+	key := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "user", Name: "notebook"}}
+	for i, ready := range []bool{true, false, true, false, true} {
+		setReady(ready)
+		if err := c.Status().Update(context.Background(), shadowPod); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Reconcile(context.Background(), key); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+	}
+	var said []string
+	for len(recorder.Events) > 0 {
+		said = append(said, <-recorder.Events)
+	}
+	if len(said) != 1 || !strings.Contains(said[0], ReasonTunnelReady) {
+		t.Errorf("Events %q, want the one TunnelReady", said)
 	}
 }
