@@ -295,7 +295,9 @@ func TestShadowImage(t *testing.T) {
 		if code == 0 || !strings.Contains(out, fmt.Sprintf("No user exists for uid %d", arbitraryUID)) {
 			t.Fatalf("ssh -V as uid %d without a passwd entry: exit %d, %q; want ssh's refusal (the check below would prove nothing)", arbitraryUID, code, out)
 		}
-		body := `any_uid
+		// As ssh-forward and ssh-reverse call it: with globbing off.
+		body := `set -f
+any_uid
 ssh -V 2>&1
 ssh-keygen -q -t ed25519 -N '' -C test -f "$HOME/key" </dev/null && echo keygen-ok
 id -un`

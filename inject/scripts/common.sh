@@ -44,12 +44,20 @@ any_uid() {
   au_uid=$(id -u)
   ! getent passwd "$au_uid" >/dev/null 2>&1 || return 0
   au_lib=''
+  # The library's directory is a glob, which a script that set -f (ssh-forward, ssh-reverse)
+  # would not expand: globbing is on for the loop alone.
+  case $- in
+    *f*) au_noglob=1 ;;
+    *) au_noglob='' ;;
+  esac
+  set +f
   for au_try in /usr/lib/*/libnss_wrapper.so /usr/lib64/libnss_wrapper.so /usr/lib/libnss_wrapper.so; do
     if [ -f "$au_try" ]; then
       au_lib=$au_try
       break
     fi
   done
+  [ -z "$au_noglob" ] || set -f
   [ -n "$au_lib" ] || fail TunnelDown "uid ${au_uid} has no passwd entry in the image, which ssh needs, and the image has no nss_wrapper (libnss_wrapper.so) to give it one: use shadowgate's shadow image, add Debian's libnss-wrapper to this one, or run the shadow as a uid the image's /etc/passwd names"
   au_dir=$(mktemp -d -- "${TMPDIR:-/tmp}/shadow-user.XXXXXX" 2>/dev/null) \
     || fail TunnelDown "uid ${au_uid} has no passwd entry in the image, and ${TMPDIR:-/tmp} is not writable to give it one there: mount a writable emptyDir at /tmp"
