@@ -76,8 +76,9 @@ type writtenState struct {
 	uid    types.UID
 	status tunnelstate.Status
 	// said is the last Event recorded on the pod, its reason and note: a tunnel that dips
-	// to Starting while a probe re-checks it and comes back as it was (a real kubelet runs
-	// the readiness probe while the shadow rebuilds in place) is not said Ready again.
+	// from Ready to Starting while a probe re-checks it and comes back as it was (a real
+	// kubelet runs the readiness probe while the shadow rebuilds in place) is not said Ready
+	// again.
 	said string
 }
 
@@ -351,12 +352,13 @@ func (t *TunnelReporter) writeState(ctx context.Context, pod *corev1.Pod, st tun
 	return err
 }
 
-// sayOnce records the Event on pod unless it is the one this process last recorded there.
-func (t *TunnelReporter) sayOnce(pod *corev1.Pod, related runtime.Object, eventtype, reason, note string) {
+// say records the Event on pod and remembers it; with unlessSaid, not when it is the one this
+// process last recorded there.
+func (t *TunnelReporter) say(pod *corev1.Pod, related runtime.Object, eventtype, reason, note string, unlessSaid bool) {
 	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
 	t.mu.Lock()
 	w, ok := t.written[key]
-	again := ok && w.uid == pod.UID && w.said == reason+"\x00"+note
+	again := unlessSaid && ok && w.uid == pod.UID && w.said == reason+"\x00"+note
 	if ok && w.uid == pod.UID {
 		w.said = reason + "\x00" + note
 		t.written[key] = w
@@ -371,20 +373,22 @@ func (t *TunnelReporter) sayOnce(pod *corev1.Pod, related runtime.Object, eventt
 func (t *TunnelReporter) record(pod *corev1.Pod, sh *shadowView, prev tunnelstate.Status, hadPrev bool, next tunnelstate.Status) {
 	switch next.State {
 	case tunnelstate.WaitingForNode:
-		t.sayOnce(pod, related(sh.pod), corev1.EventTypeNormal, ReasonTunnelWaitingForNode, truncate(
-			"Waiting for the compute node: "+next.Message+". This is normal while the job is queued; the tunnel opens once it runs."))
+		t.say(pod, related(sh.pod), corev1.EventTypeNormal, ReasonTunnelWaitingForNode, truncate(
+			"Waiting for the compute node: "+next.Message+". This is normal while the job is queued; the tunnel opens once it runs."), false)
 	case tunnelstate.Ready:
 		reason, note := ReasonTunnelReady, "Tunnel ready: "+reach(sh, next)
 		if hadPrev && prev.State == tunnelstate.Failed {
 			reason, note = ReasonTunnelRecovered, fmt.Sprintf("Tunnel recovered from %s: %s", prev.Reason, reach(sh, next))
 		}
-		t.sayOnce(pod, related(sh.pod), corev1.EventTypeNormal, reason, truncate(note))
+		// Back from a check that found nothing wrong: said already, unless something else
+		// was said meanwhile.
+		t.say(pod, related(sh.pod), corev1.EventTypeNormal, reason, truncate(note), hadPrev && prev.State == tunnelstate.Starting)
 	case tunnelstate.Failed:
 		note := fmt.Sprintf("%s: %s.", next.Reason, strings.TrimSuffix(next.Message, "."))
 		if remedy := tunnelstate.Remedy(next.Reason, sh.context); remedy != "" {
 			note += " " + remedy
 		}
-		t.sayOnce(pod, related(sh.pod), corev1.EventTypeWarning, ReasonTunnelFailed, truncate(note))
+		t.say(pod, related(sh.pod), corev1.EventTypeWarning, ReasonTunnelFailed, truncate(note), false)
 	}
 }
 

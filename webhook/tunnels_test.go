@@ -215,3 +215,41 @@ func TestATunnelThatDipsWhileItIsCheckedIsNotSaidReadyAgain(t *testing.T) {
 		t.Errorf("Events %q, want the one TunnelReady", said)
 	}
 }
+
+// Only a Ready that comes back as it was is held back: a failure that comes back after a check
+// is said again, so the pod keeps a current Warning while its tunnel keeps failing.
+func TestAFailureThatComesBackAfterACheckIsSaidAgain(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
+	shadowPod := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
+	shadowPod.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
+	failedState := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
+		Message: "SHADOWGATE_REASON=LoginRefused the login node refused the key"}}
+	checking := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Hour))}}
+	c := reporterClient(t, interceptor.Funcs{}, pod, shadowDeploymentOf("pod-uid"), shadowPod)
+	metrics, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorder := events.NewFakeRecorder(10)
+	r := &TunnelReporter{cache: c, reader: c, writer: c, policies: fixedPolicy{&policy.Policy{}}, recorder: recorder, metrics: metrics,
+		now: time.Now, states: map[types.NamespacedName]tunnelstate.State{}, written: map[types.NamespacedName]writtenState{}}
+	key := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "user", Name: "notebook"}}
+	for i, state := range []corev1.ContainerState{failedState, checking, failedState} {
+		shadowPod.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ssh-forward", State: state}}}
+		if err := c.Status().Update(context.Background(), shadowPod); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Reconcile(context.Background(), key); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+	}
+	failures := 0
+	for len(recorder.Events) > 0 {
+		if strings.Contains(<-recorder.Events, ReasonTunnelFailed) {
+			failures++
+		}
+	}
+	if failures != 2 {
+		t.Errorf("%d TunnelFailed Events, want 2: the failure, and again when it came back", failures)
+	}
+}
