@@ -127,12 +127,25 @@ func copyNotFollowing(t *testing.T, ns string) {
 }
 
 // followerLeft fails the test if serve's log at path has a line of the credential follower
-// about a copy in one of namespaces: it read or wrote none there, nor tried to.
-func followerLeft(t *testing.T, path string, namespaces ...string) {
+// about a copy in one of namespaces: it read or wrote none there, nor tried to. The follower's
+// line about the copy it updated in honest must be there, so a log whose lines this does not
+// match fails rather than passes.
+func followerLeft(t *testing.T, path, honest string, namespaces ...string) {
 	t.Helper()
+	about := func(line, ns string) bool {
+		return strings.Contains(line, `"controller": "credential-copies"`) && (strings.Contains(line, " "+ns+"/") || strings.Contains(line, " into "+ns+":"))
+	}
+	log := readLog(t, path)
+	seen := false
+	for line := range strings.Lines(log) {
+		seen = seen || about(line, honest)
+	}
+	if !seen {
+		t.Errorf("serve's log %s has no line of the credential follower about the copy it updated in %s: the check of the tenant's namespaces would prove nothing", path, honest)
+	}
 	for _, ns := range namespaces {
-		for line := range strings.Lines(readLog(t, path)) {
-			if strings.Contains(line, `"controller": "credential-copies"`) && (strings.Contains(line, " "+ns+"/") || strings.Contains(line, " into "+ns+":")) {
+		for line := range strings.Lines(log) {
+			if about(line, ns) {
 				t.Errorf("the follower looked at a copy in the tenant's namespace %s; serve logged, first:\n%s", ns, line)
 				break
 			}
@@ -198,7 +211,7 @@ func TestATenantsPlantedShadowGetsNoCopyOfTheSiteKey(t *testing.T) {
 	if got := copyValue(t, "secret", marked, keySource, keyKey); got != tenantsOwn {
 		t.Errorf("the tenant's Secret %s/%s holds %q", marked, keySource, got)
 	}
-	followerLeft(t, cluster.sg.Log, marked, unmarked)
+	followerLeft(t, cluster.sg.Log, hs, marked, unmarked)
 }
 
 // podNamespacesLabel marks the namespaces the policy of TestATenantsForgedShadowGetsNoCopyInPodNamespaceMode
@@ -295,5 +308,5 @@ func TestATenantsForgedShadowGetsNoCopyInPodNamespaceMode(t *testing.T) {
 	if got := copyValue(t, "secret", ns, keySource, keyKey); got != tenantsOwn {
 		t.Errorf("the tenant's Secret %s/%s holds %q", ns, keySource, got)
 	}
-	followerLeft(t, s.Log, ns)
+	followerLeft(t, s.Log, honestNS, ns)
 }

@@ -89,7 +89,13 @@ done
 
 start=$SECONDS
 work=$(mktemp -d /var/tmp/shadow-image.XXXXXX)
-trap 'rm -rf -- "$work"' EXIT
+# debootstrap mounts /proc and /sys in the root filesystem it makes: a build cut short may leave
+# them, and nothing of the machine's may be removed through them.
+cleanup() {
+  grep -o " $work/[^ ]*" /proc/self/mounts | sort -r | xargs -r -n1 umount -l || true
+  rm -rf --one-file-system -- "$work"
+}
+trap cleanup EXIT
 # buildah keeps its images in a store of this build's own, gone with it: nothing of the
 # machine's container storage is read or written.
 b() { buildah --root "$work/storage" --runroot "$work/run" --storage-driver vfs "$@"; }
@@ -105,8 +111,8 @@ if [[ ! -s $base_tar ]]; then
   printf '%s\n' "$base_sources" >"$work/rootfs/etc/apt/sources.list"
   rm -rf "$work/rootfs/var/cache/apt/archives/"*.deb "$work/rootfs/var/lib/apt/lists/"*
   tar --numeric-owner --xattrs -C "$work/rootfs" --exclude='./dev/*' --exclude='./proc/*' --exclude='./sys/*' \
-    -cf "$base_tar.tmp" .
-  mv "$base_tar.tmp" "$base_tar"
+    -cf "$base_tar.tmp.$$" .
+  mv "$base_tar.tmp.$$" "$base_tar"
   rm -rf "$work/rootfs"
   echo "build-shadow-image: base built in $((SECONDS - start))s" >&2
 fi
@@ -124,7 +130,7 @@ b bud --quiet --isolation chroot --network host --build-arg "BASE=$base" -f "$ro
   echo "build-shadow-image: buildah bud failed (its log's end is above)" >&2
   exit 1
 }
-b push --quiet "$name" "oci-archive:$archive.tmp:$name"
-mv "$archive.tmp" "$archive"
+b push --quiet "$name" "oci-archive:$archive.tmp.$$:$name"
+mv "$archive.tmp.$$" "$archive"
 echo "build-shadow-image: built $name in $((SECONDS - start))s" >&2
 echo "shadow=$archive"

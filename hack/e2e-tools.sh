@@ -18,10 +18,10 @@ build() {
   if [ ! -x "$out" ]; then
     echo "e2e-tools: building $name $version (minutes the first time)" >&2
     local start=$SECONDS
-    (cd "$dir" && go build -trimpath -o "$out.tmp" \
+    (cd "$dir" && go build -trimpath -o "$out.tmp.$$" \
       -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$version -X k8s.io/client-go/pkg/version.gitVersion=$version" \
       "$pkg")
-    mv "$out.tmp" "$out"
+    mv "$out.tmp.$$" "$out"
     echo "e2e-tools: built $name in $((SECONDS - start))s" >&2
   fi
   echo "$name=$out"

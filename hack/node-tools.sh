@@ -33,8 +33,8 @@ build() {
   if [ ! -x "$out" ]; then
     echo "node-tools: building $name $key (minutes the first time)" >&2
     local start=$SECONDS
-    (cd "$dir" && go build -trimpath -o "$out.tmp" "$@" "$pkg")
-    mv "$out.tmp" "$out"
+    (cd "$dir" && go build -trimpath -o "$out.tmp.$$" "$@" "$pkg")
+    mv "$out.tmp.$$" "$out"
     echo "node-tools: built $name in $((SECONDS - start))s" >&2
   fi
   echo "$name=$out"
@@ -74,7 +74,7 @@ pausetag=$(sed -n 's/^TAG ?= //p' "$pause/Makefile")
 out="$bin/pause-$pausetag"
 if [ ! -x "$out" ]; then
   echo "node-tools: building pause $pausetag" >&2
-  gcc -Os -Wall -Werror -static -DVERSION="v$pausetag-$kube" -o "$out.tmp" "$pause/linux/pause.c"
-  mv "$out.tmp" "$out"
+  gcc -Os -Wall -Werror -static -DVERSION="v$pausetag-$kube" -o "$out.tmp.$$" "$pause/linux/pause.c"
+  mv "$out.tmp.$$" "$out"
 fi
 echo "pause=$out"

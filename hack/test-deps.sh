@@ -45,6 +45,7 @@ declare -A need=(
   [runc]=runc
   ["/usr/lib/cni/bridge"]=containernetworking-plugins
   [iptables]=iptables
+  [modprobe]=kmod       # br_netfilter, where the kernel has it as a module
   [gcc]=build-essential # the pause container, linked static against libc6-dev
 )
 

@@ -168,6 +168,9 @@ const cniBinDir = "/usr/lib/cni" // Debian's containernetworking-plugins
 // random and claimed (claimRange), so two nodes on one machine never share addresses; the
 // namespace is sg-node-<k>. What nodes killed without their Stop left is released first.
 func (n *Node) startNetwork() error {
+	if err := loadBridgeNetfilter(); err != nil {
+		return err
+	}
 	if err := sweepStaleNodes(); err != nil {
 		return fmt.Errorf("releasing what nodes killed without their Stop left: %w", err)
 	}
@@ -242,6 +245,19 @@ func (n *Node) startNetwork() error {
 		})
 	}
 	return errors.New("no free node address range 10.214.k.0/24 after 50 tries: too many nodes on this machine")
+}
+
+// loadBridgeNetfilter loads br_netfilter, by which bridged pod traffic passes the node's
+// netfilter (kube-proxy's rules for a Service whose pod is on the same bridge), unless the
+// kernel has it already (built in, or loaded).
+func loadBridgeNetfilter() error {
+	if _, err := os.Stat("/proc/sys/net/bridge"); err == nil {
+		return nil
+	}
+	if out, err := exec.Command("modprobe", "br_netfilter").CombinedOutput(); err != nil {
+		return fmt.Errorf("the node needs the kernel's br_netfilter (/proc/sys/net/bridge is missing) and `modprobe br_netfilter` failed: %v %s; load it as root on this machine", err, out)
+	}
+	return nil
 }
 
 // kubeletSysctls are the kernel settings the kubelet sets to these values when they differ
@@ -377,6 +393,19 @@ func (n *Node) Stop() error {
 // node, whose kube-proxy carries a ClusterIP to a pod, so a client here reaches a Service as a
 // pod does. One node on the machine may hold the range; the route goes with the node's link.
 func (n *Node) RouteServices() error {
+	_, services, _ := net.ParseCIDR(ServiceCIDR)
+	taken, err := hostAddresses()
+	if err != nil {
+		return err
+	}
+	for _, a := range taken {
+		if services.Contains(a.IP) || a.Contains(services.IP) {
+			return fmt.Errorf("this machine's address %s overlaps the cluster's Service range %s: the local site cannot route it through its node; run it on a machine outside that range", a, ServiceCIDR)
+		}
+	}
+	if out, err := exec.Command("ip", "-o", "route", "show", "to", "root", ServiceCIDR).CombinedOutput(); err != nil || len(strings.TrimSpace(string(out))) > 0 {
+		return fmt.Errorf("this machine already routes inside the cluster's Service range %s (another local site may hold it): %v %s", ServiceCIDR, err, out)
+	}
 	if out, err := exec.Command("ip", "route", "add", ServiceCIDR, "via", n.IP).CombinedOutput(); err != nil {
 		return fmt.Errorf("routing the Service range %s through node %s (another local site may hold it; `ip route show %s` names its node): %v %s",
 			ServiceCIDR, n.Name, ServiceCIDR, err, out)

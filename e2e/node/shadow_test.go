@@ -146,7 +146,7 @@ data: {known_hosts: "login.hpc.example.org ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI
 				return r.Err == nil && r.Stdout == "", r.Output()
 			}
 			if c.fixed {
-				harness.Eventually(t, 20*time.Second, "the deleted pod "+pod+" gone well within its grace period of 60 s", gone, explain)
+				harness.Eventually(t, 40*time.Second, "the deleted pod "+pod+" gone well within its grace period of 60 s", gone, explain)
 				t.Logf("%s gone %s after its deletion", pod, time.Since(started).Round(time.Second))
 				s.delete(ctx, dep)
 				continue
