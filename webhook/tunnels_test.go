@@ -70,6 +70,18 @@ func reporterClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object
 		WithInterceptorFuncs(funcs).Build()
 }
 
+// testReporter is a reporter reading and writing c, its Events in the fake recorder returned.
+func testReporter(t *testing.T, c client.Client) (*TunnelReporter, *events.FakeRecorder) {
+	t.Helper()
+	metrics, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorder := events.NewFakeRecorder(10)
+	return &TunnelReporter{cache: c, reader: c, writer: c, policies: fixedPolicy{&policy.Policy{}}, recorder: recorder, metrics: metrics,
+		now: time.Now, states: map[types.NamespacedName]tunnelstate.State{}, written: map[types.NamespacedName]writtenState{}}, recorder
+}
+
 // A pod labelled and annotated as another tenant's shadow pod is not believed: only a pod in
 // the shadow Deployment's namespace, selected by it, owned by one of its ReplicaSets and
 // labelled with the claimed pod's UID reports on that pod.
@@ -135,13 +147,7 @@ func TestATunnelStateTheVirtualKubeletTookBackIsWrittenAgain(t *testing.T) {
 		p.Annotations = map[string]string{tunnelstate.AnnotationTunnelState: v}
 		return cl.Update(ctx, p)
 	}}, pod, shadowDeploymentOf("pod-uid"), failing)
-	metrics, err := NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	recorder := events.NewFakeRecorder(10)
-	r := &TunnelReporter{cache: c, reader: c, writer: c, policies: fixedPolicy{&policy.Policy{}}, recorder: recorder, metrics: metrics,
-		now: time.Now, states: map[types.NamespacedName]tunnelstate.State{}, written: map[types.NamespacedName]writtenState{}}
+	r, recorder := testReporter(t, c)
 	key := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "user", Name: "notebook"}}
 	reconcileOnce := func() {
 		t.Helper()
@@ -190,13 +196,7 @@ func TestATunnelThatDipsWhileItIsCheckedIsNotSaidReadyAgain(t *testing.T) {
 	}
 	setReady(true)
 	c := reporterClient(t, interceptor.Funcs{}, pod, shadowDeploymentOf("pod-uid"), shadowPod)
-	metrics, err := NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	recorder := events.NewFakeRecorder(10)
-	r := &TunnelReporter{cache: c, reader: c, writer: c, policies: fixedPolicy{&policy.Policy{}}, recorder: recorder, metrics: metrics,
-		now: time.Now, states: map[types.NamespacedName]tunnelstate.State{}, written: map[types.NamespacedName]writtenState{}}
+	r, recorder := testReporter(t, c)
 	key := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "user", Name: "notebook"}}
 	for i, ready := range []bool{true, false, true, false, true} {
 		setReady(ready)
@@ -226,13 +226,7 @@ func TestAFailureThatComesBackAfterACheckIsSaidAgain(t *testing.T) {
 		Message: "SHADOWGATE_REASON=LoginRefused the login node refused the key"}}
 	checking := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Hour))}}
 	c := reporterClient(t, interceptor.Funcs{}, pod, shadowDeploymentOf("pod-uid"), shadowPod)
-	metrics, err := NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	recorder := events.NewFakeRecorder(10)
-	r := &TunnelReporter{cache: c, reader: c, writer: c, policies: fixedPolicy{&policy.Policy{}}, recorder: recorder, metrics: metrics,
-		now: time.Now, states: map[types.NamespacedName]tunnelstate.State{}, written: map[types.NamespacedName]writtenState{}}
+	r, recorder := testReporter(t, c)
 	key := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "user", Name: "notebook"}}
 	for i, state := range []corev1.ContainerState{failedState, checking, failedState} {
 		shadowPod.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ssh-forward", State: state}}}
