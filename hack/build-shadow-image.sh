@@ -91,8 +91,9 @@ start=$SECONDS
 work=$(mktemp -d /var/tmp/shadow-image.XXXXXX)
 # debootstrap mounts /proc and /sys in the root filesystem it makes: a build cut short may leave
 # them, and nothing of the machine's may be removed through them.
+unmount_under() { grep -o " $1/[^ ]*" /proc/self/mounts | sort -r | xargs -r -n1 umount -l || true; }
 cleanup() {
-  grep -o " $work/[^ ]*" /proc/self/mounts | sort -r | xargs -r -n1 umount -l || true
+  unmount_under "$work"
   rm -rf --one-file-system -- "$work"
 }
 trap cleanup EXIT
@@ -100,14 +101,34 @@ trap cleanup EXIT
 # machine's container storage is read or written.
 b() { buildah --root "$work/storage" --runroot "$work/run" --storage-driver vfs "$@"; }
 
+# tries WHAT LOG CLEAN COMMAND...: runs COMMAND (its output into LOG) up to three times, as a
+# fetch from the package archive can fail for a moment (a name that does not resolve, a
+# release file not got); before each new try CLEAN runs. Fails with LOG's end.
+tries() {
+  local what=$1 log=$2 clean=$3 try
+  shift 3
+  for try in 1 2 3; do
+    "$@" >"$log" 2>&1 && return 0
+    tail -n 20 "$log" >&2
+    if [[ $try -lt 3 ]]; then
+      echo "build-shadow-image: $what failed (try $try of 3, its log's end is above); trying again in $((try * 15))s" >&2
+      sleep $((try * 15))
+      $clean
+    fi
+  done
+  echo "build-shadow-image: $what failed three times (the last log's end is above)" >&2
+  exit 1
+}
+
 base_tar="$images/bookworm-minbase-$base_key.tar"
 if [[ ! -s $base_tar ]]; then
   echo "build-shadow-image: debootstrap --variant=minbase bookworm from $mirror (minutes the first time)" >&2
-  PATH=$PATH:/usr/sbin debootstrap --variant=minbase bookworm "$work/rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 || {
-    tail -n 20 "$work/debootstrap.log" >&2
-    echo "build-shadow-image: debootstrap failed (its log's end is above)" >&2
-    exit 1
+  clean_rootfs() {
+    unmount_under "$work/rootfs"
+    rm -rf --one-file-system -- "$work/rootfs"
   }
+  PATH=$PATH:/usr/sbin tries debootstrap "$work/debootstrap.log" clean_rootfs \
+    debootstrap --variant=minbase bookworm "$work/rootfs" "$mirror"
   printf '%s\n' "$base_sources" >"$work/rootfs/etc/apt/sources.list"
   rm -rf "$work/rootfs/var/cache/apt/archives/"*.deb "$work/rootfs/var/lib/apt/lists/"*
   tar --numeric-owner --xattrs -C "$work/rootfs" --exclude='./dev/*' --exclude='./proc/*' --exclude='./sys/*' \
@@ -125,11 +146,8 @@ b commit --quiet "$ctr" "$base" >/dev/null
 b rm "$ctr" >/dev/null
 
 echo "build-shadow-image: buildah bud -f shadow.Dockerfile --build-arg BASE=$base" >&2
-b bud --quiet --isolation chroot --network host --build-arg "BASE=$base" -f "$root/shadow.Dockerfile" -t "$name" "$root" >"$work/bud.log" 2>&1 || {
-  tail -n 30 "$work/bud.log" >&2
-  echo "build-shadow-image: buildah bud failed (its log's end is above)" >&2
-  exit 1
-}
+tries "buildah bud" "$work/bud.log" : \
+  b bud --quiet --isolation chroot --network host --build-arg "BASE=$base" -f "$root/shadow.Dockerfile" -t "$name" "$root"
 b push --quiet "$name" "oci-archive:$archive.tmp.$$:$name"
 mv "$archive.tmp.$$" "$archive"
 echo "build-shadow-image: built $name in $((SECONDS - start))s" >&2
