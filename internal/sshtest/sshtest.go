@@ -199,6 +199,10 @@ func EnterNodeNetwork() error {
 	return syscall.Exec(unshare, args, append(os.Environ(), nodeNetworkEnv+"=1"))
 }
 
+// InNodeNetwork says whether this is the test binary run again inside the network namespace
+// EnterNodeNetwork makes.
+func InNodeNetwork() bool { return os.Getenv(nodeNetworkEnv) != "" }
+
 // NodeAddress returns a random address of NodeRange, free to listen on: a compute node.
 func NodeAddress(t testing.TB) string {
 	t.Helper()
