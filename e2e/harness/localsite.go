@@ -7,12 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
 // The local site's nodes: the cluster's own node, which runs the shadows (and any in-cluster
@@ -222,14 +219,8 @@ func (ls *LocalSite) startClusterNode(ctx context.Context, k Kubectl, cp *Contro
 	if err := node.RouteServices(); err != nil {
 		return err
 	}
-	registry, path, ok := strings.Cut(policy.DefaultImage, "/")
-	if !ok || !slices.Contains(MirroredRegistries, registry) {
-		return fmt.Errorf("the default shadow image %s is not of a registry the node mirrors (%s)", policy.DefaultImage, strings.Join(MirroredRegistries, ", "))
-	}
-	for _, tag := range []string{path, path + "-follow"} {
-		if _, err := node.PushArchive(ctx, tools.ShadowImage, tag); err != nil {
-			return err
-		}
+	if err := node.PushShadowImage(ctx, tools.ShadowImage, "", "-follow"); err != nil {
+		return err
 	}
 	ls.PageServerImage, err = node.PushBinaryImage(ctx, pageServer, "e2e/pageserver:1")
 	return err

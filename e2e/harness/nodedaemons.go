@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
 // startRegistry starts distribution's registry on a free loopback port, its storage under the
@@ -65,6 +67,22 @@ func (n *Node) PushBinaryImage(ctx context.Context, bin, path string) (string, e
 // the image's digest.
 func (n *Node) PushArchive(ctx context.Context, archive, path string) (string, error) {
 	return n.ociimage(ctx, "push-archive", archive, path)
+}
+
+// PushShadowImage pushes the shadow image's archive (hack/build-shadow-image.sh) as the
+// policy's default image, which the node pulls through its mirror of that registry, once per
+// tag suffix ("" for the default tag itself).
+func (n *Node) PushShadowImage(ctx context.Context, archive string, suffixes ...string) error {
+	registry, path, ok := strings.Cut(policy.DefaultImage, "/")
+	if !ok || !slices.Contains(MirroredRegistries, registry) {
+		return fmt.Errorf("the default shadow image %s is not of a registry the node mirrors (%s)", policy.DefaultImage, strings.Join(MirroredRegistries, ", "))
+	}
+	for _, suffix := range suffixes {
+		if _, err := n.PushArchive(ctx, archive, path+suffix); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // pushTool pushes an image of a tool of bin/ as /<name>, without the version its file name

@@ -57,8 +57,7 @@ func TestShadowOnTheRealNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, path, _ := strings.Cut(policy.DefaultImage, "/")
-	if _, err := node.PushArchive(ctx, site.ShadowImage, path); err != nil {
+	if err := node.PushShadowImage(ctx, site.ShadowImage, ""); err != nil {
 		t.Fatal(err)
 	}
 
