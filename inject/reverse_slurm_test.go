@@ -58,6 +58,15 @@ func startSlurm(t testing.TB) *slurm {
 		t.Fatal(err)
 	}
 	env := []string{"SLURM_CONF=" + s.conf}
+	// Registered before the daemons, so it runs after they stop: what they logged, written.
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, name := range []string{"slurmctld.log", "slurmd.log"} {
+				data, err := os.ReadFile(filepath.Join(s.dir, name))
+				t.Logf("%s (%v):\n%s", name, err, data)
+			}
+		}
+	})
 	startAs(t, root, env, "slurmctld", "-D", "-i")
 	startAs(t, root, env, "slurmd", "-D", "-N", slurmNode)
 	eventually(t, 20*time.Second, func() error {
