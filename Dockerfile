@@ -1,14 +1,11 @@
-# Static, non-root image of shadowgate. `make image` builds it where a container engine exists.
-FROM golang:1.26 AS build
-WORKDIR /src
-COPY go.mod go.sum ./
-RUN go mod download
-COPY . .
-ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/shadowgate ./cmd/shadowgate
-
-FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /out/shadowgate /shadowgate
+# shadowgate's image: the static binary hack/build-image.sh builds (`make image`), on
+# distroless static, as a numeric non-root user, with no shell. The build context is bin/image/,
+# which holds that binary as shadowgate-linux-<arch>; BASE=scratch builds it where no registry
+# is reachable (the local site), as the binary needs nothing of the base.
+ARG BASE=gcr.io/distroless/static-debian12:nonroot
+FROM ${BASE}
+ARG TARGETARCH
+COPY shadowgate-linux-${TARGETARCH} /shadowgate
 USER 65532:65532
 ENTRYPOINT ["/shadowgate"]
 CMD ["serve"]

@@ -148,9 +148,7 @@ clean:
 	rm -rf $(BIN)
 
 IMAGE  ?= ghcr.io/interlink-hq/shadowgate:$(VERSION)
-ENGINE ?= $(shell command -v docker || command -v podman)
 
-## image: build the container image with docker or podman (none runs on the dev machines)
+## image: build the image from the Dockerfile with buildah, as an OCI archive in bin/images (BASE=scratch where distroless cannot be pulled)
 image:
-	@test -n "$(ENGINE)" || { echo "make image: no container engine (docker or podman) found; set ENGINE" >&2; exit 1; }
-	$(ENGINE) build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+	VERSION=$(VERSION) IMAGE=$(IMAGE) BASE=$(BASE) ./hack/build-image.sh

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -110,4 +113,36 @@ func serveArgs(d *unstructured.Unstructured) ([]string, error) {
 		}
 	}
 	return nil, fmt.Errorf("deployment %s: no container runs serve", d.GetName())
+}
+
+// ReleaseNamespace is the namespace docs/install.md installs the chart into.
+const ReleaseNamespace = "shadowgate-system"
+
+// CreateReleaseNamespace creates the namespace the chart is installed into as docs/install.md
+// does, with Pod Security level restricted.
+func CreateReleaseNamespace(ctx context.Context, k Kubectl) error {
+	if _, err := k.Must(ctx, "", "create", "namespace", ReleaseNamespace); err != nil {
+		return err
+	}
+	_, err := k.Must(ctx, "", "label", "namespace", ReleaseNamespace, "pod-security.kubernetes.io/enforce=restricted")
+	return err
+}
+
+// HelmInstall installs the chart at root/manifests/chart/shadowgate into ReleaseNamespace as
+// docs/install.md does, `helm install shadowgate --wait`, so it returns once the webhook's
+// replicas, running image (a name the cluster's node pulls), are ready. args are helm's own
+// (--set-file policy=...).
+func HelmInstall(ctx context.Context, helm string, k Kubectl, root, image string, args ...string) error {
+	i := strings.LastIndex(image, ":")
+	if i < 0 || strings.Contains(image[i:], "/") {
+		return fmt.Errorf("image %s: want repository:tag", image)
+	}
+	repository, tag := image[:i], image[i+1:]
+	cmd := exec.CommandContext(ctx, helm, append([]string{"install", "shadowgate", filepath.Join(root, "manifests/chart/shadowgate"),
+		"--kubeconfig", k.Kubeconfig, "--namespace", ReleaseNamespace, "--wait", "--timeout=5m",
+		"--set", "image.repository=" + repository, "--set", "image.tag=" + tag}, args...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s: %w\n%s", strings.Join(cmd.Args, " "), err, out)
+	}
+	return nil
 }

@@ -98,15 +98,29 @@ type LocalSite struct {
 }
 
 // SiteTools are what the local site runs beyond the control plane, built before it starts
-// (minutes on a fresh machine, a second once cached): the real node's binaries and the shadow
-// image, an OCI archive of shadow.Dockerfile.
+// (minutes on a fresh machine, a second once cached): the real node's binaries, the shadow
+// image (an OCI archive of shadow.Dockerfile) and shadowgate's own image (of the Dockerfile).
 type SiteTools struct {
 	Node        NodeTools
 	ShadowImage string
+	Webhook     WebhookImage
 }
 
-// BuildSiteTools builds the site's tools from the repository at root (hack/node-tools.sh and
-// hack/build-shadow-image.sh), writing their progress to progress.
+// WebhookImage is shadowgate's image, built by hack/build-image.sh from the Dockerfile: an OCI
+// archive, and the image's name in it.
+type WebhookImage struct {
+	Archive, Name string
+}
+
+// BuildWebhookImage builds shadowgate's image from the repository at root on scratch, as the
+// Dockerfile's distroless base cannot be pulled here (the static binary needs nothing of it).
+func BuildWebhookImage(root string, progress *os.File) (WebhookImage, error) {
+	p, err := runBuildScriptEnv(root, "build-image.sh", []string{"BASE=scratch"}, progress, "shadowgate")
+	return WebhookImage{Archive: p["shadowgate"], Name: p["shadowgate-image"]}, err
+}
+
+// BuildSiteTools builds the site's tools from the repository at root (hack/node-tools.sh,
+// hack/build-shadow-image.sh and hack/build-image.sh), writing their progress to progress.
 func BuildSiteTools(root string, progress *os.File) (SiteTools, error) {
 	node, err := BuildNodeTools(root, progress)
 	if err != nil {
@@ -116,12 +130,17 @@ func BuildSiteTools(root string, progress *os.File) (SiteTools, error) {
 	if err != nil {
 		return SiteTools{}, err
 	}
-	return SiteTools{Node: node, ShadowImage: image["shadow"]}, nil
+	webhook, err := BuildWebhookImage(root, progress)
+	if err != nil {
+		return SiteTools{}, err
+	}
+	return SiteTools{Node: node, ShadowImage: image["shadow"], Webhook: webhook}, nil
 }
 
 // StartLocalSite builds the site's virtual nodes from root/e2e/site, starts the HPC side, the
-// cluster node (with the shadow image and the page server in its registry) and the virtual
-// nodes under dir, applies the credentials and the policy, and returns once every node is Ready.
+// cluster node (with the shadow image, shadowgate's and the page server in its registry) and
+// the virtual nodes under dir, applies the credentials, makes the site's policy (Policy: the
+// caller applies it, ApplyPolicy or a chart's values) and returns once every node is Ready.
 func StartLocalSite(ctx context.Context, root, dir string, k Kubectl, cp *ControlPlane, tools SiteTools) (_ *LocalSite, err error) {
 	hpc, err := StartSite(filepath.Join(dir, "site"), SiteLogin{Name: "hpc"}, SiteLogin{Name: "surf", NoForwarding: true},
 		SiteLogin{Name: "cern", Kerberos: true})
@@ -183,9 +202,6 @@ func StartLocalSite(ctx context.Context, root, dir string, k Kubectl, cp *Contro
 		return nil, err
 	}
 	ls.Policy = ls.policy()
-	if _, err := k.Must(ctx, PolicyConfigMap(ls.Policy), "apply", "--server-side", "--force-conflicts", "--field-manager=e2e-install", "-f", "-"); err != nil {
-		return nil, err
-	}
 	nodes := []string{"node/" + ClusterNode}
 	for _, node := range virtualNodes {
 		nodes = append(nodes, "node/"+node)
@@ -194,6 +210,12 @@ func StartLocalSite(ctx context.Context, root, dir string, k Kubectl, cp *Contro
 		return nil, fmt.Errorf("the site's nodes are not Ready (logs: %s): %w", strings.Join(ls.logList(), ", "), err)
 	}
 	return ls, nil
+}
+
+// ApplyPolicy applies the site's policy to shadowgate-policy in shadowgate-system.
+func (ls *LocalSite) ApplyPolicy(ctx context.Context, k Kubectl) error {
+	_, err := k.Must(ctx, PolicyConfigMap(ls.Policy), "apply", "--server-side", "--force-conflicts", "--field-manager=e2e-install", "-f", "-")
+	return err
 }
 
 func (ls *LocalSite) logList() []string {
@@ -206,7 +228,8 @@ func (ls *LocalSite) logList() []string {
 
 // startClusterNode starts the cluster node under dir, routes the Service range to it, and
 // pushes into its registry the shadow image, as the policy's default image and as that image's
-// "-follow" tag (a changed Image, for the tests of a roll), and the page server.
+// "-follow" tag (a changed Image, for the tests of a roll), shadowgate's image by its name, and
+// the page server.
 func (ls *LocalSite) startClusterNode(ctx context.Context, k Kubectl, cp *ControlPlane, tools SiteTools, dir, pageServer string) error {
 	node, err := StartNode(ctx, tools.Node, cp, k, dir, ClusterNode)
 	if err != nil {
@@ -220,6 +243,9 @@ func (ls *LocalSite) startClusterNode(ctx context.Context, k Kubectl, cp *Contro
 		return err
 	}
 	if err := node.PushShadowImage(ctx, tools.ShadowImage, "", "-follow"); err != nil {
+		return err
+	}
+	if err := node.PushMirrored(ctx, tools.Webhook.Archive, tools.Webhook.Name); err != nil {
 		return err
 	}
 	ls.PageServerImage, err = node.PushBinaryImage(ctx, pageServer, "e2e/pageserver:1")

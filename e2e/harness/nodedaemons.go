@@ -70,19 +70,25 @@ func (n *Node) PushArchive(ctx context.Context, archive, path string) (string, e
 }
 
 // PushShadowImage pushes the shadow image's archive (hack/build-shadow-image.sh) as the
-// policy's default image, which the node pulls through its mirror of that registry, once per
-// tag suffix ("" for the default tag itself).
+// policy's default image, once per tag suffix ("" for the default tag itself).
 func (n *Node) PushShadowImage(ctx context.Context, archive string, suffixes ...string) error {
-	registry, path, ok := strings.Cut(policy.DefaultImage, "/")
-	if !ok || !slices.Contains(MirroredRegistries, registry) {
-		return fmt.Errorf("the default shadow image %s is not of a registry the node mirrors (%s)", policy.DefaultImage, strings.Join(MirroredRegistries, ", "))
-	}
 	for _, suffix := range suffixes {
-		if _, err := n.PushArchive(ctx, archive, path+suffix); err != nil {
+		if err := n.PushMirrored(ctx, archive, policy.DefaultImage+suffix); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// PushMirrored pushes an archive's image (as PushArchive) so that the node pulls it as name,
+// an image of a registry it mirrors (MirroredRegistries).
+func (n *Node) PushMirrored(ctx context.Context, archive, name string) error {
+	registry, path, ok := strings.Cut(name, "/")
+	if !ok || !slices.Contains(MirroredRegistries, registry) {
+		return fmt.Errorf("image %s is not of a registry the node mirrors (%s)", name, strings.Join(MirroredRegistries, ", "))
+	}
+	_, err := n.PushArchive(ctx, archive, path)
+	return err
 }
 
 // pushTool pushes an image of a tool of bin/ as /<name>, without the version its file name

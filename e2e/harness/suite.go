@@ -99,6 +99,9 @@ func runSuite(m *testing.M, name, root string, grace time.Duration, site bool, u
 		if s.Site, err = StartLocalSite(ctx, s.Root, s.Dir, s.Kubectl, s.CP, siteTools); err != nil {
 			return fail(err)
 		}
+		if err := s.Site.ApplyPolicy(ctx, s.Kubectl); err != nil {
+			return fail(err)
+		}
 	}
 	fmt.Fprintf(os.Stderr, "%s: control plane and shadowgate ready in %s (state and logs in %s)\n", name, time.Since(began).Round(time.Millisecond), s.Dir)
 	if err := use(s); err != nil {

@@ -43,7 +43,13 @@ func BuildHelm(root string, progress *os.File) (string, error) {
 // runBuildScript runs a hack/ script that builds tools and prints NAME=PATH for each, and
 // returns the paths of the names wanted, each checked to exist.
 func runBuildScript(root, script string, progress *os.File, want ...string) (map[string]string, error) {
+	return runBuildScriptEnv(root, script, nil, progress, want...)
+}
+
+// runBuildScriptEnv is runBuildScript with env added to the script's environment.
+func runBuildScriptEnv(root, script string, env []string, progress *os.File, want ...string) (map[string]string, error) {
 	cmd := exec.Command(filepath.Join(root, "hack", script))
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Dir = root
 	cmd.Stderr = progress
 	out, err := cmd.Output()

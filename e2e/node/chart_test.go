@@ -1,0 +1,146 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/interlink-hq/shadowgate/e2e/harness"
+	"github.com/interlink-hq/shadowgate/inject"
+)
+
+// TestTheChartRunsOnTheRealNode installs the chart as docs/install.md does, with helm, its
+// webhook running as the chart's two pods from shadowgate's image (the Dockerfile, built by
+// hack/build-image.sh) pulled by the node: the API server calls them through the Service's
+// ClusterIP, and they refuse the refused trainer with the field paths `shadowgate check`
+// names, and admit the guide's notebook and apply its shadow, with the credentials' copies,
+// with their own ServiceAccount.
+func TestTheChartRunsOnTheRealNode(t *testing.T) {
+	dir, k, node, _ := startNode(t)
+	explain := func() string { return "the node's logs: " + strings.Join(node.LogPaths(), ", ") }
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	image, err := harness.BuildWebhookImage(root, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	helm, err := harness.BuildHelm(root, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := harness.BuildShadowgate(root, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := node.PushMirrored(ctx, image.Archive, image.Name); err != nil {
+		t.Fatal(err)
+	}
+	// The API server calls the webhook at its Service's ClusterIP, from this machine.
+	if err := node.RouteServices(); err != nil {
+		t.Fatal(err)
+	}
+	examplePolicy := filepath.Join(root, "manifests/examples/policy.yaml")
+	policyFile := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policyFile, []byte(policyDocument(t, examplePolicy)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := harness.CreateReleaseNamespace(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if err := harness.HelmInstall(ctx, helm, k, root, image.Name, "--set-file", "policy="+policyFile); err != nil {
+		t.Fatalf("%v\n%s", err, explain())
+	}
+
+	var pods struct {
+		Items []struct {
+			Spec   struct{ NodeName string }
+			Status struct {
+				PodIP             string
+				ContainerStatuses []struct{ Image, ImageID string }
+			}
+		}
+	}
+	out := k.MustRun(ctx, t, "", "get", "pods", "-n", harness.ReleaseNamespace, "-l", "app.kubernetes.io/name=shadowgate", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &pods); err != nil || len(pods.Items) != 2 {
+		t.Fatalf("the release's pods (%v), want 2:\n%s", err, out)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != nodeName || !strings.HasPrefix(p.Status.PodIP, strings.TrimSuffix(node.PodCIDR, "0/24")) ||
+			len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].Image != image.Name ||
+			!strings.Contains(p.Status.ContainerStatuses[0].ImageID, "@sha256:") {
+			t.Errorf("a shadowgate pod is not the image's on the node by digest, with a pod address: %+v", p)
+		}
+	}
+
+	k.CreateNamespaces(ctx, t, "user")
+	refused := filepath.Join(root, "cmd/shadowgate/testdata/refused-trainer.yaml")
+	r := k.Run(ctx, "", "apply", "-f", refused)
+	if r.Err == nil {
+		t.Fatalf("the refused trainer was admitted:\n%s", r.Output())
+	}
+	for _, line := range refusal(t, bin, examplePolicy, refused) {
+		if !strings.Contains(r.Stderr, line) {
+			t.Errorf("kubectl apply lacks %q; it printed:\n%s", line, r.Output())
+		}
+	}
+
+	// The credentials the example policy names, as an admin creates them: the dev overlay's
+	// stand-ins.
+	k.MustRun(ctx, t, "", "apply", "-f", filepath.Join(root, "manifests/overlays/dev/credentials.yaml"))
+	k.MustRun(ctx, t, "", "apply", "-f", filepath.Join(root, "manifests/examples/notebook.yaml"))
+	shadow, shadowNS := inject.ShadowName("notebook", "user", false), inject.ShadowNamespace("user", false)
+	managed := k.MustRun(ctx, t, "", "get", "deployment", shadow, "-n", shadowNS,
+		"-o", `jsonpath={.metadata.labels.app\.kubernetes\.io/managed-by}`)
+	if managed != inject.ManagedBy {
+		t.Errorf("shadow Deployment %s/%s is managed by %q, want %q", shadowNS, shadow, managed, inject.ManagedBy)
+	}
+	k.MustRun(ctx, t, "", "get", "secret", "hpc-ssh-key", "-n", shadowNS)
+}
+
+// policyDocument is the policy of a ConfigMap manifest such as manifests/examples/policy.yaml,
+// as the chart's policy value takes it.
+func policyDocument(t *testing.T, file string) string {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	if err := yaml.Unmarshal(data, &cm); err != nil || cm.Data["policy.yaml"] == "" {
+		t.Fatalf("%s: no ConfigMap with policy.yaml (%v)", file, err)
+	}
+	return cm.Data["policy.yaml"]
+}
+
+// refusal is "<field>: <type>" for each error `shadowgate check` reports for the pod in file
+// under policy: the start of each line kubectl prints for the webhook's Invalid status.
+func refusal(t *testing.T, bin, policy, file string) []string {
+	t.Helper()
+	out, _ := exec.Command(bin, "check", "-o", "json", "--policy", policy, "-f", file).Output() // exit 1: refused
+	var report struct {
+		Results []struct {
+			Allowed bool
+			Errors  []struct{ Field, Type string }
+		}
+	}
+	if err := json.Unmarshal(out, &report); err != nil || len(report.Results) != 1 || report.Results[0].Allowed || len(report.Results[0].Errors) == 0 {
+		t.Fatalf("shadowgate check does not refuse %s (%v):\n%s", file, err, out)
+	}
+	var lines []string
+	for _, e := range report.Results[0].Errors {
+		lines = append(lines, e.Field+": "+e.Type)
+	}
+	return lines
+}
