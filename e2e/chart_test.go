@@ -15,9 +15,12 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
@@ -335,6 +338,7 @@ func TestChartRendersADoctorJobPerSSHVirtualNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	objs := parseRendered(t, helmTemplate(t, "--set-file", "policy="+docFile))
+	webhookPods := webhookSelectors(t, objs)
 	jobs := 0
 	for name, node := range pol.VirtualNodes {
 		ssh := node.Network.SSH
@@ -350,6 +354,11 @@ func TestChartRendersADoctorJobPerSSHVirtualNode(t *testing.T) {
 		objs.typed(t, key, &job)
 		if job.Annotations["helm.sh/hook"] != "test" {
 			t.Errorf("%s is not a helm test hook: %v", key, job.Annotations)
+		}
+		for what, sel := range webhookPods {
+			if sel.Matches(labels.Set(job.Spec.Template.Labels)) {
+				t.Errorf("%s's pods, labelled %v, are selected by the webhook's %s (%s)", key, job.Spec.Template.Labels, what, sel)
+			}
 		}
 		spec := job.Spec.Template.Spec
 		if len(spec.InitContainers) != 1 || !strings.HasPrefix(spec.InitContainers[0].Image, "ghcr.io/interlink-hq/shadowgate:") ||
@@ -401,8 +410,35 @@ func TestDoctorComponentIsTheChartsJob(t *testing.T) {
 	var chart, component batchv1.Job
 	parseRendered(t, helmTemplate(t, "--set-file", "policy="+docFile)).typed(t, key, &chart)
 	parseRendered(t, kustomizeWith(t, "manifests/components/doctor")).typed(t, key, &component)
+	for what, sel := range webhookSelectors(t, parseRendered(t, kustomizeWith(t, "manifests/components/doctor"))) {
+		if sel.Matches(labels.Set(component.Spec.Template.Labels)) {
+			t.Errorf("the component's doctor pods, labelled %v, are selected by the webhook's %s (%s)", component.Spec.Template.Labels, what, sel)
+		}
+	}
 	chartSpec, componentSpec := chart.Spec.Template.Spec, component.Spec.Template.Spec
 	chartSpec.InitContainers[0].Image, componentSpec.InitContainers[0].Image = "", ""
 	compare(t, key+" pod", componentSpec, chartSpec)
 	compare(t, key+" limits", []any{component.Spec.BackoffLimit, component.Spec.ActiveDeadlineSeconds}, []any{chart.Spec.BackoffLimit, chart.Spec.ActiveDeadlineSeconds})
+}
+
+// webhookSelectors are the selectors of the webhook's pods among rendered objects: its
+// Deployment's, Service's and PodDisruptionBudget's. A doctor pod they selected would be
+// counted as a replica by the budget and sit beside the webhook under its Deployment.
+func webhookSelectors(t *testing.T, objs rendered) map[string]labels.Selector {
+	t.Helper()
+	var d appsv1.Deployment
+	var svc corev1.Service
+	var pdb policyv1.PodDisruptionBudget
+	objs.typed(t, "Deployment/shadowgate", &d)
+	objs.typed(t, "Service/shadowgate", &svc)
+	objs.typed(t, "PodDisruptionBudget/shadowgate", &pdb)
+	sels := map[string]labels.Selector{"Service": labels.SelectorFromSet(svc.Spec.Selector)}
+	for what, ls := range map[string]*metav1.LabelSelector{"Deployment": d.Spec.Selector, "PodDisruptionBudget": pdb.Spec.Selector} {
+		sel, err := metav1.LabelSelectorAsSelector(ls)
+		if err != nil {
+			t.Fatalf("%s selector: %v", what, err)
+		}
+		sels[what] = sel
+	}
+	return sels
 }

@@ -133,16 +133,29 @@ func CreateReleaseNamespace(ctx context.Context, k Kubectl) error {
 // replicas, running image (a name the cluster's node pulls), are ready. args are helm's own
 // (--set-file policy=...).
 func HelmInstall(ctx context.Context, helm string, k Kubectl, root, image string, args ...string) error {
+	_, err := runChart(ctx, helm, root, image, append([]string{"install", "--kubeconfig", k.Kubeconfig, "--wait", "--timeout=5m"}, args...))
+	return err
+}
+
+// HelmTemplate renders the chart as HelmInstall installs it, and returns what helm printed.
+func HelmTemplate(ctx context.Context, helm, root, image string, args ...string) (string, error) {
+	return runChart(ctx, helm, root, image, append([]string{"template"}, args...))
+}
+
+// runChart runs helm's command (args[0]) on the chart at root as release shadowgate in
+// ReleaseNamespace, with image as the chart's image.
+func runChart(ctx context.Context, helm, root, image string, args []string) (string, error) {
 	i := strings.LastIndex(image, ":")
 	if i < 0 || strings.Contains(image[i:], "/") {
-		return fmt.Errorf("image %s: want repository:tag", image)
+		return "", fmt.Errorf("image %s: want repository:tag", image)
 	}
-	repository, tag := image[:i], image[i+1:]
-	cmd := exec.CommandContext(ctx, helm, append([]string{"install", "shadowgate", filepath.Join(root, "manifests/chart/shadowgate"),
-		"--kubeconfig", k.Kubeconfig, "--namespace", ReleaseNamespace, "--wait", "--timeout=5m",
-		"--set", "image.repository=" + repository, "--set", "image.tag=" + tag}, args...)...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("%s: %w\n%s", strings.Join(cmd.Args, " "), err, out)
+	cmd := exec.CommandContext(ctx, helm, append([]string{args[0], "shadowgate", filepath.Join(root, "manifests/chart/shadowgate"),
+		"--namespace", ReleaseNamespace, "--set", "image.repository=" + image[:i], "--set", "image.tag=" + image[i+1:]}, args[1:]...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w\n%s%s", strings.Join(cmd.Args, " "), err, out, stderr.String())
 	}
-	return nil
+	return string(out), nil
 }

@@ -91,6 +91,8 @@ type LocalSite struct {
 	// PageServerImage is e2e/site's pageserver in the node's registry, for in-cluster servers
 	// (its entrypoint: pageserver -listen ADDR -page TEXT).
 	PageServerImage string
+	// WebhookImage is shadowgate's image (SiteTools.Webhook), by the name the node pulls it as.
+	WebhookImage string
 	// Policy is the policy document applied to shadowgate-policy.
 	Policy string
 	// NodeLogs are the nodes' logs, by node name.
@@ -248,6 +250,7 @@ func (ls *LocalSite) startClusterNode(ctx context.Context, k Kubectl, cp *Contro
 	if err := node.PushMirrored(ctx, tools.Webhook.Archive, tools.Webhook.Name); err != nil {
 		return err
 	}
+	ls.WebhookImage = tools.Webhook.Name
 	ls.PageServerImage, err = node.PushBinaryImage(ctx, pageServer, "e2e/pageserver:1")
 	return err
 }

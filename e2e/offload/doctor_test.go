@@ -162,3 +162,61 @@ func TestDoctorChecksTheSiteAsItsShadowsReachIt(t *testing.T) {
 		})
 	}
 }
+
+// `helm test`'s doctor Jobs, as the chart renders them for the site's policy, run on the real
+// node: shadowgate's image copies its binary, and doctor runs in the shadow's image, read-only
+// root and restricted security context, with the credentials the policy names. The hpc node's
+// Job completes with every login check passed; the wrong key's fails its Job, naming the
+// Secret in its log.
+func TestTheChartsDoctorJobsCheckTheSiteFromTheNode(t *testing.T) {
+	ctx := harness.TestContext(t, 6*time.Minute)
+	helm, err := harness.BuildHelm(site.root, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policyFile := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policyFile, []byte(site.local.Policy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rendered, err := harness.HelmTemplate(ctx, helm, site.root, site.local.WebhookImage,
+		"--set-file", "policy="+policyFile, "--show-only", "templates/tests/doctor.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := map[string]string{}
+	for _, doc := range strings.Split(rendered, "\n---\n") {
+		for _, node := range []string{harness.HPCNode, harness.WrongKeyNode} {
+			if strings.Contains(doc, "\n  name: shadowgate-doctor-"+node+"\n") {
+				jobs[node] = doc
+			}
+		}
+	}
+	if len(jobs) != 2 {
+		t.Fatalf("the chart renders no doctor Job for %s or %s:\n%s", harness.HPCNode, harness.WrongKeyNode, rendered)
+	}
+	for node, want := range map[string]struct {
+		condition string
+		say       []string
+	}{
+		harness.HPCNode:      {"Complete", []string{"✔ " + doctor.CheckReachable, "✔ " + doctor.CheckHostKey, "✔ " + doctor.CheckAuth, "✔ " + doctor.CheckForwarding}},
+		harness.WrongKeyNode: {"Failed", []string{"✔ " + doctor.CheckHostKey, "✘ " + doctor.CheckAuth, harness.WrongKeySecret}},
+	} {
+		t.Run(node, func(t *testing.T) {
+			t.Parallel()
+			job := "job/shadowgate-doctor-" + node
+			kubectl(t, jobs[node], "apply", "-f", "-")
+			t.Cleanup(func() { kubectl(t, "", "delete", "-n", harness.ReleaseNamespace, job, "--wait=false") })
+			r := site.kubectl.Run(ctx, "", "wait", "-n", harness.ReleaseNamespace, "--for=condition="+want.condition, "--timeout=4m", job)
+			log := site.kubectl.Run(ctx, "", "logs", "-n", harness.ReleaseNamespace, job, "-c", "doctor").Output()
+			if r.Err != nil {
+				t.Fatalf("%s is not %s: %s\nits log:\n%s\n%s", job, want.condition, r.Output(), log,
+					kubectl(t, "", "get", "events", "-n", harness.ReleaseNamespace))
+			}
+			for _, s := range want.say {
+				if !strings.Contains(log, s) {
+					t.Errorf("%s's log lacks %q:\n%s", job, s, log)
+				}
+			}
+		})
+	}
+}
