@@ -3,8 +3,8 @@
 # registry: the static binary into bin/image/ (the Dockerfile's build context), then buildah
 # bud, written as an OCI archive to bin/images/ keyed by a hash of the binary and the
 # Dockerfile, so an unchanged build is reused. Prints shadowgate=<archive> and
-# shadowgate-image=<its name>; `skopeo copy
-# oci-archive:<archive> docker://<registry>/shadowgate:<tag>` pushes it (docs/install.md).
+# shadowgate-image=<its name>; `skopeo copy oci-archive:<archive>
+# docker://<registry>/shadowgate:<tag>` pushes it (docs/install.md).
 #
 #   hack/build-image.sh              the image; needs root and buildah (hack/test-deps.sh)
 #   hack/build-image.sh binary OUT   the image's binary alone, into OUT

@@ -4,7 +4,8 @@
 // kube-proxy and CoreDNS, answers kubectl exec and logs through the kubelet, and its container
 // and network namespace go when it is deleted; the node's Stop leaves nothing on the machine,
 // and what a node killed without its Stop leaves, the next node releases. The shadow's
-// Deployment, as shadowgate renders it, runs on it from the shadow image (shadow_test.go).
+// Deployment, as shadowgate renders it, runs on it from the shadow image (shadow_test.go), and
+// the chart installs shadowgate on it from shadowgate's own image (chart_test.go).
 package node
 
 import (
