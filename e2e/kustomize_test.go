@@ -37,6 +37,7 @@ func TestNamespaceOverlayLeavesOnlyTheDocumentedStrings(t *testing.T) {
 		"ValidatingAdmissionPolicy/site-shadowgate-least-privilege spec.matchConditions[shadowgate-serviceaccount].expression",
 		"ValidatingAdmissionPolicy/site-shadowgate-least-privilege spec.validations[1].expression",
 		"ValidatingAdmissionPolicy/site-shadowgate-shadow-namespace-marker spec.matchConditions[not-shadowgate-or-admin].expression",
+		"ValidatingAdmissionPolicy/site-shadowgate-shadow-object-marks spec.matchConditions[not-shadowgate-or-admin].expression",
 		"ValidatingWebhookConfiguration/site-shadowgate webhooks[validate-configmaps.shadowgate.interlink.eu].matchConditions[not-shadowgate-or-compute-node].expression",
 		"ValidatingWebhookConfiguration/site-shadowgate webhooks[validate-pods.shadowgate.interlink.eu].namespaceSelector.matchExpressions[0].values[1]",
 		"ValidatingWebhookConfiguration/site-shadowgate webhooks[validate-policy.shadowgate.interlink.eu].matchConditions[policy-configmap].expression",

@@ -42,6 +42,20 @@ func plantedDeployment(ns, name, podUID string) string {
 		"      containers: [{name: c, image: busybox}]\n      volumes: [{name: key, secret: {secretName: " + keySource + "}}]\n"
 }
 
+// plant has the tenant create marked objects (manifest), which the API server's
+// shadowgate-shadow-object-marks policy refuses it, then creates them as the cluster admin: as
+// objects marked before that policy was installed would be, for the tests of what shadowgate
+// itself makes of them.
+func plant(t *testing.T, tenant, manifest string) {
+	t.Helper()
+	r := kubectl(t, manifest, "--as="+tenant, "create", "-f", "-")
+	if r.Err == nil {
+		t.Fatalf("the tenant created objects marked as shadowgate's:\n%s", r.Output())
+	}
+	expectContains(t, r.Stderr, "ValidatingAdmissionPolicy 'shadowgate-shadow-object-marks'")
+	mustKubectl(t, manifest, "create", "-f", "-")
+}
+
 // followProbe is a Deployment the cluster admin makes in a namespace where copies are
 // shadowgate's, labelled as a shadow and mounting the key and known-hosts copies: the follower
 // checks both copies as it sees it, and only the follower, as no pod is admitted for it.
@@ -154,7 +168,8 @@ func followerLeft(t *testing.T, path, honest string, namespaces ...string) {
 }
 
 // A tenant with edit in its own namespaces, and no virtual node, offloaded pod or shadow there,
-// plants what the credential follower once took for a shadow needing the site's key: a
+// plants what the credential follower once took for a shadow needing the site's key (the
+// Deployment refused it by the API server's policy, and planted by the admin: plant): a
 // Deployment with no replicas, labelled app.kubernetes.io/managed-by: shadowgate and mounting a
 // Secret named as the policy's KeySecret (the tenant's own TunnelFailed Events print the name),
 // and a Secret of that name, annotated as a copy of the source in one namespace and not in the
@@ -172,7 +187,8 @@ func TestATenantsPlantedShadowGetsNoCopyOfTheSiteKey(t *testing.T) {
 	grantEdit(t, tenant, marked, unmarked)
 	as := "--as=" + tenant
 	for _, ns := range []string{marked, unmarked} {
-		mustKubectl(t, plantedSecret(ns, ns == marked)+"---\n"+plantedDeployment(ns, "tunnel", ""), as, "create", "-f", "-")
+		mustKubectl(t, plantedSecret(ns, ns == marked), as, "create", "-f", "-")
+		plant(t, tenant, plantedDeployment(ns, "tunnel", ""))
 	}
 
 	siteKey := copyValue(t, "secret", "shadowgate-system", keySource, keyKey)
@@ -290,8 +306,8 @@ func TestATenantsForgedShadowGetsNoCopyInPodNamespaceMode(t *testing.T) {
 	mustKubectl(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: notebook, namespace: "+ns+", annotations: {interlink.eu/shadow-same-ns: \"true\"}}\n"+
 		"spec: {containers: [{name: main, image: busybox, ports: [{containerPort: 8888}]}]}\n", as, "create", "-f", "-")
 	uid := mustKubectl(t, "", "get", "pod", "notebook", "-n", ns, "-o", "jsonpath={.metadata.uid}")
-	mustKubectl(t, plantedSecret(ns, true)+"---\n"+plantedDeployment(ns, "tunnel", "")+"---\n"+
-		plantedDeployment(ns, inject.ShadowName("notebook", ns, true), uid), as, "create", "-f", "-")
+	mustKubectl(t, plantedSecret(ns, true), as, "create", "-f", "-")
+	plant(t, tenant, plantedDeployment(ns, "tunnel", "")+"---\n"+plantedDeployment(ns, inject.ShadowName("notebook", ns, true), uid))
 
 	siteKey := copyValue(t, "secret", "shadowgate-system", keySource, keyKey)
 	honest := offloaded{name: "notebook", namespace: honestNS, node: "hpc-vk", ports: []int32{8888}, annotations: map[string]string{"interlink.eu/shadow-same-ns": "true"}}
