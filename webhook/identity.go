@@ -48,6 +48,52 @@ func (id shadowIdentity) shadowNamespaceFor(ctx context.Context, ns string) (str
 	return podNS, nil
 }
 
+// shadowObjects are the cached objects of the shadow of the pod podKey (<ns>/<name>), of any
+// pod UID (the reconciler tells its pod's from an orphan's, the tunnel reporter keeps its
+// pod's): those found by their interlink.eu/shadow-for that are where shadowgate puts that
+// pod's shadow (isShadowOf). One elsewhere that claims the pod is no shadow of it: it is never
+// read, rolled, reported or deleted.
+func (id shadowIdentity) shadowObjects(ctx context.Context, podKey string) ([]client.Object, error) {
+	ns, name, ok := splitKey(podKey)
+	if !ok {
+		return nil, nil
+	}
+	objs, err := listShadowKinds(ctx, id.cache, client.MatchingFields{indexShadowFor: podKey})
+	if err != nil {
+		return nil, err
+	}
+	out := objs[:0]
+	for _, obj := range objs {
+		ok, err := id.isShadowOf(ctx, obj, ns, name)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, obj)
+		}
+	}
+	return out, nil
+}
+
+// isShadowOf says whether obj is at a namespace and name shadowgate derives for the shadow of
+// the pod podNS/podName: the shadow's name (Deployment, Service, NetworkPolicy) or its node
+// ConfigMap's, in the pod namespace's marked shadow namespace (shadowNamespaceFor) or, for a
+// shadow beside its pod (interlink.eu/shadow-same-ns), in podNS itself.
+func (id shadowIdentity) isShadowOf(ctx context.Context, obj client.Object, podNS, podName string) (bool, error) {
+	for _, beside := range []bool{false, true} {
+		shadow := inject.ShadowName(podName, podNS, beside)
+		if obj.GetNamespace() != inject.ShadowNamespace(podNS, beside) || (obj.GetName() != shadow && obj.GetName() != inject.NodeConfigMapName(shadow)) {
+			continue
+		}
+		if beside {
+			return true, nil
+		}
+		markedFor, err := id.shadowNamespaceFor(ctx, obj.GetNamespace())
+		return markedFor == podNS, err
+	}
+	return false, nil
+}
+
 // mayHoldCopy says whether c is a place for a credential copy, where shadowgate may create,
 // update, adopt or delete one: a shadow namespace (shadowNamespaceFor), or, only when the rules
 // allow copies into pod namespaces, a pod namespace where a shadow beside its pod mounts c

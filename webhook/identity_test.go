@@ -10,6 +10,7 @@ import (
 	"golang.org/x/time/rate"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
@@ -245,5 +246,59 @@ func TestASourceOfAnotherTypeIsNotCopied(t *testing.T) {
 		if action, err := a.copyCredential(context.Background(), inject.Credential{Kind: "Secret", Name: "hpc-ssh-key", Namespace: "user-shadow"}, false, true); err != nil || action != copyCreate {
 			t.Errorf("%s: %v, %v; want it copied", typ, action, err)
 		}
+	}
+}
+
+// The one rule of identity for a pod's shadow objects: those at the names shadowgate derives for
+// the pod, in the shadow namespace marked for the pod's namespace, or in the pod's own
+// namespace at the names of a shadow beside its pod. A look-alike that claims the pod by
+// interlink.eu/shadow-for and its UID anywhere else is no object of its shadow.
+func TestAPodsShadowObjectsAreAtTheNamesShadowgateDerives(t *testing.T) {
+	const podNS, pod, uid = "user", "notebook", "victim-uid"
+	shadow, beside := inject.ShadowName(pod, podNS, false), inject.ShadowName(pod, podNS, true)
+	shadowNS := inject.ShadowNamespace(podNS, false)
+	claim := func(kind client.Object, ns, name string) client.Object {
+		kind.SetNamespace(ns)
+		kind.SetName(name)
+		kind.SetLabels(map[string]string{inject.LabelManagedBy: inject.ManagedBy, inject.LabelPodUID: uid})
+		kind.SetAnnotations(map[string]string{inject.AnnotationShadowFor: podNS + "/" + pod})
+		return kind
+	}
+	marked := namespaceLabels{shadowNS: {inject.LabelShadowNamespaceFor: podNS}, "evil": {}, podNS: {}}
+	for name, c := range map[string]struct {
+		obj        client.Object
+		namespaces namespaceLabels
+		want       bool
+	}{
+		"The shadow Deployment in the marked shadow namespace is the pod's.": {
+			obj: claim(&appsv1.Deployment{}, shadowNS, shadow), namespaces: marked, want: true},
+		"The node ConfigMap in the marked shadow namespace is the pod's.": {
+			obj: claim(&corev1.ConfigMap{}, shadowNS, inject.NodeConfigMapName(shadow)), namespaces: marked, want: true},
+		"A shadow beside its pod is the pod's, at the same-namespace name.": {
+			obj: claim(&corev1.Service{}, podNS, beside), namespaces: marked, want: true},
+		"A look-alike in the attacker's own namespace, at the shadow's name, is not.": {
+			obj: claim(&appsv1.Deployment{}, "evil", shadow), namespaces: marked},
+		"A look-alike in the pod's namespace at the shadow namespace's name is not.": {
+			obj: claim(&appsv1.Deployment{}, podNS, shadow), namespaces: marked},
+		"A look-alike in the shadow namespace at another name is not.": {
+			obj: claim(&corev1.ConfigMap{}, shadowNS, "planted-node"), namespaces: marked},
+		"The shadow namespace's name, not marked for the pod's namespace, holds none of its shadow.": {
+			obj: claim(&appsv1.Deployment{}, shadowNS, shadow), namespaces: namespaceLabels{shadowNS: {inject.LabelShadowNamespaceFor: "evil"}}},
+		"A shadow namespace that does not exist holds none of its shadow.": {
+			obj: claim(&appsv1.Deployment{}, shadowNS, shadow), namespaces: namespaceLabels{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := fake.NewClientBuilder().WithObjects(c.obj)
+			for _, kind := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}, &networkingv1.NetworkPolicy{}} {
+				b = b.WithIndex(kind, indexShadowFor, shadowForIndex)
+			}
+			objs, err := shadowIdentity{namespaces: c.namespaces, cache: b.Build()}.shadowObjects(t.Context(), podNS+"/"+pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(objs) == 1; got != c.want {
+				t.Errorf("%s/%s taken for the pod's shadow: %v, want %v", c.obj.GetNamespace(), c.obj.GetName(), got, c.want)
+			}
+		})
 	}
 }

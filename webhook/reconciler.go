@@ -48,6 +48,7 @@ const indexShadowFor = "shadowFor"
 type Reconciler struct {
 	client   client.Client // the manager's: cached reads of pods and shadow objects
 	reader   client.Reader // uncached: what holds a shadow's name when the cache has none of ours
+	identity shadowIdentity
 	policies Policies
 	// namespaces gives a re-judged pod its namespace's labels, as the webhook had them.
 	namespaces Namespaces
@@ -214,7 +215,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	// A finished pod is stored, so its shadow is no orphan of a refused admission: it goes
 	// at once, without the grace period.
 	done := live && finished(pod)
-	objs, err := shadowObjects(ctx, r.client, req.String())
+	objs, err := r.identity.shadowObjects(ctx, req.String())
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -371,13 +372,6 @@ func (r *Reconciler) sayIfSecondShadow(ctx context.Context, pod *corev1.Pod, our
 		"a second shadow of this pod: Deployment %s/%s was rewritten by another controller, most likely the virtual kubelet rendering its own SSH shadow; "+
 			"shadowgate applies its own again. Set Network.EnableTunnel: false in the virtual kubelet's VirtualKubeletConfig.yaml "+
 			"(docs/virtual-kubelet.md), so only shadowgate renders shadows", held.Namespace, held.Name)))
-}
-
-// shadowObjects are the cached shadow objects that stand in for the pod podKey (<ns>/<name>),
-// of any pod UID: the reconciler tells its pod's from an orphan's, the tunnel reporter keeps
-// its pod's.
-func shadowObjects(ctx context.Context, c client.Reader, podKey string) ([]client.Object, error) {
-	return listShadowKinds(ctx, c, client.MatchingFields{indexShadowFor: podKey})
 }
 
 // listShadowKinds lists every kind of shadowKinds with opts, in that order.

@@ -204,6 +204,7 @@ func TestReconcilerDeletesTheShadowOfAFinishedPod(t *testing.T) {
 		applier := &recordingApplier{}
 		r := newTestReconciler(time.Hour)
 		r.client, r.policies, r.applier, r.recorder = b.Build(), fixedPolicy{pol}, applier, &recordingEvents{}
+		r.identity = shadowIdentity{cache: r.client, namespaces: namespaceLabels{shadow.Deployment.Namespace: {inject.LabelShadowNamespaceFor: p.Namespace}}}
 		res, err := r.Reconcile(t.Context(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)

@@ -143,6 +143,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 	reconciler := &Reconciler{
 		client:     mgr.GetClient(),
 		reader:     mgr.GetAPIReader(),
+		identity:   identity,
 		policies:   store,
 		namespaces: namespaces,
 		applier:    applier,
@@ -163,7 +164,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 	if err := reconciler.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err
 	}
-	if err := newTunnelReporter(mgr, applyClient, store, recorder, metrics).SetupWithManager(mgr); err != nil {
+	if err := newTunnelReporter(mgr, identity, applyClient, store, recorder, metrics).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 	if sources != nil {

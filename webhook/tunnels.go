@@ -56,6 +56,7 @@ const maxShadowEvents = 200
 type TunnelReporter struct {
 	cache    client.Client // the manager's: pods, shadow Deployments, Services, ConfigMaps
 	reader   client.Reader // uncached: Events and credentials, read only when needed
+	identity shadowIdentity
 	writer   client.Client // server-side apply of the annotation
 	policies Policies
 	recorder events.EventRecorder
@@ -83,13 +84,13 @@ type writtenState struct {
 }
 
 // newTunnelReporter is the reporter of a serving manager.
-func newTunnelReporter(mgr manager.Manager, writer client.Client, policies Policies, recorder events.EventRecorder, metrics *Metrics) *TunnelReporter {
+func newTunnelReporter(mgr manager.Manager, identity shadowIdentity, writer client.Client, policies Policies, recorder events.EventRecorder, metrics *Metrics) *TunnelReporter {
 	// Every state is exported from the start, at 0 until a tunnel is in it.
 	for _, s := range []tunnelstate.State{tunnelstate.Starting, tunnelstate.WaitingForNode, tunnelstate.Ready, tunnelstate.Failed} {
 		metrics.tunnels.WithLabelValues(string(s)).Set(0)
 	}
 	return &TunnelReporter{
-		cache: mgr.GetClient(), reader: mgr.GetAPIReader(), writer: writer,
+		cache: mgr.GetClient(), reader: mgr.GetAPIReader(), identity: identity, writer: writer,
 		policies: policies, recorder: recorder, metrics: metrics, now: time.Now,
 		states:  map[types.NamespacedName]tunnelstate.State{},
 		written: map[types.NamespacedName]writtenState{},
@@ -223,7 +224,7 @@ type shadowView struct {
 // shadow), the Deployment's newest live pod, the Service and the node ConfigMap.
 func (t *TunnelReporter) shadowOf(ctx context.Context, pod *corev1.Pod) (*shadowView, error) {
 	key := pod.Namespace + "/" + pod.Name
-	objs, err := shadowObjects(ctx, t.cache, key)
+	objs, err := t.identity.shadowObjects(ctx, key)
 	if err != nil {
 		return nil, err
 	}

@@ -78,7 +78,8 @@ func testReporter(t *testing.T, c client.Client) (*TunnelReporter, *events.FakeR
 		t.Fatal(err)
 	}
 	recorder := events.NewFakeRecorder(10)
-	return &TunnelReporter{cache: c, reader: c, writer: c, policies: fixedPolicy{&policy.Policy{}}, recorder: recorder, metrics: metrics,
+	identity := shadowIdentity{cache: c, namespaces: namespaceLabels{reporterShadowNS: {inject.LabelShadowNamespaceFor: "user"}}}
+	return &TunnelReporter{cache: c, reader: c, identity: identity, writer: c, policies: fixedPolicy{&policy.Policy{}}, recorder: recorder, metrics: metrics,
 		now: time.Now, states: map[types.NamespacedName]tunnelstate.State{}, written: map[types.NamespacedName]writtenState{}}, recorder
 }
 
@@ -108,7 +109,7 @@ func TestTheTunnelReporterBelievesOnlyTheShadowsOwnPod(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := reporterClient(t, interceptor.Funcs{}, append([]client.Object{victim, deployment}, tc.pods...)...)
-			r := &TunnelReporter{cache: c, policies: fixedPolicy{&policy.Policy{}}}
+			r, _ := testReporter(t, c)
 			sh, err := r.shadowOf(context.Background(), victim)
 			if err != nil || sh == nil {
 				t.Fatalf("shadowOf: %v, %v", sh, err)
