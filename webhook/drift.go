@@ -28,6 +28,9 @@ const (
 	// ReasonShadowRefusedByPolicy: the policy in force would refuse the pod, or gives it no
 	// shadow; pod and shadow are left as they are.
 	ReasonShadowRefusedByPolicy = "ShadowRefusedByPolicy"
+	// ReasonShadowRollStalled: a roll's shadow pod was not replaced within rollTimeout, and
+	// the roll gave up its slot.
+	ReasonShadowRollStalled = "ShadowRollStalled"
 )
 
 // driftFieldManager writes the interlink.eu/shadow-drift annotation, and nothing else, on
@@ -71,16 +74,34 @@ func (r *Reconciler) follow(ctx context.Context, pod *corev1.Pod, d *appsv1.Depl
 			"deployment", d.Namespace+"/"+d.Name, "from", d.Annotations[inject.AnnotationRendered], "to", hash)
 		return 0, nil
 	}
-	if r.rollingElsewhere(pod) {
-		r.pacer.adopt(pod.UID, key, hash, time.Now())
+	now := time.Now()
+	// A roll another leader started: the Deployment replaces its pods for a later spec than
+	// the one it was created with (generation 1, the shadow admission applied).
+	if d.Generation > 1 && rollingOut(d) && !r.pacer.isRolling(pod.UID) {
+		r.pacer.adopt(pod.UID, key, hash, now)
 	}
-	step, roll := r.pacer.settle(pod.UID, d)
+	pods, err := shadowPods(ctx, r.client, d, pod)
+	if err != nil {
+		return 0, err
+	}
+	step, roll := r.pacer.settle(pod.UID, d, allStarted(pods), now)
 	switch step {
-	case rollRestarting:
-		r.sayRolled(pod, d)
-		return r.sayDrift(ctx, pod, drift.Status{State: drift.Rolling})
-	case rollWaiting:
-		return r.sayDrift(ctx, pod, drift.Status{State: drift.Rolling}) // a write held back when it started
+	case rollRestarting, rollWaiting:
+		if step == rollRestarting {
+			r.sayRolled(pod, d)
+		}
+		// Looked at again when the roll would stall, if nothing of the shadow changes before.
+		wait, err := r.sayDrift(ctx, pod, drift.Status{State: drift.Rolling})
+		if left := rollTimeout - now.Sub(roll.since); wait == 0 || left < wait {
+			wait = left
+		}
+		return wait, err
+	case rollStalled:
+		log.FromContext(ctx).Info("the shadow pod was not replaced in time; its roll gives up its slot", "pod", key.String(),
+			"deployment", d.Namespace+"/"+d.Name, "timeout", rollTimeout)
+		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonShadowRollStalled, "Roll", "%s", truncate(fmt.Sprintf(
+			"the shadow Deployment %s/%s, applied again for the policy in force, has not replaced its shadow pod in %s; "+
+				"the tunnel's state says why (kubectl describe pod %s -n %s, its TunnelFailed Events)", d.Namespace, d.Name, rollTimeout, pod.Name, pod.Namespace)))
 	case rollRestarted, rollInPlace:
 		if step == rollRestarted && !roll.restarting {
 			r.sayRolled(pod, d) // over before a reconcile saw the shadow pod being replaced
@@ -97,13 +118,6 @@ func (r *Reconciler) sayRolled(pod *corev1.Pod, d *appsv1.Deployment) {
 		"the policy in force renders this pod's shadow differently: Deployment %s/%s was applied again and its shadow pod replaced. "+
 			"Connections through the tunnel break; the tunnel comes back at the same Service once the new shadow pod is ready; "+
 			"this pod and its job are not touched (docs/shadow.md \"When the policy changes\")", d.Namespace, d.Name)))
-}
-
-// rollingElsewhere says whether the pod's annotation says its shadow is Rolling though this
-// process wrote no drift state for it: a roll another leader started.
-func (r *Reconciler) rollingElsewhere(pod *corev1.Pod) bool {
-	st, mine := r.said(pod)
-	return !mine && st.State == drift.Rolling
 }
 
 // refuse records that the policy in force would refuse the pod with a shadow (or gives it

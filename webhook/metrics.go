@@ -34,6 +34,7 @@ const (
 
 	rolledRestarted = "restarted"
 	rolledInPlace   = "in-place"
+	rolledStalled   = "stalled"
 )
 
 // NewMetrics creates the metrics and registers them with reg (controller-runtime's
@@ -87,9 +88,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	m.shadowRolls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shadowgate_shadow_rolls_total",
-		Help: "Shadows applied again because the policy in force renders them differently, by result: restarted (the pod template changed and the shadow pod was replaced), in-place (only the Service, NetworkPolicy or the Deployment's metadata changed).",
+		Help: "Shadows applied again because the policy in force renders them differently, by result: restarted (the pod template changed and the shadow pod was replaced), in-place (only the Service, NetworkPolicy or the Deployment's metadata changed), stalled (the shadow pod was not replaced within 10 minutes: the roll gave up its slot).",
 	}, []string{"result"})
-	for _, result := range []string{rolledRestarted, rolledInPlace} {
+	for _, result := range []string{rolledRestarted, rolledInPlace, rolledStalled} {
 		m.shadowRolls.WithLabelValues(result)
 	}
 	for _, c := range []prometheus.Collector{m.applySeconds, m.policyReloads, m.tunnels, m.unconfirmed, m.unconfirmedRefusals, m.collected, m.copiesFollowed, m.shadowsDrifted, m.shadowRolls} {

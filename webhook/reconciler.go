@@ -124,6 +124,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager) 
 	b = b.WatchesRawSource(source.Channel(r.wakes, &handler.EnqueueRequestForObject{}))
 	changes := make(chan struct{}, 1)
 	r.policyChanges.OnChange(func() {
+		r.pacer.newPolicy()
 		select {
 		case changes <- struct{}{}:
 		default: // one is pending: it reads the policy in force when it runs

@@ -259,6 +259,7 @@ func TestReconcilerRollsAShadowRenderedUnderAnotherPolicy(t *testing.T) {
 			r := newTestReconciler(time.Hour)
 			r.policies, r.applier, r.recorder = fixedPolicy{pol}, applier, recorder
 			r.writer = fake.NewClientBuilder().WithObjects(p.DeepCopy()).Build()
+			r.client = r.writer // no shadow pod: the roll is over once the new one is available
 			if _, err := r.ensure(t.Context(), p, have); err != nil {
 				t.Fatal(err)
 			}
@@ -300,6 +301,50 @@ func TestReconcilerRollsAShadowRenderedUnderAnotherPolicy(t *testing.T) {
 			}
 			if _, ok := stored.Annotations[drift.Annotation]; ok {
 				t.Errorf("drift annotation %q left on a pod whose shadow is current", stored.Annotations[drift.Annotation])
+			}
+		})
+	}
+}
+
+// Where a roll stands, a new leader reads on the shadow Deployment, which the pod's owner
+// cannot write, never on the pod: a pod whose owner annotates it Rolling takes no slot while
+// its shadow's Deployment is settled, and one whose Deployment replaces its pod for a later
+// spec holds one, whatever its pod says.
+func TestANewLeaderAdoptsRollsFromTheDeploymentNotThePod(t *testing.T) {
+	_, _, _, _, pol := handlers(t)
+	for sentence, tc := range map[string]struct {
+		annotation string
+		rollingOut bool
+		wantHeld   bool
+	}{
+		"A pod annotated Rolling by its owner, its Deployment settled, holds no slot.": {
+			annotation: `{"state":"Rolling"}`},
+		"A Deployment replacing its pod for a later spec holds a slot, its pod saying nothing.": {
+			rollingOut: true, wantHeld: true},
+	} {
+		t.Run(sentence, func(t *testing.T) {
+			p := mutated(t, pod("notebook", nil), pol)
+			shadow := shadowOf(t, p, pol)
+			if tc.annotation != "" {
+				metav1.SetMetaDataAnnotation(&p.ObjectMeta, drift.Annotation, tc.annotation)
+			}
+			d := shadow.Deployment.DeepCopy()
+			d.Generation = 3
+			d.Status = appsv1.DeploymentStatus{ObservedGeneration: 3, Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1}
+			if tc.rollingOut {
+				d.Status = appsv1.DeploymentStatus{ObservedGeneration: 3, Replicas: 2, UpdatedReplicas: 1}
+			}
+			r := newTestReconciler(time.Hour)
+			r.pacer = newRollPacer(1, r.pacer.metrics, func(types.NamespacedName) {})
+			r.policies, r.applier, r.recorder = fixedPolicy{pol}, &recordingApplier{}, &recordingEvents{}
+			r.writer = fake.NewClientBuilder().WithObjects(p.DeepCopy()).Build()
+			r.client = r.writer
+			if _, err := r.ensure(t.Context(), p, []client.Object{shadow.NodeConfigMap, shadow.Service, shadow.NetworkPolicy, d}); err != nil {
+				t.Fatal(err)
+			}
+			other := r.pacer.take("other", types.NamespacedName{Namespace: "user", Name: "other"}, "h", 1, true, time.Now())
+			if held := other == turnWait; held != tc.wantHeld {
+				t.Errorf("the one slot held: %v, want %v", held, tc.wantHeld)
 			}
 		})
 	}

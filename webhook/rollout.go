@@ -13,15 +13,17 @@ import (
 )
 
 // rollPacer paces the rolls of shadows the policy in force renders differently (their
-// inject.AnnotationRendered differs from the one rendered now): at most max rolls at a time, a
-// roll holding its slot from its apply until its Deployment has replaced the shadow pod and
-// the new one is available. A roll that never completes (an image that does not pull) keeps
-// its slot, so a bad policy stops after max shadows rather than breaking every tunnel. Shadows
-// waiting for a slot whose tunnel is not in use (not Ready: nothing to break) get the next free
-// one, then the others, longest waiting first (the reconciler also wakes idle shadows first on
-// a policy change, so they take the first slots too). It keeps each shadow's drift state for the
-// shadowgate_shadows_drifted gauge. It is the leader's, in memory: a new leader finds the
-// drifted shadows again as it reconciles every pod on start.
+// inject.AnnotationRendered differs from the one rendered now). A roll holds a slot from its
+// apply until its Deployment has replaced the shadow pod (the new one's containers started,
+// ready or not: a queued job's shadow is never ready) or rollTimeout has passed; at most max
+// slots are held at a time. The first rolls under a policy prove it: until one has replaced its
+// shadow pod, every roll takes a slot, and once max rolls in a row have timed out (an image
+// that does not pull) no roll starts until a new policy is loaded, so a bad policy stops after
+// max shadows rather than breaking every tunnel. Once proven, shadows whose tunnel is not in use
+// (not Ready: nothing to break) roll without a slot; the others wait for one, longest waiting
+// first. It keeps each shadow's drift state for the shadowgate_shadows_drifted gauge. It is the
+// leader's, in memory: a new leader finds the rolls in progress on the shadow Deployments
+// themselves (rollingOut), never on the pods, whose annotations their owners can write.
 type rollPacer struct {
 	max int
 	// wake asks for another reconcile of a waiting pod, once a slot is free for it.
@@ -32,7 +34,15 @@ type rollPacer struct {
 	rolling map[types.UID]roll
 	waiting map[types.UID]waiter
 	states  map[types.UID]drift.State
+	// proven says a roll under the policy in force has replaced its shadow pod; stalls counts
+	// the rolls that timed out since the last that did, or since the policy was loaded.
+	proven bool
+	stalls int
 }
+
+// rollTimeout is how long a roll holds its slot at most: a shadow pod not replaced by then (an
+// image that does not pull, a node that cannot take it) gives up its slot as stalled.
+const rollTimeout = 10 * time.Minute
 
 // roll is one shadow being rolled.
 type roll struct {
@@ -49,6 +59,8 @@ type roll struct {
 	// reserved says the slot was given to a waiting shadow, woken to take it, that has not
 	// been applied yet: no other shadow takes it meanwhile.
 	reserved bool
+	// free says the roll holds no slot: its tunnel was not in use, under a proven policy.
+	free bool
 }
 
 type waiter struct {
@@ -86,7 +98,8 @@ func (p *rollPacer) take(uid types.UID, pod types.NamespacedName, hash string, g
 		return turnNow
 	}
 	_, reserved := p.rolling[uid]
-	if !reserved && (len(p.rolling) >= p.max || (inUse && p.idleWaiting(uid))) {
+	free := !inUse && p.proven
+	if !reserved && (p.stopped() || (!free && p.held() >= p.max)) {
 		w, ok := p.waiting[uid]
 		if !ok {
 			w.since = now
@@ -97,24 +110,60 @@ func (p *rollPacer) take(uid types.UID, pod types.NamespacedName, hash string, g
 		return turnWait
 	}
 	delete(p.waiting, uid)
-	p.rolling[uid] = roll{pod: pod, hash: hash, generation: generation, since: now}
+	p.rolling[uid] = roll{pod: pod, hash: hash, generation: generation, since: now, free: free && !reserved}
 	p.setState(uid, drift.Rolling)
 	return turnNow
 }
 
-// adopt counts the roll of pod (uid) that the pod says is in progress (drift.Rolling) though
-// this pacer did not start it, as after a change of leader: its shadow pod is being replaced
-// all the same, so it holds a slot until the new one is available. Rolls started before it is
-// seen may pass max for that while.
+// held is how many slots are held, reserved ones included. Called with mu held.
+func (p *rollPacer) held() int {
+	n := 0
+	for _, r := range p.rolling {
+		if !r.free {
+			n++
+		}
+	}
+	return n
+}
+
+// stopped says max rolls in a row have timed out under the policy in force. Called with mu
+// held.
+func (p *rollPacer) stopped() bool { return p.stalls >= p.max }
+
+// adopt counts the roll of pod (uid) that its Deployment shows in progress (rollingOut) though
+// this pacer did not start it, as after a change of leader: it holds a slot until its shadow
+// pod is replaced or rollTimeout has passed. Rolls another leader started may hold more than
+// max slots for that while; no roll starts until fewer are held.
 func (p *rollPacer) adopt(uid types.UID, pod types.NamespacedName, hash string, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.rolling[uid]; ok {
 		return
 	}
+	delete(p.waiting, uid)
 	// generation -1: whichever the Deployment is at, its replacement of the pod was seen.
 	p.rolling[uid] = roll{pod: pod, hash: hash, generation: -1, restarting: true, since: now}
 	p.setState(uid, drift.Rolling)
+}
+
+// isRolling says whether the pacer counts a roll of uid, or a slot reserved for it.
+func (p *rollPacer) isRolling(uid types.UID) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.rolling[uid]
+	return ok
+}
+
+// newPolicy starts over under a newly loaded policy: it is not proven yet, and no roll of it
+// has timed out; shadows that waited behind the last policy's stalled rolls are woken.
+func (p *rollPacer) newPolicy() {
+	p.mu.Lock()
+	p.proven, p.stalls = false, 0
+	next := p.nextWaiting()
+	p.mu.Unlock()
+	for _, pod := range next {
+		p.wake(pod)
+	}
 }
 
 // abandon frees the slot of a shadow whose apply failed: it is out of date still, and its
@@ -130,16 +179,6 @@ func (p *rollPacer) abandon(uid types.UID) {
 	}
 }
 
-// idleWaiting says whether a shadow other than uid's, whose tunnel is not in use, waits.
-func (p *rollPacer) idleWaiting(uid types.UID) bool {
-	for other, w := range p.waiting {
-		if other != uid && !w.inUse {
-			return true
-		}
-	}
-	return false
-}
-
 // rollStep is where the roll of a current shadow stands, as settle finds it.
 type rollStep int
 
@@ -147,13 +186,15 @@ const (
 	rollNone       rollStep = iota // no roll of this shadow in progress
 	rollRestarting                 // its shadow pod is being replaced, seen now for the first time
 	rollWaiting                    // its shadow pod is being replaced, as seen before
-	rollRestarted                  // its new shadow pod is available: the roll is over
+	rollRestarted                  // its shadow pod is replaced: the roll is over
 	rollInPlace                    // the apply changed no pod template: the roll is over
+	rollStalled                    // its shadow pod was not replaced within rollTimeout: the slot is given up
 )
 
-// settle is told the Deployment of a shadow whose hash is current, and says where its roll
-// stands; a roll that is over frees its slot for the next waiting shadow.
-func (p *rollPacer) settle(uid types.UID, d *appsv1.Deployment) (rollStep, roll) {
+// settle is told the Deployment of a shadow whose hash is current, and whether every container
+// of its pods has started, and says where its roll stands at now; a roll that is over frees its
+// slot for the next waiting shadow.
+func (p *rollPacer) settle(uid types.UID, d *appsv1.Deployment, started bool, now time.Time) (rollStep, roll) {
 	p.mu.Lock()
 	r, ok := p.rolling[uid]
 	if !ok || r.reserved {
@@ -173,14 +214,16 @@ func (p *rollPacer) settle(uid types.UID, d *appsv1.Deployment) (rollStep, roll)
 	step := rollInPlace
 	switch {
 	case d.Generation == r.generation:
-	case !rolledOut(d) && r.restarting:
+	case replaced(d, started):
+		step = rollRestarted
+	case now.Sub(r.since) >= rollTimeout:
+		step = rollStalled
+	case r.restarting:
 		step = rollWaiting
-	case !rolledOut(d):
+	default:
 		step = rollRestarting
 		r.restarting = true
 		p.rolling[uid] = r
-	default:
-		step = rollRestarted
 	}
 	if step == rollWaiting || step == rollRestarting {
 		p.mu.Unlock()
@@ -188,12 +231,17 @@ func (p *rollPacer) settle(uid types.UID, d *appsv1.Deployment) (rollStep, roll)
 	}
 	delete(p.rolling, uid)
 	p.setState(uid, drift.Current)
+	result := rolledInPlace
+	switch step {
+	case rollRestarted:
+		result = rolledRestarted
+		p.proven, p.stalls = true, 0
+	case rollStalled:
+		result = rolledStalled
+		p.stalls++
+	}
 	next := p.nextWaiting()
 	p.mu.Unlock()
-	result := rolledInPlace
-	if step == rollRestarted {
-		result = rolledRestarted
-	}
 	p.metrics.shadowRolls.WithLabelValues(result).Inc()
 	for _, pod := range next {
 		p.wake(pod)
@@ -201,11 +249,12 @@ func (p *rollPacer) settle(uid types.UID, d *appsv1.Deployment) (rollStep, roll)
 	return step, r
 }
 
-// nextWaiting are the waiting shadows the free slots go to, in their order, each with its slot
-// reserved until its reconcile takes it. Called with mu held.
+// nextWaiting are the waiting shadows to wake, each to take its turn: none while max rolls in
+// a row have stalled; under a proven policy every one whose tunnel is not in use (it needs no
+// slot); then as many of the others as slots are free, longest waiting first, each with its
+// slot reserved until its reconcile takes it. Called with mu held.
 func (p *rollPacer) nextWaiting() []types.NamespacedName {
-	free := p.max - len(p.rolling)
-	if free <= 0 || len(p.waiting) == 0 {
+	if p.stopped() || len(p.waiting) == 0 {
 		return nil
 	}
 	type entry struct {
@@ -225,10 +274,18 @@ func (p *rollPacer) nextWaiting() []types.NamespacedName {
 		}
 		return cmp.Or(a.since.Compare(b.since), cmp.Compare(a.pod.String(), b.pod.String()))
 	})
+	free := p.max - p.held()
 	var next []types.NamespacedName
-	for _, e := range all[:min(free, len(all))] {
+	for _, e := range all {
+		switch {
+		case !e.inUse && p.proven:
+		case free > 0:
+			free--
+			p.rolling[e.uid] = roll{pod: e.pod, reserved: true}
+		default:
+			continue
+		}
 		delete(p.waiting, e.uid)
-		p.rolling[e.uid] = roll{pod: e.pod, reserved: true}
 		next = append(next, e.pod)
 	}
 	return next
@@ -274,13 +331,25 @@ func (p *rollPacer) setState(uid types.UID, s drift.State) {
 	}
 }
 
-// rolledOut says whether the Deployment runs its current pod template, available: observed,
-// updated and no pod of an older template left.
-func rolledOut(d *appsv1.Deployment) bool {
-	want := int32(1)
-	if d.Spec.Replicas != nil {
-		want = *d.Spec.Replicas
-	}
+// rollingOut says whether the Deployment is replacing its pods: its spec not observed yet,
+// fewer updated pods than it wants, or more pods. A shadow that is only not ready (a queued
+// job, a login node down) is not rolling out.
+func rollingOut(d *appsv1.Deployment) bool {
 	s := d.Status
-	return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want && s.AvailableReplicas == want && s.Replicas == want
+	return s.ObservedGeneration < d.Generation || s.UpdatedReplicas < replicas(d) || s.Replicas > replicas(d)
+}
+
+// replaced says whether the Deployment runs its current pod template alone, its pods available
+// or, as a queued job's shadow never is, with every container started.
+func replaced(d *appsv1.Deployment, started bool) bool {
+	want := replicas(d)
+	return !rollingOut(d) && d.Status.Replicas == want && (d.Status.AvailableReplicas == want || started)
+}
+
+// replicas is how many pods the Deployment wants.
+func replicas(d *appsv1.Deployment) int32 {
+	if d.Spec.Replicas != nil {
+		return *d.Spec.Replicas
+	}
+	return 1
 }

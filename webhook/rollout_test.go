@@ -30,7 +30,7 @@ func podKey(name string) types.NamespacedName {
 	return types.NamespacedName{Namespace: "user", Name: name}
 }
 
-// deploymentAt is a one-replica Deployment at generation, rolled out or not.
+// deploymentAt is a one-replica Deployment at generation: still replacing its pod, or not.
 func deploymentAt(generation int64, rolledOut bool) *appsv1.Deployment {
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: generation}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)}}
 	d.Status = appsv1.DeploymentStatus{ObservedGeneration: generation, Replicas: 2, UpdatedReplicas: 1}
@@ -40,14 +40,27 @@ func deploymentAt(generation int64, rolledOut bool) *appsv1.Deployment {
 	return d
 }
 
+// replacedUnready is a one-replica Deployment at generation whose one pod runs the new template
+// and is not available: a queued job's shadow.
+func replacedUnready(generation int64) *appsv1.Deployment {
+	d := deploymentAt(generation, true)
+	d.Status.AvailableReplicas = 0
+	return d
+}
+
 func drifted(p *rollPacer, s drift.State) float64 {
 	return testutil.ToFloat64(p.metrics.shadowsDrifted.WithLabelValues(string(s)))
+}
+
+func rolls(p *rollPacer, result string) float64 {
+	return testutil.ToFloat64(p.metrics.shadowRolls.WithLabelValues(result))
 }
 
 func TestAtMostMaxShadowsRollAtATimeAndIdleTunnelsGoFirst(t *testing.T) {
 	p, woken := testPacer(t, 2)
 	now := time.Now()
-	// a and b take the two slots; c's tunnel is in use, d's is not, e's is in use: all wait.
+	// Before a roll has proven the policy, every roll takes a slot: a and b take the two; c's
+	// tunnel is in use, d's is not, e's is in use: all wait.
 	for i, tc := range []struct {
 		name  string
 		inUse bool
@@ -60,43 +73,105 @@ func TestAtMostMaxShadowsRollAtATimeAndIdleTunnelsGoFirst(t *testing.T) {
 	if drifted(p, drift.Rolling) != 2 || drifted(p, drift.OutOfDate) != 3 {
 		t.Errorf("gauge: %v rolling, %v out of date; want 2 and 3", drifted(p, drift.Rolling), drifted(p, drift.OutOfDate))
 	}
-	// a's new shadow pod is being replaced, then available: its slot goes to d, whose tunnel
-	// is idle, though c has waited longer.
-	if step, _ := p.settle("a", deploymentAt(2, false)); step != rollRestarting {
+	// a's shadow pod is being replaced, then available: the policy is proven. d, idle, rolls
+	// without a slot; a's slot goes to c, which has waited longer than e.
+	if step, _ := p.settle("a", deploymentAt(2, false), false, now); step != rollRestarting {
 		t.Fatalf("a: step %d, want rollRestarting", step)
 	}
-	if step, _ := p.settle("a", deploymentAt(2, false)); step != rollWaiting {
+	if step, _ := p.settle("a", deploymentAt(2, false), false, now); step != rollWaiting {
 		t.Fatalf("a again: step %d, want rollWaiting (said once)", step)
 	}
 	if len(*woken) != 0 {
 		t.Fatalf("woken %v while both slots are held", *woken)
 	}
-	if step, _ := p.settle("a", deploymentAt(2, true)); step != rollRestarted {
+	if step, _ := p.settle("a", deploymentAt(2, true), false, now); step != rollRestarted {
 		t.Fatalf("a available: step %d, want rollRestarted", step)
 	}
-	if !slices.Equal(*woken, []string{"d"}) {
-		t.Fatalf("woken %v, want [d]", *woken)
+	if !slices.Equal(*woken, []string{"d", "c"}) {
+		t.Fatalf("woken %v, want [d c]", *woken)
 	}
-	// c, in use, may not take d's turn while d waits; woken, d takes it.
-	if got := p.take("c", podKey("c"), "new", 1, true, now); got != turnWait {
-		t.Errorf("c took the slot meant for the idle d")
+	// e, in use, may not take c's reserved slot; woken, c and d take their turns.
+	if got := p.take("e", podKey("e"), "new", 1, true, now); got != turnWait {
+		t.Errorf("e took the slot reserved for c")
 	}
-	if got := p.take("d", podKey("d"), "new", 1, false, now); got != turnNow {
-		t.Errorf("d, woken: turn %d", got)
+	for _, name := range []string{"c", "d"} {
+		if got := p.take(types.UID(name), podKey(name), "new", 1, name == "c", now); got != turnNow {
+			t.Errorf("%s, woken: turn %d", name, got)
+		}
 	}
-	// b's apply changed no pod template: over at once, its slot to c, the longest waiting.
+	// A shadow idle under the proven policy rolls at once, with both slots held.
+	if got := p.take("f", podKey("f"), "new", 1, false, now); got != turnNow {
+		t.Errorf("f, idle under a proven policy: turn %d, want turnNow without a slot", got)
+	}
+	// b's apply changed no pod template: over at once, its slot to e.
 	*woken = nil
-	if step, _ := p.settle("b", deploymentAt(1, false)); step != rollInPlace {
+	if step, _ := p.settle("b", deploymentAt(1, false), false, now); step != rollInPlace {
 		t.Fatalf("b: step %d, want rollInPlace", step)
 	}
-	if !slices.Equal(*woken, []string{"c"}) {
-		t.Fatalf("woken %v, want [c]", *woken)
+	if !slices.Equal(*woken, []string{"e"}) {
+		t.Fatalf("woken %v, want [e]", *woken)
 	}
-	if got := testutil.ToFloat64(p.metrics.shadowRolls.WithLabelValues(rolledRestarted)); got != 1 {
-		t.Errorf("%v rolls restarted, want 1", got)
+	if rolls(p, rolledRestarted) != 1 || rolls(p, rolledInPlace) != 1 {
+		t.Errorf("%v rolls restarted and %v in place, want 1 and 1", rolls(p, rolledRestarted), rolls(p, rolledInPlace))
 	}
-	if got := testutil.ToFloat64(p.metrics.shadowRolls.WithLabelValues(rolledInPlace)); got != 1 {
-		t.Errorf("%v rolls in place, want 1", got)
+}
+
+// A roll is over once its Deployment runs the new template alone, every container of its pod
+// started: a queued job's shadow is never ready, and holds no slot for its queue.
+func TestAQueuedJobsShadowFreesItsSlotOnceReplaced(t *testing.T) {
+	p, woken := testPacer(t, 1)
+	now := time.Now()
+	p.take("a", podKey("a"), "new", 1, false, now)
+	p.take("b", podKey("b"), "new", 1, true, now)
+	if step, _ := p.settle("a", replacedUnready(2), false, now); step != rollRestarting {
+		t.Fatalf("a, its containers not started: step %d, want rollRestarting", step)
+	}
+	if step, _ := p.settle("a", replacedUnready(2), true, now); step != rollRestarted {
+		t.Fatalf("a, replaced and started, not ready: step %d, want rollRestarted", step)
+	}
+	if !slices.Equal(*woken, []string{"b"}) {
+		t.Errorf("woken %v, want [b]", *woken)
+	}
+}
+
+// A roll whose shadow pod is not replaced within rollTimeout gives up its slot; once max rolls
+// in a row have, no roll starts, idle or not, until a new policy is loaded. A roll that
+// replaces its pod in between starts the count again.
+func TestStalledRollsGiveUpTheirSlotsAndMaxInARowStopTheRest(t *testing.T) {
+	p, woken := testPacer(t, 2)
+	now := time.Now()
+	later := now.Add(rollTimeout)
+	p.take("a", podKey("a"), "new", 1, true, now)
+	p.take("b", podKey("b"), "new", 1, true, now)
+	p.take("c", podKey("c"), "new", 1, true, now)
+	if step, _ := p.settle("a", deploymentAt(2, false), false, later.Add(-time.Second)); step != rollRestarting {
+		t.Fatalf("a before the timeout: step %d", step)
+	}
+	if step, _ := p.settle("a", deploymentAt(2, false), false, later); step != rollStalled {
+		t.Fatalf("a at the timeout: step %d, want rollStalled", step)
+	}
+	if !slices.Equal(*woken, []string{"c"}) || rolls(p, rolledStalled) != 1 {
+		t.Fatalf("woken %v after a stall (%v stalled), want [c]", *woken, rolls(p, rolledStalled))
+	}
+	p.take("c", podKey("c"), "new", 1, true, later)
+	p.settle("b", deploymentAt(2, false), false, later.Add(-time.Second))
+	p.settle("c", deploymentAt(2, false), false, later)
+	if step, _ := p.settle("b", deploymentAt(2, false), false, later.Add(time.Second)); step != rollStalled {
+		t.Fatalf("b at the timeout: step %d, want rollStalled", step)
+	}
+	// Two stalls in a row, at max 2: nothing starts, not even an idle shadow.
+	*woken = nil
+	for _, name := range []string{"d", "e"} {
+		if got := p.take(types.UID(name), podKey(name), "new", 1, name == "d", later); got != turnWait {
+			t.Errorf("%s started after max stalls in a row: turn %d", name, got)
+		}
+	}
+	if len(*woken) != 0 {
+		t.Errorf("woken %v after max stalls", *woken)
+	}
+	p.newPolicy()
+	if !slices.Equal(*woken, []string{"e", "d"}) && !slices.Equal(*woken, []string{"e"}) {
+		t.Errorf("woken %v under a new policy, want e (idle) first", *woken)
 	}
 }
 
@@ -143,18 +218,18 @@ func TestAGoneOrFailedShadowFreesItsSlot(t *testing.T) {
 	}
 }
 
-// A new leader finds a roll the pod says is in progress: it holds a slot until the new shadow
-// pod is available, and is then over without a second Event.
+// A new leader finds a roll its Deployment shows in progress: it holds a slot until the new
+// shadow pod is available, and is then over without a second Event.
 func TestARollStartedByAnotherLeaderHoldsItsSlot(t *testing.T) {
 	p, woken := testPacer(t, 1)
 	p.adopt("a", podKey("a"), "new", time.Now())
 	if got := p.take("b", podKey("b"), "new", 1, false, time.Now()); got != turnWait {
 		t.Errorf("b took the slot of a's roll: turn %d", got)
 	}
-	if step, _ := p.settle("a", deploymentAt(4, false)); step != rollWaiting {
+	if step, _ := p.settle("a", deploymentAt(4, false), false, time.Now()); step != rollWaiting {
 		t.Errorf("a not available yet: step %d, want rollWaiting (its Event was the other leader's)", step)
 	}
-	if step, _ := p.settle("a", deploymentAt(4, true)); step != rollRestarted {
+	if step, _ := p.settle("a", deploymentAt(4, true), false, time.Now()); step != rollRestarted {
 		t.Errorf("a available: step %d, want rollRestarted", step)
 	}
 	if !slices.Equal(*woken, []string{"b"}) {

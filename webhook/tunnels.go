@@ -258,24 +258,55 @@ func (t *TunnelReporter) shadowOf(ctx context.Context, pod *corev1.Pod) (*shadow
 		sh.context = tunnelstate.Context{Node: node, SSH: ssh}
 	}
 	sh.context.ShadowNamespace, sh.context.Shadow, sh.context.Ports = d.Namespace, d.Name, sh.ports
-	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
-	if err != nil || sel.Empty() {
-		return sh, nil //nolint:nilerr // a shadow Deployment without a usable selector has no pod to read
-	}
-	pods := &corev1.PodList{}
-	if err := t.cache.List(ctx, pods, client.InNamespace(d.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+	pods, err := shadowPods(ctx, t.cache, d, pod)
+	if err != nil {
 		return nil, err
 	}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if p.DeletionTimestamp != nil || types.UID(p.Labels[inject.LabelPodUID]) != pod.UID || p.Annotations[inject.AnnotationShadowFor] != key || !ownedByDeployment(p, d) {
-			continue
-		}
+	for _, p := range pods {
 		if sh.pod == nil || p.CreationTimestamp.After(sh.pod.CreationTimestamp.Time) {
 			sh.pod = p
 		}
 	}
 	return sh, nil
+}
+
+// shadowPods are the live pods of pod's shadow Deployment d in the cache: selected by it, owned
+// by one of its ReplicaSets, and labelled and annotated for pod. Anyone who may create pods in
+// d's namespace can label one so; only the ReplicaSet's own are believed.
+func shadowPods(ctx context.Context, cache client.Reader, d *appsv1.Deployment, pod *corev1.Pod) ([]*corev1.Pod, error) {
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil || sel.Empty() {
+		return nil, nil //nolint:nilerr // a shadow Deployment without a usable selector has no pod to read
+	}
+	list := &corev1.PodList{}
+	if err := cache.List(ctx, list, client.InNamespace(d.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, err
+	}
+	key := pod.Namespace + "/" + pod.Name
+	var pods []*corev1.Pod
+	for i := range list.Items {
+		p := &list.Items[i]
+		if p.DeletionTimestamp == nil && types.UID(p.Labels[inject.LabelPodUID]) == pod.UID && p.Annotations[inject.AnnotationShadowFor] == key && ownedByDeployment(p, d) {
+			pods = append(pods, p)
+		}
+	}
+	return pods, nil
+}
+
+// allStarted says whether there are pods and every container of each has started (running,
+// ready or not).
+func allStarted(pods []*corev1.Pod) bool {
+	for _, p := range pods {
+		if len(p.Status.ContainerStatuses) < len(p.Spec.Containers) {
+			return false
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.State.Running == nil {
+				return false
+			}
+		}
+	}
+	return len(pods) > 0
 }
 
 // ownedByDeployment says whether pod's controller is a ReplicaSet of d: the Deployment

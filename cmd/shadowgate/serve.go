@@ -95,7 +95,7 @@ finishes the admissions in flight, then exits.`,
 	f.StringVar(&o.namespace, "namespace", "", "namespace of the policy ConfigMap, the credentials to copy and the leader lease; default the namespace shadowgate runs in, "+defaultNamespace+" outside a cluster")
 	f.StringVar(&o.policyConfigMap, "policy-configmap", policy.ConfigMapName, "name of the policy ConfigMap")
 	f.DurationVar(&o.grace, "shadow-grace-period", 2*time.Minute, "how long a shadow whose pod was never stored waits before it is deleted")
-	f.IntVar(&o.maxRolling, "max-rolling-shadows", 5, "how many shadows are rolled at a time to a policy that renders them differently, each from its apply until its new shadow pod is available; shadows whose tunnel is not Ready go first")
+	f.IntVar(&o.maxRolling, "max-rolling-shadows", 5, "how many shadows carrying traffic are rolled at a time to a policy that renders them differently, each from its apply until its shadow pod is replaced (10 minutes at most); once one roll has, shadows whose tunnel is not Ready roll without a turn, and after that many rolls in a row time out none starts until the next policy")
 	f.IntVar(&o.maxUnconfirmed, "max-unconfirmed-shadows", 200, "how many shadows a replica may have applied at admission for pods the API server has not stored yet; past it such admissions are refused with 429 until the pods are stored or the grace period has passed")
 	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect one replica to run the reconciler, so replicas do not fight over shadows")
 	f.StringVar(&o.logFormat, "log-format", "json", "log format: json or console")
