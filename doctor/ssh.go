@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/interlink-hq/shadowgate/internal/printable"
 	"github.com/interlink-hq/shadowgate/internal/syncbuf"
 	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
 )
@@ -130,11 +131,11 @@ func classify(out string) (tunnelstate.Reason, string) {
 			// The banner of a changed key: the line that names the host follows it.
 			for _, next := range lines[i+1:] {
 				if next = strings.TrimSpace(next); strings.HasPrefix(next, "Host key for ") {
-					return r, printable(next)
+					return r, printable.Cut(next, maxSaid)
 				}
 			}
 		}
-		return r, printable(line)
+		return r, printable.Cut(line, maxSaid)
 	}
 	return "", lastLines(out)
 }
@@ -183,26 +184,12 @@ func lastLines(out string) string {
 	if len(kept) > 3 {
 		kept = kept[len(kept)-3:]
 	}
-	return printable(strings.Join(kept, " / "))
+	return printable.Cut(strings.Join(kept, " / "), maxSaid)
 }
 
-// maxSaid bounds what a detail quotes of a command's output.
+// maxSaid bounds what a detail quotes of a command's output: what a site prints reaches a
+// terminal, made printable (printable.Cut).
 const maxSaid = 512
-
-// printable is s with every byte outside printable ASCII as '?', cut to maxSaid: what a site
-// prints reaches a terminal.
-func printable(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c < 0x20 || c > 0x7e {
-			b[i] = '?'
-		}
-	}
-	if len(b) > maxSaid {
-		return string(b[:maxSaid]) + "..."
-	}
-	return string(b)
-}
 
 // quote single-quotes a word for the remote shell. Every word given is one a syntax rule
 // accepted, which holds no quote; the quoting keeps it one word.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/drift"
+	"github.com/interlink-hq/shadowgate/internal/printable"
 	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
 )
 
@@ -123,8 +124,10 @@ func (r *Reconciler) sayRolled(pod *corev1.Pod, d *appsv1.Deployment) {
 // refuse records that the policy in force would refuse the pod with a shadow (or gives it
 // none), for reason: a Warning Event once per reason, the Refused state on the pod, and
 // nothing else. The pod runs on, and its shadow stays as it is: deleting either is the
-// admin's decision, not a policy edit's.
+// admin's decision, not a policy edit's. The reason, which may quote the pod's annotations, is
+// made printable for the Event and the annotation.
 func (r *Reconciler) refuse(ctx context.Context, pod *corev1.Pod, reason string) (time.Duration, error) {
+	reason = printable.String(reason)
 	r.pacer.refused(pod.UID)
 	st := drift.Status{State: drift.Refused, Reason: truncate(reason)}
 	if said, _ := r.said(pod); said.Same(st) {

@@ -32,6 +32,7 @@ import (
 
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/drift"
+	"github.com/interlink-hq/shadowgate/internal/printable"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
@@ -294,7 +295,7 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 		// its tunnel): what is left of its shadow stays, what is missing is not applied
 		// again. Said only when the shadow is incomplete, not on every reconcile of a whole one.
 		if (a.Offload != nil || len(present) > 0) && (deployment == nil || !haveNodeConfigMap) {
-			reason := a.Decision.Errors.ToAggregate().Error()
+			reason := printable.String(a.Decision.Errors.ToAggregate().Error())
 			log.FromContext(ctx).Info("not re-applying what is missing of the shadow of a pod the policy in force refuses",
 				"pod", pod.Namespace+"/"+pod.Name, "reason", reason)
 			r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonShadowNotReapplied, "Reconcile", "%s", truncate(

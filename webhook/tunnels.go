@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/printable"
 	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
 	"github.com/interlink-hq/shadowgate/validate"
 )
@@ -385,8 +386,10 @@ func (t *TunnelReporter) writeState(ctx context.Context, pod *corev1.Pod, st tun
 }
 
 // say records the Event on pod and remembers it; with unlessSaid, not when it is the one this
-// process last recorded there.
+// process last recorded there. The note is made printable and cut to an Event's bound: it
+// carries what the shadow's containers said.
 func (t *TunnelReporter) say(pod *corev1.Pod, related runtime.Object, eventtype, reason, note string, unlessSaid bool) {
+	note = truncate(printable.String(note))
 	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
 	t.mu.Lock()
 	w, ok := t.written[key]
@@ -405,8 +408,8 @@ func (t *TunnelReporter) say(pod *corev1.Pod, related runtime.Object, eventtype,
 func (t *TunnelReporter) record(pod *corev1.Pod, sh *shadowView, prev tunnelstate.Status, hadPrev bool, next tunnelstate.Status) {
 	switch next.State {
 	case tunnelstate.WaitingForNode:
-		t.say(pod, related(sh.pod), corev1.EventTypeNormal, ReasonTunnelWaitingForNode, truncate(
-			"Waiting for the compute node: "+next.Message+". This is normal while the job is queued; the tunnel opens once it runs."), false)
+		t.say(pod, related(sh.pod), corev1.EventTypeNormal, ReasonTunnelWaitingForNode,
+			"Waiting for the compute node: "+next.Message+". This is normal while the job is queued; the tunnel opens once it runs.", false)
 	case tunnelstate.Ready:
 		reason, note := ReasonTunnelReady, "Tunnel ready: "+reach(sh, next)
 		if hadPrev && prev.State == tunnelstate.Failed {
@@ -414,13 +417,13 @@ func (t *TunnelReporter) record(pod *corev1.Pod, sh *shadowView, prev tunnelstat
 		}
 		// Back from a check that found nothing wrong: said already, unless something else
 		// was said meanwhile.
-		t.say(pod, related(sh.pod), corev1.EventTypeNormal, reason, truncate(note), hadPrev && prev.State == tunnelstate.Starting)
+		t.say(pod, related(sh.pod), corev1.EventTypeNormal, reason, note, hadPrev && prev.State == tunnelstate.Starting)
 	case tunnelstate.Failed:
 		note := fmt.Sprintf("%s: %s.", next.Reason, strings.TrimSuffix(next.Message, "."))
 		if remedy := tunnelstate.Remedy(next.Reason, sh.context); remedy != "" {
 			note += " " + remedy
 		}
-		t.say(pod, related(sh.pod), corev1.EventTypeWarning, ReasonTunnelFailed, truncate(note), false)
+		t.say(pod, related(sh.pod), corev1.EventTypeWarning, ReasonTunnelFailed, note, false)
 	}
 }
 

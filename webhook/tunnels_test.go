@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
+	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
@@ -246,5 +248,67 @@ func TestAFailureThatComesBackAfterACheckIsSaidAgain(t *testing.T) {
 	}
 	if failures != 2 {
 		t.Errorf("%d TunnelFailed Events, want 2: the failure, and again when it came back", failures)
+	}
+}
+
+// What a shadow's containers say (termination messages, the compute node they found or were
+// given) reaches the pod's Events and its tunnel-state annotation made printable: an escape
+// sequence or a bidi override is written as a visible escape, never raw.
+func TestWhatTheShadowSaysReachesEventsAndTheAnnotationPrintable(t *testing.T) {
+	hostile := "\x1b[2J\x1b]0;owned\x07\u202eyek eht\u009b31m\x7f"
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Hour))}}
+	for name, tc := range map[string]struct {
+		forward     corev1.ContainerStatus
+		computeNode string // the node ConfigMap's, "" for none
+		reason      string // of the one Event
+	}{
+		"A termination message with control characters is said escaped in TunnelFailed.": {
+			forward: corev1.ContainerStatus{Name: "ssh-forward", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: 1, Reason: "Error", Message: "LoginRefused: " + hostile}}},
+			reason: ReasonTunnelFailed,
+		},
+		"A compute node with control characters is said escaped in TunnelReady.": {
+			forward:     corev1.ContainerStatus{Name: "ssh-forward", Ready: true, State: running},
+			computeNode: "10.0.0.3" + hostile,
+			reason:      ReasonTunnelReady,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
+			shadowPod := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
+			shadowPod.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
+			shadowPod.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{tc.forward}}
+			objs := []client.Object{pod, shadowDeploymentOf("pod-uid"), shadowPod}
+			if tc.computeNode != "" {
+				objs = append(objs, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: reporterShadow + "-node", Namespace: reporterShadowNS,
+					Labels:      map[string]string{inject.LabelManagedBy: inject.ManagedBy, inject.LabelPodUID: "pod-uid", validate.LabelShadowRole: validate.ShadowRoleNode},
+					Annotations: map[string]string{inject.AnnotationShadowFor: "user/notebook"}},
+					Data: map[string]string{validate.ComputeNodeKey: tc.computeNode}})
+			}
+			var state string // the annotation applied, as the API server would store it
+			c := reporterClient(t, interceptor.Funcs{Apply: func(_ context.Context, _ client.WithWatch, obj runtime.ApplyConfiguration, _ ...client.ApplyOption) error {
+				state = obj.(interface{ GetAnnotations() map[string]string }).GetAnnotations()[tunnelstate.AnnotationTunnelState]
+				return nil
+			}}, objs...)
+			r, recorder := testReporter(t, c)
+			key := types.NamespacedName{Namespace: "user", Name: "notebook"}
+			if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key}); err != nil {
+				t.Fatal(err)
+			}
+			if len(recorder.Events) != 1 || state == "" {
+				t.Fatalf("%d Events recorded and annotation %q applied, want one %s and the state", len(recorder.Events), state, tc.reason)
+			}
+			said := <-recorder.Events
+			if !strings.Contains(said, tc.reason) || !strings.Contains(said, `\x1b[2J\x1b]0;owned\a\u202eyek eht\u009b31m\x7f`) {
+				t.Errorf("the Event does not say the %s with what the shadow said escaped: %q", tc.reason, said)
+			}
+			for what, text := range map[string]string{"the Event": said, "the annotation": state} {
+				for _, r := range text {
+					if !unicode.IsPrint(r) {
+						t.Errorf("%s holds %U raw: %q", what, r, text)
+					}
+				}
+			}
+		})
 	}
 }

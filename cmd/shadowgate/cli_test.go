@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -189,6 +190,34 @@ func TestExitCodes(t *testing.T) {
 			}
 			if tc.want == 2 && !strings.HasPrefix(errOut, "error: ") {
 				t.Errorf("a usage error says nothing on stderr: %q", errOut)
+			}
+		})
+	}
+}
+
+// A manifest checked may carry control characters in its names and annotations: check and
+// render print every line escaped, never raw.
+func TestCheckAndRenderPrintControlCharactersEscaped(t *testing.T) {
+	pod := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"trainer\u001b]0;owned\u0007","namespace":"user","annotations":{` +
+		`"interlink.eu/reverse-forwards":"minio\u001b[2J\u202e.user.svc.cluster.local:9000\u009b","interlink.eu/reverse-bind":"127.0.0.1"}},` +
+		`"spec":{"nodeSelector":{"kubernetes.io/hostname":"hpc-vk"},"containers":[{"name":"train","image":"python"}]}}`
+	for name, args := range map[string][]string{
+		"check prints the refusal escaped.":  {"check", "--policy", examplePolicy, "-f", "-"},
+		"render prints the refusal escaped.": {"render", "--policy", examplePolicy, "-f", "-"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, pod, args...)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1:\n%s%s", code, out, errOut)
+			}
+			if want := `trainer\x1b]0;owned\a: metadata.annotations[interlink.eu/reverse-forwards]`; !strings.Contains(out+errOut, want) {
+				t.Errorf("the output lacks %q:\n%s%s", want, out, errOut)
+			}
+			for _, r := range out + errOut {
+				if r != '\n' && !unicode.IsPrint(r) {
+					t.Errorf("the output holds %U raw:\n%q", r, out+errOut)
+					break
+				}
 			}
 		})
 	}

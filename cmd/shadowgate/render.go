@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/printable"
 )
 
 type renderOptions struct{ inputOptions }
@@ -66,7 +67,7 @@ func (o *renderOptions) run(cmd *cobra.Command) error {
 		}
 	}
 	for _, w := range d.Warnings {
-		fmt.Fprintf(cmd.ErrOrStderr(), "Warning: %s\n", w)
+		fmt.Fprintf(cmd.ErrOrStderr(), "Warning: %s\n", printable.String(w))
 	}
 	rendered.Pod.APIVersion, rendered.Pod.Kind = "v1", "Pod"
 	return writeObjects(cmd.OutOrStdout(), o.output, out)

@@ -6,6 +6,8 @@ import (
 	"io"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/interlink-hq/shadowgate/internal/printable"
 )
 
 // fieldError is one refusal in -o json, field.Error as values.
@@ -48,7 +50,8 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// writeText prints results the way kubectl prints a denial:
+// writeText prints results the way kubectl prints a denial, each line printable (the files
+// checked may carry control characters in names and annotations):
 // Pod user/trainer: metadata.annotations[...]: Invalid value: "...": ...
 func writeText(w io.Writer, results []result) {
 	for _, r := range results {
@@ -56,15 +59,16 @@ func writeText(w io.Writer, results []result) {
 		if r.Namespace != "" {
 			who = r.Kind + " " + r.Namespace + "/" + r.Name
 		}
+		who = printable.String(who)
 		for _, warning := range r.Warnings {
-			fmt.Fprintf(w, "%s: Warning: %s\n", who, warning)
+			fmt.Fprintf(w, "%s: Warning: %s\n", who, printable.String(warning))
 		}
 		if r.Allowed {
 			fmt.Fprintf(w, "%s: admitted\n", who)
 			continue
 		}
 		for _, e := range r.errs {
-			fmt.Fprintf(w, "%s: %s\n", who, e.Error())
+			fmt.Fprintf(w, "%s: %s\n", who, printable.String(e.Error()))
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/interlink-hq/shadowgate/internal/drift"
+	"github.com/interlink-hq/shadowgate/internal/printable"
 	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
 )
 
@@ -43,9 +44,11 @@ the forward mode, the state (Starting, WaitingForNode, Ready, Failed), the reaso
 the state has held, and whether the shadow matches the policy in force (SHADOW: Current,
 OutOfDate, Rolling, Refused); for one pod, also the last tunnel Event with its remedy. It reads only
 the pods of one namespace, their interlink.eu/tunnel-state annotation and their Events, with
-your own kubeconfig: nothing in the shadow namespace.
-Exit 0: every tunnel shown is not Failed. Exit 1: at least one is Failed, or the pod has no
-tunnel state. Exit 2: bad flags, or the API server cannot be read.`,
+your own kubeconfig: nothing in the shadow namespace. A pod whose annotation cannot be read is
+shown as Unreadable, with why, and the others as usual. Every text taken from a pod or an Event
+is printed with its control characters escaped (\x1b, \u202e).
+Exit 0: every tunnel shown is not Failed. Exit 1: at least one is Failed or Unreadable, or the
+pod has no tunnel state. Exit 2: bad flags, or the API server cannot be read.`,
 		Example: "  shadowgate status -n user\n  shadowgate status -n user notebook -o json",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -67,7 +70,10 @@ tunnel state. Exit 2: bad flags, or the API server cannot be read.`,
 	return cmd
 }
 
-// podTunnel is one pod's row.
+// unreadable is the STATE or SHADOW of a row whose annotation cannot be read.
+const unreadable = "Unreadable"
+
+// podTunnel is one pod's row. Every text in it is printable (printable.String).
 type podTunnel struct {
 	Namespace string              `json:"namespace"`
 	Name      string              `json:"name"`
@@ -77,6 +83,11 @@ type podTunnel struct {
 	Shadow drift.Status `json:"shadow"`
 	// LastEvent is the newest tunnel Event on the pod (one pod only).
 	LastEvent string `json:"lastEvent,omitempty"`
+	// Error says why the pod's tunnel-state or shadow-drift annotation cannot be read; the
+	// tunnel is null, or the shadow Unreadable, then.
+	Error string `json:"error,omitempty"`
+	// tunnelUnreadable: the pod has a tunnel-state annotation that cannot be read.
+	tunnelUnreadable bool
 }
 
 func (o *statusOptions) run(out io.Writer, pod string) error {
@@ -113,8 +124,13 @@ func (o *statusOptions) run(out io.Writer, pod string) error {
 	} else {
 		printTunnels(out, rows, time.Now())
 	}
+	return exitFor(rows)
+}
+
+// exitFor is exitDenied when a row is Failed, Unreadable, or has no tunnel state.
+func exitFor(rows []podTunnel) error {
 	for _, r := range rows {
-		if r.Tunnel == nil || r.Tunnel.State == tunnelstate.Failed {
+		if r.Tunnel == nil || r.Tunnel.State == tunnelstate.Failed || r.Error != "" {
 			return &exitError{code: exitDenied}
 		}
 	}
@@ -147,30 +163,45 @@ func tunnels(ctx context.Context, cs kubernetes.Interface, ns, name string) ([]p
 	}
 	rows := make([]podTunnel, 0, len(pods))
 	for i := range pods {
-		p := &pods[i]
-		shadow, err := drift.Of(p.Annotations)
-		if err != nil {
-			return nil, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
-		}
-		row := podTunnel{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName, Shadow: shadow}
-		if v, ok := p.Annotations[tunnelstate.AnnotationTunnelState]; ok {
-			st, err := tunnelstate.Decode(v)
-			if err != nil {
-				return nil, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
-			}
-			row.Tunnel = &st
-		}
-		rows = append(rows, row)
+		rows = append(rows, rowOf(&pods[i]))
 	}
 	if name != "" {
 		last, err := lastTunnelEvent(ctx, cs, &pods[0])
 		if err != nil {
 			return nil, err
 		}
-		rows[0].LastEvent = last
+		rows[0].LastEvent = printable.String(last)
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
 	return rows, nil
+}
+
+// rowOf is the pod's row, printable. Anyone who may update the pod can write its annotations:
+// one that cannot be read makes this row Unreadable, with why, and no other.
+func rowOf(p *corev1.Pod) podTunnel {
+	row := podTunnel{Namespace: p.Namespace, Name: p.Name, Node: printable.String(p.Spec.NodeName)}
+	var why []string
+	shadow, err := drift.Of(p.Annotations)
+	if err != nil {
+		why = append(why, err.Error())
+		shadow = drift.Status{State: unreadable}
+	}
+	shadow.Reason = printable.String(shadow.Reason)
+	row.Shadow = shadow
+	if v, ok := p.Annotations[tunnelstate.AnnotationTunnelState]; ok {
+		st, err := tunnelstate.Decode(v)
+		if err != nil {
+			why = append(why, err.Error())
+			row.tunnelUnreadable = true
+		} else {
+			st.Reason = tunnelstate.Reason(printable.String(string(st.Reason)))
+			st.Message, st.Container = printable.String(st.Message), printable.String(st.Container)
+			st.ComputeNode, st.ForwardMode, st.Service = printable.String(st.ComputeNode), printable.String(st.ForwardMode), printable.String(st.Service)
+			row.Tunnel = &st
+		}
+	}
+	row.Error = printable.String(strings.Join(why, "; "))
+	return row
 }
 
 // lastTunnelEvent is "<reason>: <message>" of the newest tunnel Event on the pod.
@@ -207,6 +238,10 @@ func printTunnels(out io.Writer, rows []podTunnel, now time.Time) {
 	fmt.Fprintln(w, "POD\tNODE\tCOMPUTE-NODE\tMODE\tSTATE\tREASON\tAGE\tSHADOW")
 	for _, r := range rows {
 		st := r.Tunnel
+		if r.tunnelUnreadable {
+			fmt.Fprintf(w, "%s\t%s\t-\t-\t%s\t%s\t-\t%s\n", r.Name, dash(r.Node), unreadable, oneLine(r.Error, 100), r.Shadow.State)
+			continue
+		}
 		if st == nil {
 			fmt.Fprintf(w, "%s\t%s\t-\t-\t-\tno tunnel state reported\t-\t%s\n", r.Name, dash(r.Node), r.Shadow.State)
 			continue
@@ -221,6 +256,9 @@ func printTunnels(out io.Writer, rows []podTunnel, now time.Time) {
 	_ = w.Flush()
 	if len(rows) == 1 && rows[0].Shadow.State != drift.Current {
 		fmt.Fprintf(out, "\nShadow: %s\n", shadowSentence(rows[0].Shadow))
+	}
+	if len(rows) == 1 && rows[0].Error != "" {
+		fmt.Fprintf(out, "\nUnreadable: %s. shadowgate writes these annotations and never one that reads so: someone else wrote this one.\n", rows[0].Error)
 	}
 	if len(rows) == 1 && rows[0].LastEvent != "" {
 		fmt.Fprintf(out, "\nLast tunnel event: %s\n", rows[0].LastEvent)
@@ -250,10 +288,7 @@ func dash(s string) string {
 	return s
 }
 
+// oneLine is s on one line, printable, cut to max bytes with the "..." that says so.
 func oneLine(s string, max int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > max {
-		return s[:max-3] + "..."
-	}
-	return s
+	return printable.Cut(strings.Join(strings.Fields(s), " "), max-3)
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/interlink-hq/shadowgate/internal/printable"
 )
 
 // Observation is what shadowgate sees of one offloaded pod's shadow.
@@ -49,7 +51,7 @@ const waitForNode = "wait-for-node"
 // is ready again: a failure that comes back on every restart is reported once, not flapping
 // between Starting and Failed. Service, Ports and ForwardMode are left for the caller.
 func Observe(o Observation) Status {
-	st := Status{ComputeNode: o.NodeConfigMap}
+	st := Status{ComputeNode: printable.String(o.NodeConfigMap)}
 	if o.Pod == nil {
 		return with(st, Starting, "", "", "the shadow pod is not created yet")
 	}

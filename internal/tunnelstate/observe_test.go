@@ -129,6 +129,19 @@ func TestObserve(t *testing.T) {
 			obs:   Observation{Pod: shadowPod(nodeFound, &corev1.ContainerStatus{State: exited(255, "kex_exchange_identification: read: Connection reset")})},
 			state: Failed, reason: ReasonTunnelDown, message: "kex_exchange_identification",
 		},
+		"A termination message with escape sequences is kept printable.": {
+			obs:   Observation{Pod: shadowPod(nodeFound, &corev1.ContainerStatus{State: exited(1, "LoginUnreachable: \x1b[31mred\x1b[0m \u202eevil")})},
+			state: Failed, reason: ReasonLoginUnreachable, message: `\x1b[31mred\x1b[0m \u202eevil`,
+		},
+		"A probe's output with escape sequences is kept printable.": {
+			obs: Observation{Now: now, Pod: shadowPod(nodeFound, &corev1.ContainerStatus{State: running(2 * time.Minute)}),
+				Events: []corev1.Event{probeEvent("ssh-forward", "Readiness probe failed: NodeUnreachable: \x1b[2Jgone\r", 5*time.Second)}},
+			state: Failed, reason: ReasonNodeUnreachable, message: `\x1b[2Jgone`,
+		},
+		"A node wait-for-node found is printable.": {
+			obs:   Observation{Pod: shadowPod(corev1.ContainerStatus{State: exited(0, "NodeFound: n1\x1b[2J")}, &corev1.ContainerStatus{State: running(time.Minute), Ready: true})},
+			state: Ready, node: `n1\x1b[2J`,
+		},
 		"A container that failed without a message is TunnelDown saying its exit code.": {
 			obs:   Observation{Pod: shadowPod(nodeFound, &corev1.ContainerStatus{State: exited(137, "")})},
 			state: Failed, reason: ReasonTunnelDown, message: "code 137",
@@ -163,11 +176,13 @@ func TestParseReasonLine(t *testing.T) {
 		reason  Reason
 		message string
 	}{
-		"A known reason is read with its message.":            {"LoginRefused: sgsite@login:22 refused publickey", ReasonLoginRefused, "sgsite@login:22 refused publickey"},
-		"Only the first line counts.":                         {"NodeFound: 10.0.0.1\nlater lines", ReasonNodeFound, "10.0.0.1"},
-		"An unknown reason is TunnelDown with the whole line": {"Bogus: something", ReasonTunnelDown, "Bogus: something"},
-		"A line without a reason is TunnelDown.":              {"ssh: connect to host x port 22: Connection refused", ReasonTunnelDown, "ssh: connect to host x port 22: Connection refused"},
-		"A long message is cut.":                              {"TunnelDown: " + strings.Repeat("x", 2000), ReasonTunnelDown, strings.Repeat("x", maxMessage) + "..."},
+		"A known reason is read with its message.":               {"LoginRefused: sgsite@login:22 refused publickey", ReasonLoginRefused, "sgsite@login:22 refused publickey"},
+		"Only the first line counts.":                            {"NodeFound: 10.0.0.1\nlater lines", ReasonNodeFound, "10.0.0.1"},
+		"An unknown reason is TunnelDown with the whole line":    {"Bogus: something", ReasonTunnelDown, "Bogus: something"},
+		"A line without a reason is TunnelDown.":                 {"ssh: connect to host x port 22: Connection refused", ReasonTunnelDown, "ssh: connect to host x port 22: Connection refused"},
+		"A long message is cut.":                                 {"TunnelDown: " + strings.Repeat("x", 2000), ReasonTunnelDown, strings.Repeat("x", maxMessage) + "..."},
+		"Control characters in a message are escaped, not kept.": {"LoginRefused: \x1b[2J\u202eok\u009b", ReasonLoginRefused, `\x1b[2J\u202eok\u009b`},
+		"A line in no known shape is escaped as well.":           {"\x1b]0;owned\x07 down", ReasonTunnelDown, `\x1b]0;owned\a down`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r, m := ParseReasonLine(tc.in)
@@ -195,6 +210,9 @@ func TestTheAnnotationRoundTrips(t *testing.T) {
 	out, err := Decode(in.Encode())
 	if err != nil || out.Changed(in) || out.Message != in.Message || !out.Since.Equal(in.Since) || len(out.Ports) != 1 {
 		t.Errorf("Decode(Encode(%+v)) = %+v, %v", in, out, err)
+	}
+	if _, err := Decode(`{"state":"Owned\u001b[2J"}`); err == nil {
+		t.Error("Decode accepted an annotation with a state of no tunnel")
 	}
 	if _, err := Decode(`{"reason":"x"}`); err == nil {
 		t.Error("Decode accepted an annotation without a state")

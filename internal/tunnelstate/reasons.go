@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/interlink-hq/shadowgate/internal/printable"
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
@@ -83,21 +84,15 @@ var reasonLine = regexp.MustCompile(`^([A-Z][A-Za-z]+): (.*)$`)
 
 // ParseReasonLine reads the first line of text as `<Reason>: <message>`. A line in another
 // shape, or with a reason outside the catalogue, is TunnelDown with the line as its message,
-// so what a container said is never lost, only not classified.
+// so what a container said is never lost, only not classified. The message is printable
+// (printable.Cut to maxMessage): it goes into Events, the annotation and terminals.
 func ParseReasonLine(text string) (Reason, string) {
 	line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
 	line = strings.TrimSpace(line)
 	if m := reasonLine.FindStringSubmatch(line); m != nil && known(Reason(m[1])) {
-		return Reason(m[1]), clip(m[2])
+		return Reason(m[1]), printable.Cut(m[2], maxMessage)
 	}
-	return ReasonTunnelDown, clip(line)
-}
-
-func clip(s string) string {
-	if len(s) > maxMessage {
-		return s[:maxMessage] + "..."
-	}
-	return s
+	return ReasonTunnelDown, printable.Cut(line, maxMessage)
 }
 
 // Context is what a remedy names: the virtual node and its policy.

@@ -61,14 +61,19 @@ func (s Status) Encode() string {
 	return string(b)
 }
 
-// Decode reads an annotation value written by Encode.
+// Decode reads an annotation value written by Encode; one that holds no State of this
+// package's is refused. Anyone who may update the pod can write the annotation, so what a
+// decoded Status holds is printed only made printable.
 func Decode(v string) (Status, error) {
 	var s Status
 	if err := json.Unmarshal([]byte(v), &s); err != nil {
 		return Status{}, fmt.Errorf("annotation %s: %w", AnnotationTunnelState, err)
 	}
-	if s.State == "" {
+	switch s.State {
+	case Starting, WaitingForNode, Ready, Failed, Ended:
+		return s, nil
+	case "":
 		return Status{}, fmt.Errorf("annotation %s holds no state", AnnotationTunnelState)
 	}
-	return s, nil
+	return Status{}, fmt.Errorf("annotation %s: unknown state %q", AnnotationTunnelState, s.State)
 }
