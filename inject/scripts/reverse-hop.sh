@@ -18,10 +18,11 @@
 #
 # Environment: SHADOW_LOGIN_HOST, SHADOW_SSH_OPTIONS, SHADOW_FORWARD_MODE,
 # SHADOW_EXEC_CONNECT_COMMAND, SHADOW_REVERSE_LOGIN_OPTIONS (options that go first on the
-# login hop of srun), SHADOW_REVERSE_NODE_EXEC, SHADOW_REVERSE_JOB_NAME,
-# SHADOW_REVERSE_PYTHON, SHADOW_REVERSE_NODE_PORT, SHADOW_REVERSE_SSHD_PATH; and, set by
-# ssh-reverse, SHADOW_REVERSE_PREPARED_NODE and SHADOW_REVERSE_PREPARED_DIR, the node and the
-# socket directory prepared there.
+# login hop of srun), SHADOW_REVERSE_NODE_EXEC, SHADOW_REVERSE_JOB_NAME, SHADOW_STATE_DIR and
+# SHADOW_NODE_DISCOVERY (srun's lookup of the job, slurm_job), SHADOW_REVERSE_PYTHON,
+# SHADOW_REVERSE_NODE_PORT, SHADOW_REVERSE_SSHD_PATH; and, set by ssh-reverse,
+# SHADOW_REVERSE_PREPARED_NODE and SHADOW_REVERSE_PREPARED_DIR, the node and the socket
+# directory prepared there.
 
 # --- shadowgate: insert common ---
 
