@@ -212,23 +212,22 @@ func TestSlurmDiscoveryFindsTheJobsNodeAndFollowsIt(t *testing.T) {
 }
 
 // hostileStub is a squeue and a scontrol for the login node that print what a case gives them:
-// the files <dir>/<job name>.squeue and <dir>/<host>.scontrol, and <dir>/<job name>.ids when
-// squeue is asked for job ids (--format=%i ...). Real Slurm cannot be made to print hostile
-// answers, so this table alone runs these stubs instead of it; everything else about the
-// lookup is real (OpenSSH, the login shell, the rendered scripts).
+// the files <dir>/<job name>.squeue and <dir>/<host>.scontrol. Real Slurm cannot be made to
+// print hostile answers, so this table alone runs these stubs instead of it; everything else
+// about the lookup is real (OpenSSH, the login shell, the rendered scripts).
 const hostileStub = `#!/bin/sh
-key= ext=%s
+key=
 for a; do
-  case $a in --name=*) key=${a#--name=} ;; --format=%%i*) ext=ids ;; -*) ;; *) key=$a ;; esac
+  case $a in --name=*) key=${a#--name=} ;; -*) ;; *) key=$a ;; esac
 done
-cat -- "%s/$key.$ext"
+cat -- "%s/$key.%s"
 `
 
 func TestSlurmDiscoveryRefusesHostileAnswers(t *testing.T) {
 	sshtest.Require(t, "ssh", "timeout")
 	stubs := t.TempDir()
 	for _, cmd := range []string{"squeue", "scontrol"} {
-		writeExecutable(t, filepath.Join(stubs, cmd), fmt.Sprintf(hostileStub, cmd, stubs))
+		writeExecutable(t, filepath.Join(stubs, cmd), fmt.Sprintf(hostileStub, stubs, cmd))
 	}
 	login := sshtest.StartSSHD(t, "SetEnv PATH="+stubs+":/usr/bin:/bin")
 	pwned := filepath.Join(t.TempDir(), "pwned")
@@ -238,28 +237,30 @@ func TestSlurmDiscoveryRefusesHostileAnswers(t *testing.T) {
 	}
 	type answer struct{ squeue, scontrol, want string }
 	cases := map[string]answer{
-		"a well-formed answer is taken, so the refusals below are the checks' doing": {"RUNNING h0\n", node("h0", "10.1.2.3"), "compute node is 10.1.2.3"},
-		"a NodeAddr that is an ssh option is refused": {"RUNNING h1\n", node("h1", "-oProxyCommand=touch"),
+		"a well-formed answer is taken, so the refusals below are the checks' doing": {"4100 RUNNING h0\n", node("h0", "10.1.2.3"), "compute node is 10.1.2.3"},
+		"a NodeAddr that is an ssh option is refused": {"4100 RUNNING h1\n", node("h1", "-oProxyCommand=touch"),
 			"NodeAddr '-oProxyCommand=touch' of h1 is not a hostname or IP address"},
-		"a NodeAddr with shell characters is refused": {"RUNNING h2\n", node("h2", "$(touch${IFS}"+pwned+");x"),
+		"a NodeAddr with shell characters is refused": {"4100 RUNNING h2\n", node("h2", "$(touch${IFS}"+pwned+");x"),
 			"NodeAddr '$(touch${IFS}" + pwned + ");x' of h2 is not a hostname"},
-		"a NodeAddr longer than a hostname can be is refused": {"RUNNING h3\n", node("h3", long), "NodeAddr '" + long[:100]},
-		"a batch host with shell characters is refused":       {"RUNNING h4;touch " + pwned + "\n", "", "batch host 'h4;touch " + pwned + "' is not a hostname"},
-		"a batch host that starts with '-' is refused":        {"RUNNING -oProxyCommand=x\n", "", "batch host '-oProxyCommand=x' is not a hostname"},
+		"a NodeAddr longer than a hostname can be is refused": {"4100 RUNNING h3\n", node("h3", long), "NodeAddr '" + long[:100]},
+		"a batch host with shell characters is refused":       {"4100 RUNNING h4;touch " + pwned + "\n", "", "batch host 'h4;touch " + pwned + "' is not a hostname"},
+		"a batch host that starts with '-' is refused":        {"4100 RUNNING -oProxyCommand=x\n", "", "batch host '-oProxyCommand=x' is not a hostname"},
 		// A co-tenant of the same site account named a job after the pod's UID: neither is
-		// taken, and the refusal names both.
-		"two running jobs of the pod's name are refused, naming both": {"RUNNING h5\nRUNNING h6\n", "",
+		// taken, and the refusal names both, not the one that ended.
+		"two running jobs of the pod's name are refused, naming both": {"4101 RUNNING h5\n4000 COMPLETED h5\n4102 RUNNING h6\n", "",
 			"DuplicateJobName: refusing Slurm's answer on %s for job %s: 2 running job(s) and none waiting have that name (job ids 4101, 4102)"},
 		// The co-tenant's job runs while the pod's own is still queued: it is not taken either.
-		"a running job beside a queued one of the pod's name is refused, naming both": {"RUNNING h11\nPENDING n/a\n", "",
+		"a running job beside a queued one of the pod's name is refused, naming both": {"4101 RUNNING h11\n4102 PENDING n/a\n", "",
 			"DuplicateJobName: refusing Slurm's answer on %s for job %s: 1 running job(s) and PENDING waiting have that name (job ids 4101, 4102)"},
-		"two node lines for the batch host are refused": {"RUNNING h7\n", node("h7", "10.0.0.7") + node("h7", "10.0.0.8"),
+		"two node lines for the batch host are refused": {"4100 RUNNING h7\n", node("h7", "10.0.0.7") + node("h7", "10.0.0.8"),
 			"scontrol show node h7 printed 2 lines, want 1"},
-		"a node line of another node is refused":        {"RUNNING h8\n", node("other", "10.0.0.9"), "printed no NodeAddr for that node"},
-		"a job line whose state is no state is refused": {"running; touch " + pwned + " h9\n", "", "a job line that is not <state> <batch host>: job running; touch"},
-		"escape sequences are not echoed raw": {"RUNNING h10\x1b]0;owned\x07\r\x1b[2Jx\n", "",
+		"a node line of another node is refused":        {"4100 RUNNING h8\n", node("other", "10.0.0.9"), "printed no NodeAddr for that node"},
+		"a job line whose state is no state is refused": {"4100 running; touch " + pwned + " h9\n", "", "a job line that is not <job id> <state> <batch host>: job 4100 running; touch"},
+		"a job line whose job id is no number is refused": {"--jobid=1 RUNNING h12\n", "",
+			"a job line that is not <job id> <state> <batch host>: job --jobid=1 RUNNING h12"},
+		"escape sequences are not echoed raw": {"4100 RUNNING h10\x1b]0;owned\x07\r\x1b[2Jx\n", "",
 			"batch host 'h10]0;owned [2Jx' is not a hostname"},
-		"an answer over 16 KiB is refused": {strings.Repeat("PENDING n/a\n", 2000), "", "longer than 16384 bytes"},
+		"an answer over 16 KiB is refused": {strings.Repeat("4100 PENDING n/a\n", 2000), "", "longer than 16384 bytes"},
 	}
 	i := 0
 	for name, c := range cases {
@@ -269,12 +270,10 @@ func TestSlurmDiscoveryRefusesHostileAnswers(t *testing.T) {
 			t.Fatal(err)
 		}
 		if strings.HasPrefix(c.want, "DuplicateJobName") {
-			if err := os.WriteFile(filepath.Join(stubs, uid+".ids"), []byte("4101 RUNNING\n4102 PENDING\n4000 COMPLETED\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
 			c.want = fmt.Sprintf(c.want, login.Host, uid)
 		}
-		host, _, _ := strings.Cut(strings.TrimPrefix(c.squeue, "RUNNING "), "\n")
+		line, _, _ := strings.Cut(c.squeue, "\n")
+		host := strings.TrimPrefix(line, "4100 RUNNING ")
 		if c.scontrol != "" {
 			if err := os.WriteFile(filepath.Join(stubs, host+".scontrol"), []byte(c.scontrol), 0o644); err != nil {
 				t.Fatal(err)

@@ -30,11 +30,11 @@ var contractReasons = func() []string {
 }()
 
 // reasonUses are the ways a script names a reason: the first argument of report, fail,
-// terminate and slurm_say as a command; an assignment to cl_reason or status; a case pattern
-// on a reason line ("LoginRefused:*"); a line the probe prints.
+// terminate and slurm_say as a command; an assignment to cl_reason, sn_reason or status; a
+// case pattern on a reason line ("LoginRefused:*"); a line the probe prints.
 var reasonUses = []*regexp.Regexp{
 	regexp.MustCompile(`(?:^\s*|[;&|{]\s*|\)\s+|then\s+|else\s+)(?:report|fail|terminate|slurm_say) "?([A-Z][A-Za-z]+)\b`),
-	regexp.MustCompile(`\b(?:cl_reason|status)=([A-Z][A-Za-z]+)\b`),
+	regexp.MustCompile(`\b(?:cl_reason|sn_reason|status)=([A-Z][A-Za-z]+)\b`),
 	regexp.MustCompile(`\b([A-Z][A-Za-z]+):\*`),
 	regexp.MustCompile(`echo "([A-Z][A-Za-z]+): `),
 }

@@ -97,12 +97,21 @@ type slurmJob struct {
 }
 
 // submit runs script as acct's batch job named name, cancelled when the test ends; sbatchArgs
-// (such as --hold) go to sbatch before the script.
+// (such as --hold) go to sbatch before the script. Each job has a script and an output file of
+// its own, also beside another job of the same name.
 func (s *slurm) submit(t testing.TB, acct account, name, script string, env []string, sbatchArgs ...string) *slurmJob {
 	t.Helper()
-	file := filepath.Join(s.dir, name+".sh")
+	f, err := os.CreateTemp(s.dir, name+".*.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := f.Name()
+	f.Close()
 	writeExecutable(t, file, "#!/bin/sh\n"+script)
-	j := &slurmJob{out: filepath.Join(s.dir, name+".out"), s: s}
+	if err := os.Chmod(file, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	j := &slurmJob{out: strings.TrimSuffix(file, ".sh") + ".out", s: s}
 	args := append(append([]string{"--parsable", "--job-name=" + name, "--output=" + j.out}, sbatchArgs...), file)
 	cmd := s.command("sbatch", args...)
 	cmd.Env = append(cmd.Env, env...)

@@ -236,10 +236,14 @@ classify_lines() {
       *"nc: connect to "*"Connection refused"* | "Ncat: Connection refused."* | *") : Connection refused"*) cl_reason=NodeConnectionRefused ;;
       *"nc: connect to "*" failed: "* | *"nc: getaddrinfo for host "* | "Ncat: "* | *"forward host lookup failed"* | *") : "*) cl_reason=NodeUnreachable ;;
       # srun on the login node: "srun: error: Unable to create step for job ...", "srun:
-      # error: ... Invalid job id ...", and reverse-hop when squeue lists no running job.
+      # error: ... Invalid job id ...".
       "srun: error: "*) cl_reason=NodeHopRefused ;;
-      "no running job named "*) cl_reason=NoRunningJob ;;
-      "several running jobs named "*) cl_reason=DuplicateJobName ;;
+      # reverse-hop's reason line when slurm_job finds no job for srun to step into: the
+      # reason, and its message as what was said.
+      "NoRunningJob: "* | "DuplicateJobName: "*)
+        cl_reason=${cl_line%%:*}
+        cl_line=${cl_line#*: }
+        ;;
       # GSSAPI under Auth kerberos: no ticket, or one the login node's KDC refuses.
       *"No Kerberos credentials available"* | *"Ticket expired"* | *"Cannot contact any KDC"*) cl_reason=KerberosFailed ;;
       *)
@@ -287,6 +291,7 @@ failure_message() {
     ExecCommandMissing) fm="'${SHADOW_EXEC_CONNECT_COMMAND-}' is not found on ${SHADOW_LOGIN_HOST-}" ;;
     NodeHopRefused) fm="the hop from ${SHADOW_LOGIN_HOST-} to the compute node ${1-} was refused" ;;
     NoRunningJob) fm="no running job ${SHADOW_REVERSE_JOB_NAME-} on ${1-}" ;;
+    DuplicateJobName) fm="srun from ${SHADOW_LOGIN_HOST-} steps into no job for ${1-}" ;;
     *) fm="ssh through ${fm_login}${SHADOW_BASTION:+ (by the bastion ${SHADOW_BASTION})}${fm_to:+ to ${fm_to}} failed" ;;
   esac
   printf '%s%s' "$fm" "${cl_said:+: ${cl_said}}"
@@ -541,7 +546,7 @@ current_node() {
 
 # check_discovery fails (TunnelDown) unless the environment holds what current_node needs: for slurm, the
 # pod UID the job is named after (SHADOW_REVERSE_JOB_NAME, by which reverse-hop's srun finds
-# the job too), the login node, the ssh options, a state directory and a poll interval.
+# the job too, through slurm_job), the login node, the ssh options, a state directory and a poll interval.
 check_discovery() {
   case ${SHADOW_NODE_DISCOVERY:-configmap} in
     configmap) : "${SHADOW_NODE_FILE:?}" ;;
@@ -586,20 +591,17 @@ watch_node() {
   done
 }
 
-# slurm_query is what slurm_node runs on the login node as `sh -s -- <pod UID>`, so the login
+# slurm_query is what slurm_job runs on the login node as `sh -s -- <pod UID>`, so the login
 # shell, whichever it is, parses nothing but those plain words. It lists the login user's jobs
-# of that name, in every state, with their batch host, and for a running one the line
+# of that name, in every state, with their id and batch host, and for a running one the line
 # scontrol prints for that host, each line tagged with the command it comes from. It checks
-# the batch host only as far as passing it to scontrol as a name: slurm_node checks the rest.
+# the batch host only as far as passing it to scontrol as a name: slurm_job checks the rest.
 # shellcheck disable=SC2016 # expanded on the login node
 slurm_query='exec 2>&1
-jobs=$(squeue --me --noheader --states=all --name="$1" --format="%T %B")
+jobs=$(squeue --me --noheader --states=all --name="$1" --format="%i %T %B")
 echo "squeue $?"
 [ -z "$jobs" ] || printf "%s\n" "$jobs" | sed "s/^/job /"
-ended="^(BOOT_FAIL|CANCELLED|COMPLETED|DEADLINE|FAILED|NODE_FAIL|OUT_OF_MEMORY|PREEMPTED|REVOKED|TIMEOUT) "
-[ "$(printf "%s\n" "$jobs" | grep -Evc "$ended|^$")" -le 1 ] ||
-  squeue --me --noheader --states=all --name="$1" --format="%i %T" | sed "s/^/jobid /"
-host=$(printf "%s\n" "$jobs" | sed -n "s/^RUNNING //p")
+host=$(printf "%s\n" "$jobs" | sed -n "s/^[0-9]* RUNNING //p")
 case $host in "" | -* | *[!A-Za-z0-9.-]*) exit 0 ;; esac
 scontrol show node --oneliner "$host" | sed "s/^/node /"'
 
@@ -635,19 +637,31 @@ discovery_said() {
 }
 
 # slurm_node prints the address of the compute node that runs the pod's batch job, or nothing
-# while there is none, saying why (slurm_say). The job is the one interLink's Slurm plugin
-# submits with #SBATCH --job-name=<pod UID>, among the login user's jobs; its node is the batch
-# host squeue reports, and the address is the one Slurm itself reaches that node at: NodeAddr
-# of scontrol show node. One ssh login asks both (slurm_query). Everything the login node
-# prints is checked before any of it is used: the batch host and NodeAddr must pass
-# valid_host; a second job of that name that has not ended, a job line that is not <state> <host>, more or fewer than
-# one node line, or an answer over 16 KiB refuses the whole answer; and what is refused
-# reaches the log only through printable.
+# while there is none, saying why (slurm_say): what slurm_job found.
 slurm_node() {
+  slurm_job
+  slurm_say "$sn_reason" "$sn_said"
+  [ "$sn_reason" != NodeFound ] || printf '%s\n' "$sn_addr"
+}
+
+# slurm_job finds the pod's batch job, the one choice of it that node discovery and
+# reverse-hop's srun both make. It sets sn_reason and sn_said to the reason line's reason and
+# message (NodeFound, WaitingForNode, NoRunningJob, DuplicateJobName, a login failure's reason,
+# or TunnelDown) and, for NodeFound, sn_id, sn_host and sn_addr to the job's id, its batch host
+# and that host's address. The job is the one interLink's Slurm plugin submits with
+# #SBATCH --job-name=<pod UID>, among the login user's jobs; its node is the batch host squeue
+# reports, and the address is the one Slurm itself reaches that node at: NodeAddr of scontrol
+# show node. One ssh login asks both (slurm_query). Everything the login node prints is
+# checked before any of it is used: the job id must be a number, the batch host and NodeAddr
+# must pass valid_host; a second job of that name that has not ended, a job line that is not
+# <job id> <state> <host>, more or fewer than one node line, or an answer over 16 KiB refuses
+# the whole answer; and what is refused reaches the message only through printable.
+slurm_job() {
   sn_job=${SHADOW_REVERSE_JOB_NAME:?}
   sn_login=${SHADOW_LOGIN_HOST:?}
+  sn_reason='' sn_said='' sn_id='' sn_host='' sn_addr=''
   sn_out=$(mktemp -- "${SHADOW_STATE_DIR:?}/slurm-answer.XXXXXX") || {
-    slurm_say TunnelDown "could not ask Slurm for job ${sn_job}: no file for its answer in ${SHADOW_STATE_DIR}"
+    sn_reason=TunnelDown sn_said="could not ask Slurm for job ${sn_job}: no file for its answer in ${SHADOW_STATE_DIR}"
     return 0
   }
   sn_max=16384
@@ -666,59 +680,53 @@ EOF
   sn_rc=$(cat -- "$sn_out.rc" 2>/dev/null || true)
   sn_size=$(($(wc -c <"$sn_out")))
   if [ "$sn_size" -gt "$sn_max" ]; then
-    slurm_say TunnelDown "refusing Slurm's answer on ${sn_login} for job ${sn_job}: longer than ${sn_max} bytes: $(printable <"$sn_out")"
+    sn_reason=TunnelDown sn_said="refusing Slurm's answer on ${sn_login} for job ${sn_job}: longer than ${sn_max} bytes: $(printable <"$sn_out")"
   elif [ "$sn_rc" != 0 ]; then
     classify "$sn_out"
-    slurm_say "$cl_reason" "could not ask Slurm on $(login_name)${SHADOW_BASTION:+ through the bastion ${SHADOW_BASTION}} for job ${sn_job}: ssh exited with status ${sn_rc:-unknown}: ${cl_said}"
+    sn_reason=$cl_reason sn_said="could not ask Slurm on $(login_name)${SHADOW_BASTION:+ through the bastion ${SHADOW_BASTION}} for job ${sn_job}: ssh exited with status ${sn_rc:-unknown}: ${cl_said}"
   else
     slurm_answer
   fi
   rm -f -- "$sn_out" "$sn_out.rc"
 }
 
-# slurm_answer reads the answer slurm_node got, in $sn_out; part of slurm_node.
+# slurm_answer reads the answer slurm_job got, in $sn_out; part of slurm_job.
 slurm_answer() {
-  sn_status='' sn_running=0 sn_host='' sn_waiting='' sn_ended='' sn_nodes=0 sn_node='' sn_bad='' sn_ids=''
+  sn_status='' sn_running=0 sn_waiting='' sn_ended='' sn_nodes=0 sn_node='' sn_bad='' sn_ids=''
   while IFS= read -r sn_line || [ -n "$sn_line" ]; do
     case $sn_line in
       'squeue '*) sn_status=${sn_line#squeue } ;;
-      # Asked only when several jobs of the pod's name have not ended: their ids, for the
-      # refusal.
-      'jobid '*)
-        sn_id=${sn_line#jobid }
-        sn_id_state=${sn_id#* }
-        sn_id=${sn_id%% *}
-        case $sn_id_state in
-          BOOT_FAIL | CANCELLED | COMPLETED | DEADLINE | FAILED | NODE_FAIL | OUT_OF_MEMORY | PREEMPTED | REVOKED | TIMEOUT) ;;
-          *)
-            case $sn_id in
-              '' | *[!0-9]*) ;;
-              *) sn_ids="${sn_ids:+${sn_ids}, }${sn_id}" ;;
-            esac
-            ;;
-        esac
-        ;;
       'node '*)
         sn_nodes=$((sn_nodes + 1))
         sn_node=${sn_line#node }
         ;;
       'job '*)
-        sn_state=${sn_line#job }
+        sn_line_id=${sn_line#job }
+        sn_line_id=${sn_line_id%% *}
+        sn_state=${sn_line#job "$sn_line_id" }
         sn_state=${sn_state%% *}
-        sn_batch=${sn_line#job "$sn_state"}
+        sn_batch=${sn_line#job "$sn_line_id" "$sn_state"}
         sn_batch=${sn_batch# }
+        case $sn_line_id in
+          '' | *[!0-9]*) sn_state='' ;;
+        esac
         case $sn_state in
-          RUNNING)
-            sn_running=$((sn_running + 1))
-            sn_host=$sn_batch
-            ;;
           BOOT_FAIL | CANCELLED | COMPLETED | DEADLINE | FAILED | NODE_FAIL | OUT_OF_MEMORY | PREEMPTED | REVOKED | TIMEOUT)
             sn_ended="${sn_ended:+${sn_ended}, }${sn_state}"
             ;;
           '' | *[!A-Z_]*)
-            [ -n "$sn_bad" ] || sn_bad="a job line that is not <state> <batch host>: $(printf '%s' "$sn_line" | printable)"
+            [ -n "$sn_bad" ] || sn_bad="a job line that is not <job id> <state> <batch host>: $(printf '%s' "$sn_line" | printable)"
             ;;
-          *) sn_waiting="${sn_waiting:+${sn_waiting}, }${sn_state}" ;;
+          *)
+            sn_ids="${sn_ids:+${sn_ids}, }${sn_line_id}"
+            if [ "$sn_state" = RUNNING ]; then
+              sn_running=$((sn_running + 1))
+              # shellcheck disable=SC2034 # reverse-hop's srun steps into job sn_id
+              sn_id=$sn_line_id sn_host=$sn_batch
+            else
+              sn_waiting="${sn_waiting:+${sn_waiting}, }${sn_state}"
+            fi
+            ;;
         esac
         ;;
       *) ;; # the login shell's own chatter: a .bashrc that echoes, a host key warning
@@ -728,51 +736,52 @@ $(tr -d '\000' <"$sn_out")
 EOF
   sn_none="no running job named ${sn_job} in Slurm"
   if [ "$sn_status" != 0 ]; then
-    slurm_say TunnelDown "could not ask Slurm on ${sn_login} for job ${sn_job}: squeue failed (status ${sn_status:-unknown}): $(printable <"$sn_out")"
+    sn_reason=TunnelDown sn_said="could not ask Slurm on ${sn_login} for job ${sn_job}: squeue failed (status ${sn_status:-unknown}): $(printable <"$sn_out")"
   elif [ -n "$sn_bad" ]; then
-    slurm_say TunnelDown "refusing Slurm's answer on ${sn_login} for job ${sn_job}: ${sn_bad}"
+    sn_reason=TunnelDown sn_said="refusing Slurm's answer on ${sn_login} for job ${sn_job}: ${sn_bad}"
   elif [ "$sn_running" -gt 1 ] || { [ "$sn_running" -eq 1 ] && [ -n "$sn_waiting" ]; }; then
     # Every pod of the virtual node runs its job as one site account: a co-tenant can name a
     # job of its own after this pod's UID to receive its traffic, and run it while the pod's
     # own job is still queued. Neither is picked.
-    slurm_say DuplicateJobName "refusing Slurm's answer on ${sn_login} for job ${sn_job}: ${sn_running} running job(s) and ${sn_waiting:-none} waiting have that name (job ids ${sn_ids:-not given}), so which one is the pod's is not known; another job of the same site account may be named after this pod's UID"
+    sn_reason=DuplicateJobName sn_said="refusing Slurm's answer on ${sn_login} for job ${sn_job}: ${sn_running} running job(s) and ${sn_waiting:-none} waiting have that name (job ids ${sn_ids:-not given}), so which one is the pod's is not known; another job of the same site account may be named after this pod's UID"
   elif [ "$sn_running" -eq 1 ]; then
     slurm_address
   elif [ -n "$sn_waiting" ]; then
-    slurm_say WaitingForNode "job ${sn_job} is ${sn_waiting} in Slurm: waiting for it to run"
+    sn_reason=WaitingForNode sn_said="job ${sn_job} is ${sn_waiting} in Slurm: waiting for it to run"
   elif [ -n "$sn_ended" ]; then
-    slurm_say NoRunningJob "${sn_none}: it ended (${sn_ended}), unless the plugin submits it again"
+    sn_reason=NoRunningJob sn_said="${sn_none}: it ended (${sn_ended}), unless the plugin submits it again"
   else
-    slurm_say NoRunningJob "${sn_none}: squeue on ${sn_login} lists no job of that name for this user (not submitted yet, submitted by another user, or ended and forgotten by Slurm)"
+    sn_reason=NoRunningJob sn_said="${sn_none}: squeue on ${sn_login} lists no job of that name for this user (not submitted yet, submitted by another user, or ended and forgotten by Slurm)"
   fi
 }
 
-# slurm_address prints the NodeAddr of the running job's batch host, $sn_host, from the one
-# line scontrol printed for it, $sn_node; part of slurm_node.
+# slurm_address sets sn_addr to the NodeAddr of the running job's batch host, $sn_host, from
+# the one line scontrol printed for it, $sn_node; part of slurm_job.
 slurm_address() {
+  sn_reason=TunnelDown
   if ! valid_host "$sn_host"; then
-    slurm_say TunnelDown "refusing Slurm's answer on ${sn_login} for job ${sn_job}: batch host '$(printf '%s' "$sn_host" | printable)' is not a hostname"
+    sn_said="refusing Slurm's answer on ${sn_login} for job ${sn_job}: batch host '$(printf '%s' "$sn_host" | printable)' is not a hostname"
     return 0
   fi
   if [ "$sn_nodes" -ne 1 ]; then
-    slurm_say TunnelDown "refusing Slurm's answer on ${sn_login} for job ${sn_job}: scontrol show node ${sn_host} printed ${sn_nodes} lines, want 1: $(printable <"$sn_out")"
+    sn_said="refusing Slurm's answer on ${sn_login} for job ${sn_job}: scontrol show node ${sn_host} printed ${sn_nodes} lines, want 1: $(printable <"$sn_out")"
     return 0
   fi
   case $sn_node in
     "NodeName=${sn_host} "*" NodeAddr="*) ;;
     *)
-      slurm_say TunnelDown "refusing Slurm's answer on ${sn_login} for job ${sn_job}: scontrol show node ${sn_host} printed no NodeAddr for that node: $(printf '%s' "$sn_node" | printable)"
+      sn_said="refusing Slurm's answer on ${sn_login} for job ${sn_job}: scontrol show node ${sn_host} printed no NodeAddr for that node: $(printf '%s' "$sn_node" | printable)"
       return 0
       ;;
   esac
   sn_addr=${sn_node#* NodeAddr=}
   sn_addr=${sn_addr%% *}
   if ! valid_host "$sn_addr"; then
-    slurm_say TunnelDown "refusing Slurm's answer on ${sn_login} for job ${sn_job}: NodeAddr '$(printf '%s' "$sn_addr" | printable)' of ${sn_host} is not a hostname or IP address, so it is not passed to ssh"
+    sn_said="refusing Slurm's answer on ${sn_login} for job ${sn_job}: NodeAddr '$(printf '%s' "$sn_addr" | printable)' of ${sn_host} is not a hostname or IP address, so it is not passed to ssh"
+    sn_addr=''
     return 0
   fi
-  slurm_say NodeFound "job ${sn_job} runs on ${sn_host}, which Slurm reaches at ${sn_addr}"
-  printf '%s\n' "$sn_addr"
+  sn_reason=NodeFound sn_said="job ${sn_job} runs on ${sn_host}, which Slurm reaches at ${sn_addr}"
 }
 
 # ssh_option_words OPTIONS prints, one word a line, "-o" and each option of OPTIONS (one ssh

@@ -8,7 +8,8 @@
 #   run NODE CMD..  runs CMD on the compute node as the job's user: with NodeExec ssh through
 #                   the checked node hop (the shadow's own ssh to the node's sshd, its host key
 #                   verified like the login node's); with srun, srun --jobid --overlap pinned
-#                   to the job's batch host, found with squeue on the login node
+#                   to the job's batch host, the job chosen as node discovery chooses it
+#                   (common.sh: slurm_job), on the login node
 #   node NODE PORT  a byte stream to the node's sshd on PORT: with NodeExec ssh, jump NODE PORT;
 #                   with srun, the job's relay (relay.py connect) run through "run" on the batch
 #                   host, to that host's sshd on 127.0.0.1, so neither the session nor its
@@ -17,10 +18,11 @@
 #
 # Environment: SHADOW_LOGIN_HOST, SHADOW_SSH_OPTIONS, SHADOW_FORWARD_MODE,
 # SHADOW_EXEC_CONNECT_COMMAND, SHADOW_REVERSE_LOGIN_OPTIONS (options that go first on the
-# login hop of srun), SHADOW_REVERSE_NODE_EXEC, SHADOW_REVERSE_JOB_NAME,
-# SHADOW_REVERSE_PYTHON, SHADOW_REVERSE_NODE_PORT, SHADOW_REVERSE_SSHD_PATH; and, set by
-# ssh-reverse, SHADOW_REVERSE_PREPARED_NODE and SHADOW_REVERSE_PREPARED_DIR, the node and the
-# socket directory prepared there.
+# login hop of srun), SHADOW_REVERSE_NODE_EXEC, SHADOW_REVERSE_JOB_NAME, SHADOW_STATE_DIR and
+# SHADOW_NODE_DISCOVERY (srun's lookup of the job, slurm_job), SHADOW_REVERSE_PYTHON,
+# SHADOW_REVERSE_NODE_PORT, SHADOW_REVERSE_SSHD_PATH; and, set by ssh-reverse,
+# SHADOW_REVERSE_PREPARED_NODE and SHADOW_REVERSE_PREPARED_DIR, the node and the socket
+# directory prepared there.
 
 # --- shadowgate: insert common ---
 
@@ -41,37 +43,40 @@ jump() {
   exec ssh "${login_args[@]}" -W "$(bracket "$host"):${port}" -- "$login_host"
 }
 
+# shellcheck disable=SC2154 # slurm_job (common.sh) sets the sn_ variables
 run() {
-  local node=$1 job found id batch srun_args
+  local node=$1 srun_args
   shift
   if [[ ${SHADOW_REVERSE_NODE_EXEC:?} == ssh ]]; then
     exec ssh -o "ProxyCommand=bash '$0' jump %h %p" -o "Port=${SHADOW_REVERSE_NODE_PORT:-22}" \
       "${login_args[@]}" -T -- "$node" "$@"
   fi
+  # The plugin names the batch job after the pod's UID; the relay and the socket directory
+  # are on its batch host, so every step is pinned there. The job is the one node discovery
+  # takes (slurm_job): every pod of the virtual node runs its job as one site account, so a
+  # co-tenant can name a job of its own after this pod's UID and run it while the pod's own
+  # waits (queued, or requeued), and srun steps into neither. Under NodeDiscovery slurm the
+  # job's node must be NODE too, where ssh-reverse prepared the tunnel. stdin is for the
+  # command on the node, not for the lookup.
+  slurm_job </dev/null
+  case $sn_reason in
+    NodeFound) ;;
+    WaitingForNode | NoRunningJob)
+      reason_line "$sn_reason" "$sn_said" >&2
+      exit 3
+      ;;
+    *)
+      reason_line "$sn_reason" "$sn_said" >&2
+      exit 1
+      ;;
+  esac
+  if [[ ${SHADOW_NODE_DISCOVERY:-configmap} == slurm && $sn_addr != "$node" ]]; then
+    echo "job ${sn_job} runs on ${sn_host}, which Slurm reaches at ${sn_addr}, not on ${node}, so srun steps into it only once the reverse tunnel follows it there" >&2
+    exit 3
+  fi
   mapfile -t srun_args < <(ssh_option_words "${SHADOW_REVERSE_LOGIN_OPTIONS-}")
   srun_args+=("${login_args[@]}")
-  job=${SHADOW_REVERSE_JOB_NAME:?}
-  # The plugin names the batch job after the pod's UID; the relay and the socket directory
-  # are on its batch host, so every step is pinned there.
-  # stdin is for the command on the node, not for squeue.
-  found=$(ssh "${srun_args[@]}" -T -- "$login_host" squeue -h --me -t R -n "$job" -o %i,%B </dev/null | head -n 8)
-  # Every pod of the virtual node runs its job as one site account, so a co-tenant can name a
-  # job of its own after this pod's UID: with two running jobs of that name, srun steps into
-  # neither.
-  if [[ $found == *$'\n'* ]]; then
-    local ids='' line
-    while IFS= read -r line; do
-      [[ ${line%%,*} =~ ^[0-9]+$ ]] && ids+="${ids:+, }${line%%,*}"
-    done <<<"$found"
-    echo "several running jobs named ${job}: squeue on ${login_host} lists job ids ${ids:-that are not numbers}, so srun steps into none; another job of the same site account may be named after this pod's UID" >&2
-    exit 3
-  fi
-  id=${found%%,*} batch=${found#*,}
-  if [[ ! $id =~ ^[0-9]+$ || -z $batch || $batch == -* || $batch == *[!A-Za-z0-9.-]* ]]; then
-    echo "no running job named ${job} on ${node}: squeue on ${login_host} listed '${found}'" >&2
-    exit 3
-  fi
-  exec ssh "${srun_args[@]}" -T -- "$login_host" srun "--jobid=${id}" --overlap -w "$batch" -N1 -n1 -u -Q "$@"
+  exec ssh "${srun_args[@]}" -T -- "$login_host" srun "--jobid=${sn_id}" --overlap -w "$sn_host" -N1 -n1 -u -Q "$@"
 }
 
 node_sshd() {
