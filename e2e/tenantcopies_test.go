@@ -250,6 +250,14 @@ func servePodNamespaceMode(t *testing.T, policy string) *harness.Shadowgate {
 		mustKubectl(t, "", "patch", "validatingadmissionpolicy", "shadowgate-least-privilege", "--type=json", "-p", copiesInPodNamespaces("false"))
 		kubectl(t, "", "delete", "configmap", "pod-namespace-mode-policy", "-n", "shadowgate-system", "--ignore-not-found")
 	})
+	return serveInSuitesPlace(t, "serve with copies into pod namespaces", "--credentials-in-pod-namespaces=true", "--policy-configmap=pod-namespace-mode-policy")
+}
+
+// serveInSuitesPlace runs, in the suite serve's place (its port, certificate and lease), a
+// serve with args, what it is called in the test's messages, until the test ends, once it
+// leads; the suite's serve is started again afterwards, as it was.
+func serveInSuitesPlace(t *testing.T, what string, args ...string) *harness.Shadowgate {
+	t.Helper()
 	if err := cluster.sg.Stop(); err != nil {
 		t.Fatalf("stopping the suite's serve: %v", err)
 	}
@@ -259,18 +267,18 @@ func servePodNamespaceMode(t *testing.T, policy string) *harness.Shadowgate {
 		}
 	})
 	s, err := harness.Serve(cluster.kubectl, cluster.cp, harness.ServeOptions{Bin: cluster.bin, Dir: t.TempDir(), GracePeriod: gracePeriod,
-		Port: cluster.sg.Port, CertDir: cluster.sg.CertDir,
-		Args: []string{"--credentials-in-pod-namespaces=true", "--policy-configmap=pod-namespace-mode-policy"}})
+		Port: cluster.sg.Port, CertDir: cluster.sg.CertDir, Args: args})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		if err := s.Stop(); err != nil {
-			t.Errorf("serve with copies into pod namespaces did not stop cleanly: %v", err)
+			t.Errorf("%s did not stop cleanly: %v", what, err)
 		}
 	})
-	// The follower runs on the leader: the suite's serve gave the lease up as it stopped.
-	eventually(t, time.Minute, "serve with copies into pod namespaces leads", func() (bool, string) {
+	// The reconciler and the follower run on the leader: the suite's serve gave the lease up
+	// as it stopped.
+	eventually(t, time.Minute, what+" leads", func() (bool, string) {
 		return strings.Contains(readLog(t, s.Log), "Successfully acquired lease"), "no such line in " + s.Log
 	})
 	return s

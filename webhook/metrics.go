@@ -61,7 +61,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	})
 	m.unconfirmedRefusals = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "shadowgate_unconfirmed_shadow_refusals_total",
-		Help: "Admissions refused because --max-unconfirmed-shadows shadows were waiting for their pods: reviews that no pod follows are reaching the webhook.",
+		Help: "Admissions refused because --max-unconfirmed-shadows shadows, or a namespace's --max-unconfirmed-shadows-per-namespace, were waiting for their pods: pods refused after admission (a ResourceQuota), or reviews that no pod follows reaching the webhook.",
 	})
 	m.collected = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shadowgate_collected_total",

@@ -335,6 +335,11 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 	if present[objectKey(missing.Deployment)] {
 		missing.Deployment = nil
 	}
+	if deployment != nil {
+		if err := startShadow(ctx, r.client, deployment, a.Shadow.Deployment); err != nil {
+			return 0, err
+		}
+	}
 	if missing.NodeConfigMap == nil && missing.Service == nil && missing.NetworkPolicy == nil && missing.Deployment == nil {
 		return r.follow(ctx, pod, deployment, a.Shadow)
 	}

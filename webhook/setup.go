@@ -41,6 +41,8 @@ type Options struct {
 	Rules validate.CredentialRules
 	// MaxUnconfirmedShadows bounds the shadows applied at admission for pods not stored yet.
 	MaxUnconfirmedShadows int
+	// UnconfirmedShare is how many of those the pods of one namespace may hold.
+	UnconfirmedShare int
 	// MaxRollingShadows bounds the shadows rolled at a time to a changed policy (rollPacer).
 	MaxRollingShadows int
 }
@@ -56,8 +58,8 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 	if opts.ShadowGracePeriod <= 0 {
 		return nil, errors.New("the shadow grace period must be positive")
 	}
-	if opts.MaxUnconfirmedShadows <= 0 {
-		return nil, errors.New("the bound on unconfirmed shadows must be positive")
+	if opts.MaxUnconfirmedShadows <= 0 || opts.UnconfirmedShare <= 0 {
+		return nil, errors.New("the bounds on unconfirmed shadows must be positive")
 	}
 	if opts.MaxRollingShadows <= 0 {
 		return nil, errors.New("the bound on shadows rolled at a time must be positive")
@@ -99,7 +101,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metr
 	}
 	namespaces := cachedNamespaces{cache: mgr.GetCache(), live: mgr.GetAPIReader()}
 	identity := shadowIdentity{namespaces: namespaces, cache: mgr.GetClient(), policies: store, rules: opts.Rules}
-	unconfirmed := newUnconfirmedShadows(opts.MaxUnconfirmedShadows, opts.ShadowGracePeriod, metrics)
+	unconfirmed := newUnconfirmedShadows(opts.MaxUnconfirmedShadows, opts.UnconfirmedShare, opts.ShadowGracePeriod, metrics)
 	// Every replica's cache sees every pod stored: the one whose admission applied its
 	// shadow stops counting it there.
 	pods, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})

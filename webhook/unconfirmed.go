@@ -7,8 +7,12 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/interlink-hq/shadowgate/inject"
 )
@@ -16,23 +20,34 @@ import (
 // unconfirmedShadows bounds the shadows this process applies at admission for pods the API
 // server has not stored yet. The API server stores a pod moments after /validate-pods admits
 // it, so only a few are ever unconfirmed at once; a caller that sends made-up reviews, which
-// no pod follows, would otherwise have shadowgate write a shadow, and a namespace and
-// credential copies, for each. Past limit, admissions that would apply a shadow are refused
-// until stored pods confirm theirs or the unconfirmed ones age out: after the grace period the
-// Reconciler deletes a shadow whose pod never came, and it no longer counts.
+// no pod follows, or a tenant whose pods a later admission step refuses (a ResourceQuota runs
+// after the webhooks), would otherwise have shadowgate write a shadow, and a namespace and
+// credential copies, for each. Past limit, or past perNamespace for the pod's namespace, such
+// admissions are refused until stored pods confirm theirs or the unconfirmed ones age out:
+// after the grace period the Reconciler deletes a shadow whose pod never came, and it no
+// longer counts. The share keeps one namespace from taking every place.
 type unconfirmedShadows struct {
-	limit   int
-	ttl     time.Duration
-	metrics *Metrics
+	limit, perNamespace int
+	ttl                 time.Duration
+	metrics             *Metrics
 	// now is the clock, time.Now when nil; tests set it.
 	now func() time.Time
 
 	mu      sync.Mutex
-	pending map[types.UID]time.Time // pod UID: when its shadow was applied
+	pending map[types.UID]pendingShadow
+	// held counts pending by namespace; a namespace holding none is not in it.
+	held map[string]int
 }
 
-func newUnconfirmedShadows(limit int, ttl time.Duration, metrics *Metrics) *unconfirmedShadows {
-	return &unconfirmedShadows{limit: limit, ttl: ttl, metrics: metrics, pending: map[types.UID]time.Time{}}
+// pendingShadow is a shadow applied for a pod not stored yet: the pod's namespace, and when.
+type pendingShadow struct {
+	namespace string
+	at        time.Time
+}
+
+func newUnconfirmedShadows(limit, perNamespace int, ttl time.Duration, metrics *Metrics) *unconfirmedShadows {
+	return &unconfirmedShadows{limit: limit, perNamespace: perNamespace, ttl: ttl, metrics: metrics,
+		pending: map[types.UID]pendingShadow{}, held: map[string]int{}}
 }
 
 func (u *unconfirmedShadows) clock() time.Time {
@@ -42,47 +57,88 @@ func (u *unconfirmedShadows) clock() time.Time {
 	return u.now()
 }
 
-// reserve counts pod uid's shadow before it is applied, or refuses it when limit shadows
-// already wait for their pods. A pod's retried admission takes its own place again.
-func (u *unconfirmedShadows) reserve(uid types.UID) error {
+// reserve counts the shadow of pod uid, of namespace, before it is applied, or refuses it when
+// namespace holds its share, or limit shadows already wait for their pods. A pod's retried
+// admission takes its own place again.
+func (u *unconfirmedShadows) reserve(uid types.UID, namespace string) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	now := u.clock()
-	for id, at := range u.pending {
-		if now.Sub(at) >= u.ttl {
-			delete(u.pending, id)
+	for id, p := range u.pending {
+		if now.Sub(p.at) >= u.ttl {
+			u.drop(id)
 		}
 	}
-	if _, ok := u.pending[uid]; !ok && len(u.pending) >= u.limit {
-		u.metrics.unconfirmedRefusals.Inc()
-		return &TooManyUnconfirmedError{Limit: u.limit, Within: u.ttl}
+	if p, ok := u.pending[uid]; ok {
+		u.pending[uid] = pendingShadow{namespace: p.namespace, at: now}
+		return nil
 	}
-	u.pending[uid] = now
+	switch {
+	case u.held[namespace] >= u.perNamespace:
+		u.metrics.unconfirmedRefusals.Inc()
+		return &TooManyUnconfirmedError{Namespace: namespace, Held: u.held[namespace], Limit: u.perNamespace, Share: true, Within: u.ttl}
+	case len(u.pending) >= u.limit:
+		u.metrics.unconfirmedRefusals.Inc()
+		most, held := u.most()
+		return &TooManyUnconfirmedError{Namespace: most, Held: held, Limit: u.limit, Within: u.ttl}
+	}
+	u.pending[uid] = pendingShadow{namespace: namespace, at: now}
+	u.held[namespace]++
 	u.metrics.unconfirmed.Set(float64(len(u.pending)))
 	return nil
+}
+
+// most is the namespace holding the most places, and how many (the first by name of equals).
+func (u *unconfirmedShadows) most() (namespace string, held int) {
+	for ns, n := range u.held {
+		if n > held || (n == held && ns < namespace) {
+			namespace, held = ns, n
+		}
+	}
+	return namespace, held
 }
 
 // release uncounts pod uid: its pod was stored, or its shadow was not applied.
 func (u *unconfirmedShadows) release(uid types.UID) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if _, ok := u.pending[uid]; ok {
-		delete(u.pending, uid)
-		u.metrics.unconfirmed.Set(float64(len(u.pending)))
-	}
+	u.drop(uid)
 }
 
-// TooManyUnconfirmedError refuses an admission while too many shadows wait for their pods. It
-// is a 429, which tells a client to try again, and says what the admin should look at.
+// drop uncounts pod uid; u.mu is held.
+func (u *unconfirmedShadows) drop(uid types.UID) {
+	p, ok := u.pending[uid]
+	if !ok {
+		return
+	}
+	delete(u.pending, uid)
+	if u.held[p.namespace]--; u.held[p.namespace] <= 0 {
+		delete(u.held, p.namespace)
+	}
+	u.metrics.unconfirmed.Set(float64(len(u.pending)))
+}
+
+// TooManyUnconfirmedError refuses an admission while too many shadows wait for their pods:
+// Namespace's share is full (Share), or the replica's limit is, Namespace holding the most. It
+// is a 429, which tells a client to try again, and names the namespace whose pods to look at.
 type TooManyUnconfirmedError struct {
-	Limit  int
-	Within time.Duration
+	Namespace string
+	Held      int
+	Limit     int
+	Share     bool
+	Within    time.Duration
 }
 
 func (e *TooManyUnconfirmedError) Error() string {
-	return fmt.Sprintf("shadowgate has applied %d shadows, its limit (serve --max-unconfirmed-shadows), for pods the API server has not stored within %s; "+
-		"admission reviews that no pod follows are reaching the webhook, which the API server does not send: try again in a minute, "+
-		"and ask the cluster admin to check who calls shadowgate's webhook port (docs/security.md, \"Who can call the webhook\")", e.Limit, e.Within)
+	held := fmt.Sprintf("shadowgate has applied %d shadows, its limit (serve --max-unconfirmed-shadows), for pods the API server has not stored within %s; namespace %q holds %d of them",
+		e.Limit, e.Within, e.Namespace, e.Held)
+	if e.Share {
+		held = fmt.Sprintf("namespace %q holds %d shadows, its share (serve --max-unconfirmed-shadows-per-namespace), applied for pods the API server has not stored within %s",
+			e.Namespace, e.Held, e.Within)
+	}
+	return fmt.Sprintf("%s: pods shadowgate admitted there were refused by a later admission step (most often the namespace's ResourceQuota: kubectl describe resourcequota -n %q), "+
+		"or admission reviews that no pod follows reach the webhook (docs/security.md, \"Who can call the webhook\"). "+
+		"Try again once those pods are stored or %s has passed, when their shadows no longer count", held, e.Namespace, e.Within)
 }
 
 // Status makes the refusal a TooManyRequests answer (refuseForShadow keeps the code and reason).
@@ -90,9 +146,17 @@ func (e *TooManyUnconfirmedError) Status() metav1.Status {
 	return metav1.Status{Status: metav1.StatusFailure, Code: http.StatusTooManyRequests, Reason: metav1.StatusReasonTooManyRequests, Message: e.Error()}
 }
 
-// boundedApplier is the admission's ShadowApplier: the Applier, behind the bound. A dry run
-// writes nothing and is not counted; the reconciler, re-applying a stored pod's shadow, calls
-// the Applier itself.
+// LabelAwaitingPod marks a shadow Deployment applied at admission with no replicas: its pod is
+// not stored yet, so nothing logs in to the site for it. The Reconciler starts it, removing the
+// label, once it sees the pod stored; a pod refused after the webhooks never is, and its shadow
+// is deleted after the grace period without having run. A label, not an annotation: the
+// deployment controller copies a Deployment's annotations onto its ReplicaSets, and an
+// interlink.eu/ annotation there would send them to the webhooks.
+const LabelAwaitingPod = "interlink.eu/shadow-awaiting-pod"
+
+// boundedApplier is the admission's ShadowApplier: the Applier, behind the bound, applying
+// the shadow Deployment with no replicas (LabelAwaitingPod). A dry run writes nothing and is
+// not counted; the reconciler, re-applying a stored pod's shadow, calls the Applier itself.
 type boundedApplier struct {
 	applier     ShadowApplier
 	unconfirmed *unconfirmedShadows
@@ -106,12 +170,35 @@ func (b boundedApplier) Apply(ctx context.Context, s *inject.Shadow, dryRun bool
 		return b.applier.Apply(ctx, s, dryRun)
 	}
 	uid := types.UID(s.Deployment.Labels[inject.LabelPodUID])
-	if err := b.unconfirmed.reserve(uid); err != nil {
+	podNamespace, _, _ := splitKey(s.Deployment.Annotations[inject.AnnotationShadowFor])
+	if err := b.unconfirmed.reserve(uid, podNamespace); err != nil {
 		return nil, err
 	}
-	warnings, err := b.applier.Apply(ctx, s, dryRun)
+	held := *s
+	held.Deployment = s.Deployment.DeepCopy()
+	held.Deployment.Spec.Replicas = ptr.To[int32](0)
+	metav1.SetMetaDataLabel(&held.Deployment.ObjectMeta, LabelAwaitingPod, "true")
+	warnings, err := b.applier.Apply(ctx, &held, dryRun)
 	if err != nil {
 		b.unconfirmed.release(uid) // what it created is being removed
 	}
 	return warnings, err
+}
+
+// startShadow gives d, the shadow Deployment of a stored pod, the replicas of want, the
+// shadow the policy in force renders for the pod, if it is still held as admission applied
+// it (LabelAwaitingPod); a shadow scaled down by hand is not. The patch is conditional on the
+// resourceVersion read, so a Deployment changed meanwhile is looked at again.
+func startShadow(ctx context.Context, c client.Client, d, want *appsv1.Deployment) error {
+	if _, held := d.Labels[LabelAwaitingPod]; !held {
+		return nil
+	}
+	started := d.DeepCopy()
+	started.Spec.Replicas = want.Spec.Replicas
+	delete(started.Labels, LabelAwaitingPod)
+	err := c.Patch(ctx, started, client.MergeFromWithOptions(d, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldManager))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("starting the shadow Deployment %s/%s of a stored pod: %w", d.Namespace, d.Name, err)
+	}
+	return nil
 }

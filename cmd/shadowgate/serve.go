@@ -58,6 +58,7 @@ type serveOptions struct {
 	policyConfigMap string
 	grace           time.Duration
 	maxUnconfirmed  int
+	maxPerNamespace int
 	maxRolling      int
 	leaderElect     bool
 	logFormat       string
@@ -97,6 +98,7 @@ finishes the admissions in flight, then exits.`,
 	f.DurationVar(&o.grace, "shadow-grace-period", 2*time.Minute, "how long a shadow whose pod was never stored waits before it is deleted")
 	f.IntVar(&o.maxRolling, "max-rolling-shadows", 5, "how many shadows carrying traffic are rolled at a time to a policy that renders them differently, each from its apply until its shadow pod is replaced (10 minutes at most); once one roll has, shadows whose tunnel is not Ready roll without a turn, and after that many rolls in a row time out none starts until the next policy")
 	f.IntVar(&o.maxUnconfirmed, "max-unconfirmed-shadows", 200, "how many shadows a replica may have applied at admission for pods the API server has not stored yet; past it such admissions are refused with 429 until the pods are stored or the grace period has passed")
+	f.IntVar(&o.maxPerNamespace, "max-unconfirmed-shadows-per-namespace", 50, "how many of --max-unconfirmed-shadows the pods of one namespace may hold; past it that namespace's such admissions are refused with 429, naming it, while other namespaces are admitted")
 	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect one replica to run the reconciler, so replicas do not fight over shadows")
 	f.StringVar(&o.logFormat, "log-format", "json", "log format: json or console")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -174,6 +176,7 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 		ShadowGracePeriod:     o.grace,
 		Rules:                 o.credentials.rules(),
 		MaxUnconfirmedShadows: o.maxUnconfirmed,
+		UnconfirmedShare:      o.maxPerNamespace,
 		MaxRollingShadows:     o.maxRolling,
 	}
 	waitForCleanups, err := webhook.Setup(ctx, mgr, opts, metrics, decisions)
