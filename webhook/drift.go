@@ -76,9 +76,10 @@ func (r *Reconciler) follow(ctx context.Context, pod *corev1.Pod, d *appsv1.Depl
 		return 0, nil
 	}
 	now := time.Now()
-	// A roll another leader started: the Deployment replaces its pods for a later spec than
-	// the one it was created with (generation 1, the shadow admission applied).
-	if d.Generation > 1 && rollingOut(d) && !r.pacer.isRolling(pod.UID) {
+	// A roll another leader started: the Deployment replaces its pods for a later pod template
+	// than its first (revision 1, the shadow admission applied; starting a held shadow changes
+	// its replicas alone, and no revision).
+	if revision(d) > 1 && rollingOut(d) && !r.pacer.isRolling(pod.UID) {
 		r.pacer.adopt(pod.UID, key, hash, now)
 	}
 	pods, err := shadowPods(ctx, r.client, d, pod)

@@ -308,19 +308,22 @@ func TestReconcilerRollsAShadowRenderedUnderAnotherPolicy(t *testing.T) {
 
 // Where a roll stands, a new leader reads on the shadow Deployment, which the pod's owner
 // cannot write, never on the pod: a pod whose owner annotates it Rolling takes no slot while
-// its shadow's Deployment is settled, and one whose Deployment replaces its pod for a later
-// spec holds one, whatever its pod says.
+// its shadow's Deployment is settled, and one whose Deployment replaces its pod for a later pod
+// template holds one, whatever its pod says. Starting a held shadow is no roll.
 func TestANewLeaderAdoptsRollsFromTheDeploymentNotThePod(t *testing.T) {
 	_, _, _, _, pol := handlers(t)
 	for sentence, tc := range map[string]struct {
 		annotation string
 		rollingOut bool
+		revision   string // the Deployment controller's deployment.kubernetes.io/revision
 		wantHeld   bool
 	}{
 		"A pod annotated Rolling by its owner, its Deployment settled, holds no slot.": {
 			annotation: `{"state":"Rolling"}`},
-		"A Deployment replacing its pod for a later spec holds a slot, its pod saying nothing.": {
-			rollingOut: true, wantHeld: true},
+		"A Deployment replacing its pod for a later pod template holds a slot, its pod saying nothing.": {
+			rollingOut: true, revision: "2", wantHeld: true},
+		"A held shadow started for its stored pod, its first pod template still, holds no slot.": {
+			rollingOut: true, revision: "1"},
 	} {
 		t.Run(sentence, func(t *testing.T) {
 			p := mutated(t, pod("notebook", nil), pol)
@@ -334,6 +337,7 @@ func TestANewLeaderAdoptsRollsFromTheDeploymentNotThePod(t *testing.T) {
 			if tc.rollingOut {
 				d.Status = appsv1.DeploymentStatus{ObservedGeneration: 3, Replicas: 2, UpdatedReplicas: 1}
 			}
+			metav1.SetMetaDataAnnotation(&d.ObjectMeta, "deployment.kubernetes.io/revision", tc.revision)
 			r := newTestReconciler(time.Hour)
 			r.pacer = newRollPacer(1, r.pacer.metrics, func(types.NamespacedName) {})
 			r.policies, r.applier, r.recorder = fixedPolicy{pol}, &recordingApplier{}, &recordingEvents{}

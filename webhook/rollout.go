@@ -3,6 +3,7 @@ package webhook
 import (
 	"cmp"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -344,6 +345,16 @@ func rollingOut(d *appsv1.Deployment) bool {
 func replaced(d *appsv1.Deployment, started bool) bool {
 	want := replicas(d)
 	return !rollingOut(d) && d.Status.Replicas == want && (d.Status.AvailableReplicas == want || started)
+}
+
+// revision is the Deployment controller's count of the Deployment's pod templates, 0 before it
+// has seen one.
+func revision(d *appsv1.Deployment) int {
+	n, err := strconv.Atoi(d.Annotations["deployment.kubernetes.io/revision"])
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // replicas is how many pods the Deployment wants.
