@@ -228,7 +228,7 @@ func TestDoctorChecksOneSiteSettingEach(t *testing.T) {
 				}
 			},
 			want:   map[string]want{CheckSocketRoot: {Fail, "CommandPrefix"}},
-			detail: map[string]string{CheckSocketRoot: "made it a symbolic link"},
+			detail: map[string]string{CheckSocketRoot: fmt.Sprintf("/interlink-%d, where the reverse tunnel's sockets go without it, is a symbolic link", os.Getuid())},
 		},
 		"a node sshd that refuses unix-socket forwards fails the Sshd: node check, naming Sshd: userspace": {
 			input: func(t *testing.T, srv *sshtest.Server, in *Input) {

@@ -145,8 +145,16 @@ shadowgate_reverse_root() {
     fi
     # mkdir makes no directory where anything is, a symbolic link included, and follows none.
     mkdir -m 700 -- "$sg_rev_root" 2>/dev/null
-    if [ -L "$sg_rev_root" ] || [ ! -d "$sg_rev_root" ] || [ ! -O "$sg_rev_root" ]; then
-      echo "interLink: INTERLINK_SOCKET_DIR_ROOT is not set, and $sg_rev_root, where the reverse tunnel's sockets go without it, is not a directory of $(id -un): another user made it, or made it a symbolic link. The reverse tunnel cannot start, so the job stops. The node's admins remove it, or the plugin exports a root of the site's (CommandPrefix: export INTERLINK_SOCKET_DIR_ROOT=...)." >&2
+    sg_rev_said=
+    if [ -L "$sg_rev_root" ]; then
+      sg_rev_said="is a symbolic link"
+    elif [ ! -d "$sg_rev_root" ]; then
+      sg_rev_said="is not a directory"
+    elif [ ! -O "$sg_rev_root" ]; then
+      sg_rev_said="belongs to another user"
+    fi
+    if [ -n "$sg_rev_said" ]; then
+      echo "interLink: INTERLINK_SOCKET_DIR_ROOT is not set, and $sg_rev_root, where the reverse tunnel's sockets go without it, $sg_rev_said, not a directory of $(id -un)'s own: the reverse tunnel cannot start, so the job stops. The node's admins remove it, or the plugin exports a root of the site's (CommandPrefix: export INTERLINK_SOCKET_DIR_ROOT=...)." >&2
       return 1
     fi
     case $(ls -ldn -- "$sg_rev_root") in
@@ -180,16 +188,17 @@ shadowgate_reverse_base() {
   esac
   sg_rev_up=$sg_rev_real
   while :; do
-    # shellcheck disable=SC2046 # the mode, links and owner's uid, as words
-    set -- $(ls -ldn -- "$sg_rev_up")
-    case $3 in
+    read -r sg_rev_mode _ sg_rev_owner _ <<SHADOWGATE_LS
+$(ls -ldn -- "$sg_rev_up")
+SHADOWGATE_LS
+    case $sg_rev_owner in
       0 | "$sg_rev_uid") ;;
       *)
-        echo "$sg_rev_up belongs to uid $3, neither root nor $(id -un)"
+        echo "$sg_rev_up belongs to uid $sg_rev_owner, neither root nor $(id -un)"
         return 1
         ;;
     esac
-    case $1 in
+    case $sg_rev_mode in
       d????w???[tT]* | d???????w[tT]*) ;;
       d????w* | d???????w*)
         echo "other users may write $sg_rev_up and it has no sticky bit"
