@@ -53,6 +53,7 @@ const (
 	CheckSshdPath    = "reverse tunnel: SshdPath"
 	CheckPythonPath  = "reverse tunnel: PythonPath"
 	CheckStreamLocal = "reverse tunnel: node sshd unix-socket forwards"
+	CheckSocketRoot  = "reverse tunnel: socket directory"
 )
 
 // Input is what Run checks: one virtual node of a parsed policy and the files and names the
@@ -73,6 +74,9 @@ type Input struct {
 	Port        int
 	// Job is a running Slurm job of the login user, for the srun hop of the reverse tunnel.
 	Job string
+	// SocketDirRoot is the INTERLINK_SOCKET_DIR_ROOT the site's plugin exports to its jobs
+	// (through its CommandPrefix), empty where it exports none.
+	SocketDirRoot string
 }
 
 // The flags that give Input's fields, named by refusals and skipped checks.
@@ -85,9 +89,13 @@ const (
 	FlagComputeNode = "--compute-node"
 	FlagPort        = "--port"
 	FlagJob         = "--job"
+	FlagSocketRoot  = "--socket-dir-root"
 )
 
 var jobID = regexp.MustCompile(`^[0-9]{1,10}$`)
+
+// socketRoot is what the job's pre-exec takes as INTERLINK_SOCKET_DIR_ROOT.
+var socketRoot = regexp.MustCompile(`^/[A-Za-z0-9._/+-]*$`)
 
 // Validate refuses an Input whose values Run could not pass to ssh or a shell as they are,
 // naming the flag or policy field, the value and what to do, and makes the files' paths
@@ -143,6 +151,9 @@ func Validate(in *Input) error {
 	if in.Job != "" && !jobID.MatchString(in.Job) {
 		return fmt.Errorf("%s %q is not a Slurm job id (digits, as squeue --me prints them)", FlagJob, in.Job)
 	}
+	if in.SocketDirRoot != "" && !socketRoot.MatchString(in.SocketDirRoot) {
+		return fmt.Errorf("%s %q is not an absolute path of letters, digits and ._/+-, which the job's pre-exec needs of INTERLINK_SOCKET_DIR_ROOT", FlagSocketRoot, in.SocketDirRoot)
+	}
 	return nil
 }
 
@@ -192,7 +203,7 @@ func Run(ctx context.Context, in Input) []Check {
 
 // order is every check's name, in the order Run makes them.
 var order = []string{CheckReachable, CheckHostKey, CheckAuth, CheckForwarding, CheckExecCommand, CheckHalfClose, CheckRoute,
-	CheckSqueue, CheckSrun, CheckNodeHop, CheckSshdPath, CheckPythonPath, CheckStreamLocal}
+	CheckSqueue, CheckSrun, CheckNodeHop, CheckSshdPath, CheckPythonPath, CheckStreamLocal, CheckSocketRoot}
 
 // skipRest appends to checks, the first of order, every one after them, skipped for why.
 func skipRest(checks []Check, why string) []Check {

@@ -51,6 +51,8 @@ func TestDoctorChecksOneSiteSettingEach(t *testing.T) {
 		sshd  []string
 		input func(t *testing.T, srv *sshtest.Server, in *Input)
 		want  map[string]want
+		// detail is a phrase of a check's detail, whatever its status.
+		detail map[string]string
 	}{
 		"a permissive login node passes every check that can run, and skips the rest naming why": {
 			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
@@ -192,6 +194,42 @@ func TestDoctorChecksOneSiteSettingEach(t *testing.T) {
 			want: map[string]want{CheckRoute: {Pass, ""}, CheckNodeHop: {Pass, ""}, CheckSshdPath: {Pass, "/usr/sbin/sshd"}, CheckPythonPath: {Pass, "python3"},
 				CheckStreamLocal: {Pass, "unix socket"}},
 		},
+		"without --socket-dir-root the node's TMPDIR gets the job user's own socket directory root": {
+			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
+				nodeHop(t, srv, in)
+			},
+			want:   map[string]want{CheckSocketRoot: {Pass, "INTERLINK_SOCKET_DIR_ROOT is not set, so the reverse tunnel's socket directory is under " + filepath.Join(os.TempDir(), nodeTmpName) + "-"}},
+			detail: map[string]string{CheckSocketRoot: fmt.Sprintf("/interlink-%d, a drwx------ directory of", os.Getuid())},
+		},
+		"with --socket-dir-root the check names that root as the job's": {
+			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
+				nodeHop(t, srv, in)
+				in.SocketDirRoot = "/var/tmp/interlink"
+			},
+			want: map[string]want{CheckSocketRoot: {Pass, "the reverse tunnel's socket directory is under /var/tmp/interlink, from INTERLINK_SOCKET_DIR_ROOT"}},
+		},
+		"a --socket-dir-root too long for unix sockets fails the socket directory check": {
+			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
+				nodeHop(t, srv, in)
+				in.SocketDirRoot = "/" + strings.Repeat("d", 80)
+			},
+			want:   map[string]want{CheckSocketRoot: {Fail, "CommandPrefix"}},
+			detail: map[string]string{CheckSocketRoot: "INTERLINK_SOCKET_DIR_ROOT has to be shorter"},
+		},
+		"a symbolic link where the job's own socket directory root goes fails the socket directory check": {
+			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
+				tmp := nodeHop(t, srv, in)
+				mine := filepath.Join(tmp, "mine")
+				if err := os.Mkdir(mine, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(mine, filepath.Join(tmp, fmt.Sprintf("interlink-%d", os.Getuid()))); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want:   map[string]want{CheckSocketRoot: {Fail, "CommandPrefix"}},
+			detail: map[string]string{CheckSocketRoot: fmt.Sprintf("/interlink-%d, where the reverse tunnel's sockets go without it, is a symbolic link", os.Getuid())},
+		},
 		"a node sshd that refuses unix-socket forwards fails the Sshd: node check, naming Sshd: userspace": {
 			input: func(t *testing.T, srv *sshtest.Server, in *Input) {
 				nodeHop(t, srv, in, "AllowStreamLocalForwarding no")
@@ -307,6 +345,11 @@ func TestDoctorChecksOneSiteSettingEach(t *testing.T) {
 			}
 			checks := Run(context.Background(), in)
 			assertChecks(t, checks, tc.want)
+			for _, c := range checks {
+				if d, ok := tc.detail[c.Name]; ok && !strings.Contains(c.Detail, d) {
+					t.Errorf("%s's detail is %q, want it to say %q", c.Name, c.Detail, d)
+				}
+			}
 		})
 	}
 }
@@ -315,7 +358,7 @@ func TestDoctorChecksOneSiteSettingEach(t *testing.T) {
 // and a remedy with every failure.
 func assertChecks(t *testing.T, checks []Check, want map[string]want) {
 	t.Helper()
-	order := []string{CheckReachable, CheckHostKey, CheckAuth, CheckForwarding, CheckExecCommand, CheckHalfClose, CheckRoute, CheckSqueue, CheckSrun, CheckNodeHop, CheckSshdPath, CheckPythonPath, CheckStreamLocal}
+	order := []string{CheckReachable, CheckHostKey, CheckAuth, CheckForwarding, CheckExecCommand, CheckHalfClose, CheckRoute, CheckSqueue, CheckSrun, CheckNodeHop, CheckSshdPath, CheckPythonPath, CheckStreamLocal, CheckSocketRoot}
 	var got strings.Builder
 	for _, c := range checks {
 		fmt.Fprintf(&got, "  %s %s: %s\n    remedy: %s\n", c.Status, c.Name, c.Detail, c.Remedy)
@@ -374,13 +417,33 @@ func otherKey(t *testing.T) string {
 // nodeHop turns on the reverse tunnel with NodeExec ssh and makes --compute-node a compute
 // node with sshd on port 22, where the hop dials, which takes the login node's client key (as
 // it stands now) and
-// whose host key is pinned beside the login node's.
-func nodeHop(t *testing.T, login *sshtest.Server, in *Input, config ...string) {
+// whose host key is pinned beside the login node's. Its sessions' TMPDIR is tmp, a nodeTmp.
+func nodeHop(t *testing.T, login *sshtest.Server, in *Input, config ...string) (tmp string) {
 	t.Helper()
-	node := sshtest.StartNodeSSHDOnPort(t, 22, append([]string{authorising(t, login)}, config...)...)
+	tmp = nodeTmp(t)
+	node := sshtest.StartNodeSSHDOnPort(t, 22, append([]string{authorising(t, login), "SetEnv TMPDIR=" + tmp}, config...)...)
 	in.Network.SSH.Reverse.Enabled = true
 	in.ComputeNode, in.Port = node.Host, node.Port
 	in.KnownHosts = knownHosts(t, login, node)
+	return tmp
+}
+
+// nodeTmpName begins the name of nodeTmp's directories.
+const nodeTmpName = "node-tmp"
+
+// nodeTmp is a TMPDIR for the compute node's sessions, like /tmp: mode 1777, and a short path,
+// as the socket directory under it must be.
+func nodeTmp(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", nodeTmpName+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, os.ModeSticky|0o777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // authorising is the sshd config line that authorises login's client key as it stands now.

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
@@ -23,7 +24,7 @@ var plainPath = regexp.MustCompile(`^/[A-Za-z0-9_./-]+$`)
 // programs it runs there: with NodeExec ssh an ssh to --compute-node through the login node,
 // with srun a step of the running job --job.
 func (s *session) reverse(ctx context.Context) []Check {
-	names := []string{CheckNodeHop, CheckSshdPath, CheckPythonPath, CheckStreamLocal}
+	names := []string{CheckNodeHop, CheckSshdPath, CheckPythonPath, CheckStreamLocal, CheckSocketRoot}
 	skip := func(why string) []Check {
 		out := make([]Check, len(names))
 		for i, n := range names {
@@ -82,7 +83,39 @@ func (s *session) reverse(ctx context.Context) []Check {
 			Detail: fmt.Sprintf("%s %q is not found on %s (status %d)%s", p.field, p.prog, where, res.code, said(res.out)),
 			Remedy: fmt.Sprintf("The reverse tunnel runs %s on the compute node: the cluster admin sets Reverse.%s for virtual node %s to where the site's compute nodes have it, or the site's admins install it there.", p.prog, p.field, s.in.Node)})
 	}
-	return append(checks, s.streamLocal(sshToNode))
+	return append(checks, s.streamLocal(sshToNode), s.socketRoot(onNode, where))
+}
+
+// socketRoot runs on the node, through the hop, the pre-exec's choice of the socket directory's
+// root, with INTERLINK_SOCKET_DIR_ROOT as --socket-dir-root gives it: the root that variable
+// names, or without it the job user's own directory the pre-exec makes (and doctor then makes
+// too) under TMPDIR or /tmp. It fails where the job would stop at start.
+func (s *session) socketRoot(onNode func(command string) result, where string) Check {
+	c := Check{Name: CheckSocketRoot}
+	from := "without " + FlagSocketRoot + ", as for a plugin that exports no INTERLINK_SOCKET_DIR_ROOT (interLink's Slurm plugin exports one only through its CommandPrefix)"
+	if s.in.SocketDirRoot != "" {
+		from = "with INTERLINK_SOCKET_DIR_ROOT=" + s.in.SocketDirRoot + " (" + FlagSocketRoot + ")"
+	}
+	probe, err := inject.SocketRootProbe(s.in.SocketDirRoot)
+	if err != nil {
+		c.Status, c.Detail = Skip, "not run: "+FlagSocketRoot+": "+err.Error()
+		return c
+	}
+	res := onNode("sh -c " + quote(probe))
+	said := lastLines(res.out)
+	for _, line := range strings.Split(res.out, "\n") {
+		if l, ok := strings.CutPrefix(strings.TrimSpace(line), "interLink: "); ok {
+			said = l
+		}
+	}
+	c.Detail = fmt.Sprintf("%s, on %s: %s", from, where, said)
+	if res.code == 0 {
+		c.Status = Pass
+		return c
+	}
+	c.Status = Fail
+	c.Remedy = fmt.Sprintf("A job of virtual node %s that asks for the reverse tunnel would stop at start. The site's admins remove what the line above names, or have the Slurm plugin give every job a root of the site's, node-local, owned by root or the job's user and not writable by others without the sticky bit: CommandPrefix: \"export INTERLINK_SOCKET_DIR_ROOT=<dir>\" in its configuration (then give the same with %s).", s.in.Node, FlagSocketRoot)
+	return c
 }
 
 // streamLocal asks the node's own sshd, with Sshd: node, for what the reverse session asks of

@@ -79,6 +79,17 @@ func preExec(o *validate.Offload, bind netip.Addr) (string, error) {
 		markerEnd + "\n", nil
 }
 
+// SocketRootProbe is a script for sh that chooses the socket directory's root as the snippet
+// does in the job (shadowgate_reverse_root, for the longest bind address), with
+// INTERLINK_SOCKET_DIR_ROOT set to root, empty for none, and prints the snippet's line saying
+// which root it is, or why there is none. root must be a shellWord.
+func SocketRootProbe(root string) (string, error) {
+	if !shellWord.MatchString(root) {
+		return "", fmt.Errorf("%q cannot be passed to the job's shell", root)
+	}
+	return "INTERLINK_SOCKET_DIR_ROOT='" + root + "'\n" + preExecBody + "shadowgate_reverse_root 127.254.254.254\n", nil
+}
+
 // hostsNames are the names /etc/hosts sends to the relay for a forward's host: the host, and
 // for a Service's full name <svc>.<ns>.svc.cluster.local the shorter names cluster DNS
 // would also resolve from a pod, <svc>.<ns>.svc and <svc>.<ns>, and <svc> when <ns> is the

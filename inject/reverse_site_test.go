@@ -87,7 +87,7 @@ func sharedDir(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(dir, 0o1777); err != nil {
+	if err := os.Chmod(dir, os.ModeSticky|0o777); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
@@ -125,7 +125,8 @@ type reverseSite struct {
 	pod        *corev1.Pod
 	shadow     *Shadow
 	mounts     map[string]string
-	root       string // the socket directory root the plugin gives the job
+	root       string // the socket directory root the plugin gives the job, empty for none
+	tmp        string // the job's TMPDIR, node-local
 	nodeName   string // what the virtual kubelet publishes
 	nodePort   int    // the node sshd's port, as the shadow is told it
 	slurm      *slurm // with NodeExec srun
@@ -136,6 +137,7 @@ func newReverseSite(t testing.TB, opt reverseOptions) *reverseSite {
 	t.Helper()
 	sshtest.Require(t, "ssh", "ssh-keygen", "socat", "python3", "useradd")
 	s := &reverseSite{job: newAccount(t, jobUser), other: newAccount(t, otherUser), root: sharedDir(t)}
+	s.tmp = s.root
 
 	// One key for the job's account on both nodes, in an authorized_keys file that sshd can
 	// read as that user.
@@ -232,18 +234,32 @@ func newReverseSite(t testing.TB, opt reverseOptions) *reverseSite {
 	return s
 }
 
-// dir is the job's socket directory.
-func (s *reverseSite) dir() string { return filepath.Join(s.root, "il-rev-"+s.bind) }
+// dir is the job's socket directory: under the plugin's root, or without one under the job
+// user's own root in TMPDIR.
+func (s *reverseSite) dir() string { return filepath.Join(s.socketRoot(), "il-rev-"+s.bind) }
+
+// socketRoot is the root of the job's socket directory.
+func (s *reverseSite) socketRoot() string {
+	if s.root == "" {
+		return filepath.Join(s.tmp, fmt.Sprintf("interlink-%d", s.job.uid))
+	}
+	return s.root
+}
 
 // socket is the socket in dir that the session forwards a listen port to.
 func (s *reverseSite) socket(port int) string {
 	return filepath.Join(s.dir(), "rev-"+strconv.Itoa(port)+".sock")
 }
 
-// jobEnv is what the plugin gives the job: the socket directory root, a node-local TMPDIR,
-// and a wait short enough for a test.
+// jobEnv is what the plugin gives the job: the socket directory root (none where root is
+// empty, as interLink's Slurm plugin gives by default), a node-local TMPDIR, and a wait short
+// enough for a test.
 func (s *reverseSite) jobEnv(env ...string) []string {
-	return append([]string{"INTERLINK_SOCKET_DIR_ROOT=" + s.root, "TMPDIR=" + s.root, "SHADOW_REVERSE_WAIT=60"}, env...)
+	plugin := []string{"TMPDIR=" + s.tmp, "SHADOW_REVERSE_WAIT=60"}
+	if s.root != "" {
+		plugin = append(plugin, "INTERLINK_SOCKET_DIR_ROOT="+s.root)
+	}
+	return append(plugin, env...)
 }
 
 // jobScript is the pod's pre-exec followed by a workload that reports its environment and
@@ -347,6 +363,16 @@ func dialAs(t *testing.T, acct account, addr string) string {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: acct.uid, Gid: acct.gid}}
 	out, _ := cmd.Output()
 	return string(out)
+}
+
+// runAs runs a command as acct to its end, failing the test if it fails.
+func runAs(t *testing.T, acct account, name string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: acct.uid, Gid: acct.gid}}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s as %s: %v\n%s", name, acct.name, err, out)
+	}
 }
 
 // startEcho serves a TCP echo on a fresh loopback address: the cluster Service.

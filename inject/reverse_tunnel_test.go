@@ -57,6 +57,12 @@ func TestReverseTunnelCarriesTheJobsConnectionsIntoTheCluster(t *testing.T) {
 			if strings.Contains(shadow.out.String(), "could not prepare") {
 				t.Errorf("the shadow could not prepare the node:\n%s", shadow.out)
 			}
+			if want := "interLink: the reverse tunnel's socket directory is under " + s.root + ", from INTERLINK_SOCKET_DIR_ROOT"; !strings.Contains(job.output(), want) {
+				t.Errorf("the job's log lacks %q:\n%s", want, job.output())
+			}
+			if _, err := os.Stat(s.socket(s.listen)); err != nil {
+				t.Errorf("the forward's socket is not in the directory under the plugin's root: %v", err)
+			}
 			if opt.bastion && !strings.Contains(s.bastion.Log(), "Accepted publickey for "+jobUser) {
 				t.Errorf("the bastion's log shows no login of %s:\n%s", jobUser, s.bastion.Log())
 			}
@@ -276,11 +282,89 @@ func TestReverseTunnelSocks(t *testing.T) {
 	})
 }
 
-func TestReverseTunnelNeedsTheSocketDirectoryRoot(t *testing.T) {
-	t.Parallel()
-	s := newReverseSite(t, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH})
-	job := s.startJob(t, "INTERLINK_SOCKET_DIR_ROOT=")
-	job.expectFailure(t, 15*time.Second, "the job went on without a socket directory", "the plugin gave no socket directory root")
+// interLink's Slurm plugin exports no INTERLINK_SOCKET_DIR_ROOT unless its CommandPrefix does:
+// the job then keeps its sockets in a directory of its user's own under TMPDIR, and says so.
+func TestReverseTunnelWithoutASocketDirectoryRoot(t *testing.T) {
+	for name, opt := range map[string]reverseOptions{
+		"in a shell, through the checked node hop":                  {sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH},
+		"in a real Slurm job, the node's sshd reached through srun": {sshd: policy.SshdNode, nodeExec: policy.NodeExecSrun},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := newReverseSite(t, opt)
+			s.root = ""
+			job := s.runJob(t)
+			s.startShadow(t)
+			s.waitReady(t, job)
+
+			addr := net.JoinHostPort(s.bind, strconv.Itoa(s.listen))
+			eventually(t, 30*time.Second, func() error {
+				if got := dialAs(t, s.job, "TCP4:"+addr); got != "ping\n" {
+					return fmt.Errorf("the job's user got %q through %s, want the echo", got, addr)
+				}
+				return nil
+			})
+			if got := dialAs(t, s.other, "TCP4:"+addr); got != "" {
+				t.Errorf("another user of the node got %q through the job's tunnel", got)
+			}
+			want := fmt.Sprintf("interLink: INTERLINK_SOCKET_DIR_ROOT is not set, so the reverse tunnel's socket directory is under %s, a drwx------ directory of %s on this node\n", s.socketRoot(), jobUser)
+			if !strings.Contains(job.output(), want) {
+				t.Errorf("the job's log lacks %q:\n%s", want, job.output())
+			}
+			if _, err := os.Stat(s.socket(s.listen)); err != nil {
+				t.Errorf("the forward's socket is not in the job user's own directory: %v", err)
+			}
+			assertOwnedDirectory(t, s.socketRoot(), s.job.uid)
+		})
+	}
+}
+
+// A co-tenant of the node who makes the path of the job user's own socket directory root
+// first, as a directory of theirs or as a symbolic link to one of the job user's, is refused:
+// the job stops before its workload, naming the path, and writes nothing there.
+func TestReverseTunnelRefusesACoTenantsSocketDirectoryRoot(t *testing.T) {
+	for name, plant := range map[string]func(t *testing.T, s *reverseSite) string{
+		"a directory of another user": func(t *testing.T, s *reverseSite) string {
+			runAs(t, s.other, "mkdir", "-m", "777", s.socketRoot())
+			return "belongs to another user, not a directory of " + jobUser + "'s own"
+		},
+		"a symbolic link to a directory of the job user's": func(t *testing.T, s *reverseSite) string {
+			target := filepath.Join(sharedDir(t), "target")
+			runAs(t, s.job, "mkdir", "-m", "700", target)
+			runAs(t, s.other, "ln", "-s", target, s.socketRoot())
+			return "is a symbolic link, not a directory of " + jobUser + "'s own"
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := newReverseSite(t, reverseOptions{sshd: policy.SshdNode, nodeExec: policy.NodeExecSSH})
+			s.root = ""
+			says := plant(t, s)
+			job := s.startJob(t)
+			job.expectFailure(t, 15*time.Second, "the job went on with a socket directory root someone else made",
+				"interLink: INTERLINK_SOCKET_DIR_ROOT is not set, and "+s.socketRoot()+", where the reverse tunnel's sockets go without it, "+says,
+				"CommandPrefix: export INTERLINK_SOCKET_DIR_ROOT=")
+			if strings.Contains(job.out.String(), "workload started") {
+				t.Errorf("the workload started:\n%s", job.out)
+			}
+			if entries, _ := os.ReadDir(s.socketRoot()); len(entries) > 0 {
+				t.Errorf("the job wrote into %s: %v", s.socketRoot(), entries)
+			}
+		})
+	}
+}
+
+// assertOwnedDirectory checks that dir is a directory, not a symbolic link, of uid alone.
+func assertOwnedDirectory(t *testing.T, dir string, uid uint32) {
+	t.Helper()
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || fi.Mode().Perm() != 0o700 || st == nil || st.Uid != uid {
+		t.Errorf("%s is %v, owned by uid %v, want a drwx------ directory of uid %d", dir, fi.Mode(), st.Uid, uid)
+	}
 }
 
 func TestReverseTunnelGivesUpAfterItsWait(t *testing.T) {

@@ -70,6 +70,7 @@ flags, an unreadable file, a node that is unknown or not ShadowMode ssh.`,
 	f.StringVar(&o.in.ComputeNode, "compute-node", "", "a compute node the login node should reach (with --port); the node hop of Reverse.NodeExec ssh")
 	f.IntVar(&o.in.Port, "port", 0, "a port on --compute-node, as a pod's would be")
 	f.StringVar(&o.in.Job, "job", "", "a running Slurm job of the login user, for the srun hop of Reverse.NodeExec srun")
+	f.StringVar(&o.in.SocketDirRoot, "socket-dir-root", "", "the INTERLINK_SOCKET_DIR_ROOT the site's Slurm plugin exports to jobs (its CommandPrefix); default: none, as the plugin's default")
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	_ = cmd.MarkFlagRequired("policy")
 	return cmd

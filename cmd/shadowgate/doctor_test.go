@@ -132,8 +132,8 @@ func TestDoctorJSONListsEveryCheckWithStatusDetailAndRemedy(t *testing.T) {
 		t.Fatalf("nodes %+v, want site-vk alone (wst-vk is no SSH node)", got.Nodes)
 	}
 	checks := got.Nodes[0].Checks
-	if len(checks) != 13 {
-		t.Errorf("%d checks, want all 13", len(checks))
+	if len(checks) != 14 {
+		t.Errorf("%d checks, want all 14", len(checks))
 	}
 	found := false
 	for _, c := range checks {

@@ -15,29 +15,14 @@
 #   PORTS   comma-separated listen ports of interlink.eu/reverse-forwards, or empty
 #   SOCKS   the SOCKS5 port, or empty
 #   NAMES   comma-separated names the job dials, mapped to BIND in its /etc/hosts, or empty
-# The plugin names the socket directory's root in INTERLINK_SOCKET_DIR_ROOT; the directory is
-# keyed by BIND, which the shadow knows too. SHADOW_REVERSE_WAIT (seconds, default 600) is how
-# long the job waits for the tunnel.
+# The socket directory is <root>/il-rev-BIND (shadowgate_reverse_root chooses the root); the
+# shadow finds it by the relay's working directory. SHADOW_REVERSE_WAIT (seconds, default 600)
+# is how long the job waits for the tunnel.
 shadowgate_reverse_tunnel() {
   sg_rev_bind=$1 sg_rev_py=$2 sg_rev_ports=$3 sg_rev_socks=$4 sg_rev_names=$5
   sg_rev_wait=${SHADOW_REVERSE_WAIT:-600}
-  sg_rev_root=${INTERLINK_SOCKET_DIR_ROOT:-}
-  if [ -z "$sg_rev_root" ]; then
-    echo "interLink: this pod asks for a reverse tunnel, but the plugin gave no socket directory root (INTERLINK_SOCKET_DIR_ROOT is not set), so the job stops at start. The site's plugin has to set SocketDirRoot for the reverse tunnel to work." >&2
-    return 1
-  fi
-  case $sg_rev_root in
-    /*[!A-Za-z0-9._/+-]* | [!/]*)
-      echo "interLink: the socket directory root $sg_rev_root is not an absolute path of letters, digits and ._/+-; the reverse tunnel cannot use it, so the job stops at start." >&2
-      return 1
-      ;;
-  esac
+  shadowgate_reverse_root "$sg_rev_bind" || return 1
   sg_rev_dir=$sg_rev_root/il-rev-$sg_rev_bind
-  # A unix socket's path is at most 107 bytes; the longest here ends in /rev-65535.sock.
-  if [ "${#sg_rev_dir}" -gt 92 ]; then
-    echo "interLink: the socket directory $sg_rev_dir is too long for unix sockets (at most 92 characters); the site's SocketDirRoot has to be shorter." >&2
-    return 1
-  fi
   if [ -e "$sg_rev_dir" ] || [ -L "$sg_rev_dir" ]; then
     # A job requeued onto this node finds its earlier directory; anyone else's is not ours.
     if [ -L "$sg_rev_dir" ] || [ ! -O "$sg_rev_dir" ]; then
@@ -121,7 +106,110 @@ SHADOWGATE_RELAY_ARGS
   esac
   echo "interLink: reverse tunnel ready on $sg_rev_bind${sg_rev_names:+ for $sg_rev_names}${sg_rev_socks:+, SOCKS5 proxy on 127.0.0.1:$sg_rev_socks (every user of this node can use it)}"
   unset sg_rev_bind sg_rev_py sg_rev_ports sg_rev_socks sg_rev_names sg_rev_wait sg_rev_root \
-    sg_rev_dir sg_rev_hosts sg_rev_relay sg_rev_rc sg_rev_pid
+    sg_rev_dir sg_rev_hosts sg_rev_relay sg_rev_rc sg_rev_pid sg_rev_uid sg_rev_base sg_rev_said \
+    sg_rev_passed
+}
+
+# shadowgate_reverse_root BIND sets sg_rev_root, the root of the socket directory for BIND, and
+# says on the job's output which it is: INTERLINK_SOCKET_DIR_ROOT where the plugin exports one
+# (its CommandPrefix can), else <base>/interlink-<uid>, a drwx------ directory of the job's user
+# in the first of $TMPDIR and /tmp that no other user can take it out of (shadowgate_reverse_base).
+# Such a path that someone else made, or made a symbolic link, is refused, never used.
+shadowgate_reverse_root() {
+  if [ -n "${INTERLINK_SOCKET_DIR_ROOT:-}" ]; then
+    sg_rev_root=$INTERLINK_SOCKET_DIR_ROOT
+    case $sg_rev_root in
+      /*[!A-Za-z0-9._/+-]* | [!/]*)
+        echo "interLink: the socket directory root $sg_rev_root (INTERLINK_SOCKET_DIR_ROOT) is not an absolute path of letters, digits and ._/+-; the reverse tunnel cannot use it, so the job stops at start." >&2
+        return 1
+        ;;
+    esac
+    # A unix socket's path is at most 107 bytes; the longest here ends in /rev-65535.sock.
+    if [ $((${#sg_rev_root} + 8 + ${#1})) -gt 92 ]; then
+      echo "interLink: the socket directory $sg_rev_root/il-rev-$1 is too long for unix sockets (at most 92 characters); INTERLINK_SOCKET_DIR_ROOT has to be shorter." >&2
+      return 1
+    fi
+    echo "interLink: the reverse tunnel's socket directory is under $sg_rev_root, from INTERLINK_SOCKET_DIR_ROOT"
+    return 0
+  fi
+  sg_rev_uid=$(id -u) sg_rev_passed=
+  for sg_rev_base in ${TMPDIR:+"$TMPDIR"} /tmp; do
+    if ! sg_rev_said=$(shadowgate_reverse_base "$sg_rev_base"); then
+      sg_rev_passed="$sg_rev_passed; $sg_rev_base was passed over: $sg_rev_said"
+      continue
+    fi
+    sg_rev_root=${sg_rev_said%/}/interlink-$sg_rev_uid
+    if [ $((${#sg_rev_root} + 8 + ${#1})) -gt 92 ]; then
+      sg_rev_passed="$sg_rev_passed; $sg_rev_base was passed over: $sg_rev_root/il-rev-$1 is too long for unix sockets (at most 92 characters)"
+      continue
+    fi
+    # mkdir makes no directory where anything is, a symbolic link included, and follows none.
+    mkdir -m 700 -- "$sg_rev_root" 2>/dev/null
+    sg_rev_said=
+    if [ -L "$sg_rev_root" ]; then
+      sg_rev_said="is a symbolic link"
+    elif [ ! -d "$sg_rev_root" ]; then
+      sg_rev_said="is not a directory"
+    elif [ ! -O "$sg_rev_root" ]; then
+      sg_rev_said="belongs to another user"
+    fi
+    if [ -n "$sg_rev_said" ]; then
+      echo "interLink: INTERLINK_SOCKET_DIR_ROOT is not set, and $sg_rev_root, where the reverse tunnel's sockets go without it, $sg_rev_said, not a directory of $(id -un)'s own: the reverse tunnel cannot start, so the job stops. The node's admins remove it, or the plugin exports a root of the site's (CommandPrefix: export INTERLINK_SOCKET_DIR_ROOT=...)." >&2
+      return 1
+    fi
+    case $(ls -ldn -- "$sg_rev_root") in
+      drwx------*) ;;
+      *)
+        echo "interLink: INTERLINK_SOCKET_DIR_ROOT is not set, and $sg_rev_root, where the reverse tunnel's sockets go without it, is not drwx------, so other users may reach into it. The reverse tunnel cannot start, so the job stops: chmod 700 it, or remove it." >&2
+        return 1
+        ;;
+    esac
+    echo "interLink: INTERLINK_SOCKET_DIR_ROOT is not set, so the reverse tunnel's socket directory is under $sg_rev_root, a drwx------ directory of $(id -un) on this node$sg_rev_passed"
+    return 0
+  done
+  echo "interLink: INTERLINK_SOCKET_DIR_ROOT is not set, and no directory for the reverse tunnel's sockets is safe on this node$sg_rev_passed. The job stops at start: the plugin has to export a root (CommandPrefix: export INTERLINK_SOCKET_DIR_ROOT=...)." >&2
+  return 1
+}
+
+# shadowgate_reverse_base DIR prints DIR without symbolic links when no other user than root can
+# rename or remove what is in it or in any directory above it: each is owned by root or the
+# job's user, and one that others may write has the sticky bit. Otherwise it prints why not and
+# fails. It runs in a subshell of its own.
+shadowgate_reverse_base() {
+  sg_rev_real=$(cd -P -- "$1" 2>/dev/null && pwd -P) || {
+    echo "it is not a directory here"
+    return 1
+  }
+  case $sg_rev_real in
+    /*[!A-Za-z0-9._/+-]*)
+      echo "$sg_rev_real holds characters other than letters, digits and ._/+-"
+      return 1
+      ;;
+  esac
+  sg_rev_up=$sg_rev_real
+  while :; do
+    read -r sg_rev_mode _ sg_rev_owner _ <<SHADOWGATE_LS
+$(ls -ldn -- "$sg_rev_up")
+SHADOWGATE_LS
+    case $sg_rev_owner in
+      0 | "$sg_rev_uid") ;;
+      *)
+        echo "$sg_rev_up belongs to uid $sg_rev_owner, neither root nor $(id -un)"
+        return 1
+        ;;
+    esac
+    case $sg_rev_mode in
+      d????w???[tT]* | d???????w[tT]*) ;;
+      d????w* | d???????w*)
+        echo "other users may write $sg_rev_up and it has no sticky bit"
+        return 1
+        ;;
+    esac
+    [ "$sg_rev_up" != / ] || break
+    sg_rev_up=${sg_rev_up%/*}
+    sg_rev_up=${sg_rev_up:-/}
+  done
+  printf '%s\n' "$sg_rev_real"
 }
 
 # shadowgate_reverse_relay_runs DIR reports whether DIR/rev-relay.ready names a process that is
