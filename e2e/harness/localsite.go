@@ -191,7 +191,15 @@ func StartLocalSite(ctx context.Context, root, dir string, k Kubectl, cp *Contro
 			return nil, err
 		}
 		args = append(args, "-slurm-conf", hpc.SlurmConf, "-account", SiteAccount,
-			"-work-dir", filepath.Join(hpc.Dir, "jobs", node), "-socket-dir-root", sockets, "-launcher-dir", launchers)
+			"-work-dir", filepath.Join(hpc.Dir, "jobs", node), "-launcher-dir", launchers,
+			// The real plugin exports no socket directory root; this CommandPrefix does, which
+			// the reverse tunnel needs until its pre-exec falls back to a safe location without
+			// one (issue 32). Drop it with that fallback, as a site runs the plugin by default.
+			"-command-prefix", "export INTERLINK_SOCKET_DIR_ROOT="+sockets,
+			// The real virtual kubelet writes back its creation-time copy of the pod, reverting
+			// the tunnel state shadowgate keeps in the pod's annotations; off until that state
+			// lives on an object of shadowgate's own (issue 32).
+			"-write-back-creation-copy=false")
 		if node == PublishingNode {
 			args = append(args, "-publish-node-configmap")
 		}
