@@ -166,13 +166,6 @@ func StartLocalSite(ctx context.Context, root, dir string, k Kubectl, cp *Contro
 	if err := os.MkdirAll(filepath.Join(hpc.Dir, "jobs"), 0o755); err != nil {
 		return nil, err
 	}
-	sockets := filepath.Join(hpc.Dir, "sockets")
-	if err := os.MkdirAll(sockets, 0o755); err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(sockets, 0o1777); err != nil { // like /tmp: each job makes its own private directory
-		return nil, err
-	}
 	vk := func(name string) ([]string, error) {
 		port, err := freePort()
 		if err != nil {
@@ -191,7 +184,13 @@ func StartLocalSite(ctx context.Context, root, dir string, k Kubectl, cp *Contro
 			return nil, err
 		}
 		args = append(args, "-slurm-conf", hpc.SlurmConf, "-account", SiteAccount,
-			"-work-dir", filepath.Join(hpc.Dir, "jobs", node), "-socket-dir-root", sockets, "-launcher-dir", launchers)
+			"-work-dir", filepath.Join(hpc.Dir, "jobs", node), "-launcher-dir", launchers,
+			// No -command-prefix: as the real plugin by default, the job gets no socket
+			// directory root, and the pre-exec falls back to a private one of the job's user.
+			// The real virtual kubelet writes back its creation-time copy of the pod, reverting
+			// the tunnel state shadowgate keeps in the pod's annotations; off until that state
+			// lives on an object of shadowgate's own (issue 32).
+			"-write-back-creation-copy=false")
 		if node == PublishingNode {
 			args = append(args, "-publish-node-configmap")
 		}

@@ -104,9 +104,29 @@ func TestLauncherAsUnprivilegedUsers(t *testing.T) {
 				args:    []string{"exec", "--cleanenv", "--env", "GREETING=hello world", "--env-file", envFile, "img", "sh", "-c", `echo "$GREETING|$FROM_FILE|${LEAK:-dropped}"`},
 				wantOut: []string{"hello world|it's $(not) run|dropped"},
 			},
-			"an option outside the subset is refused": {
-				args:     []string{"exec", "--nv", "img", "true"},
-				wantOut:  []string{"option --nv is not supported"},
+			"the plugin's default options are accepted, --containall dropping the environment": {
+				env:     []string{"LEAK=yes"},
+				args:    []string{"exec", "--nv", "--no-eval", "--containall", "img", "sh", "-c", `echo "${LEAK:-dropped}"`},
+				wantOut: []string{"--nv: this host has no NVIDIA GPU", "dropped"},
+			},
+			"an option the stand-in does not implement is refused": {
+				args:     []string{"exec", "--fakeroot", "img", "true"},
+				wantOut:  []string{"option --fakeroot is not supported by the site's stand-in"},
+				wantCode: 255,
+			},
+			"run of an image whose entrypoint the stand-in does not know is refused naming it": {
+				args:     []string{"run", "--nv", "--no-eval", "--containall", "docker://busybox"},
+				wantOut:  []string{"run docker://busybox: no image is pulled", "give the container a command"},
+				wantCode: 255,
+			},
+			"run of the notebook image without the job directory is refused": {
+				args:     []string{"run", "docker://jupyter/scipy-notebook"},
+				wantOut:  []string{"SANDBOX"},
+				wantCode: 255,
+			},
+			"a verb other than exec and run is refused": {
+				args:     []string{"shell", "img"},
+				wantOut:  []string{"not 'shell'"},
 				wantCode: 255,
 			},
 		}
@@ -138,6 +158,46 @@ func TestLauncherAsUnprivilegedUsers(t *testing.T) {
 	}
 	if after, _ := os.ReadFile("/etc/hosts"); !bytes.Equal(after, hostHosts) {
 		t.Error("the host's /etc/hosts changed: a bind left the command's mount namespace")
+	}
+}
+
+// TestLauncherRunsTheNotebookImage: `singularity run` of the notebook image with the plugin's
+// default options, as the plugin writes a container without a command, serves the page in the
+// job directory on Jupyter's port. It runs as a site account in a network namespace of its own,
+// so the port is the namespace's.
+func TestLauncherRunsTheNotebookImage(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test switches to the site's unprivileged accounts, so it runs as root")
+	}
+	launcher, err := filepath.Abs("singularity")
+	must(t, err)
+	dir, err := os.MkdirTemp("", "sglauncher-")
+	must(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	must(t, os.Chmod(dir, 0o755))
+	must(t, os.Mkdir(filepath.Join(dir, "stand-in"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "stand-in", "index.html"), []byte("stand-in notebook for pod user/notebook\n"), 0o644))
+	acct, err := user.Lookup(accounts[0])
+	must(t, err)
+	// As the account: start the run, fetch the page once it answers (a generous bound for a
+	// loaded machine), then stop the server.
+	script := `"$1" run --nv --no-eval --containall docker://jupyter/scipy-notebook & pid=$!
+for _ in $(seq 600); do
+  if page=$(python3 -c 'import urllib.request; print(urllib.request.urlopen("http://127.0.0.1:8888/", timeout=5).read().decode())' 2>/dev/null); then
+    printf 'fetched: %s\n' "$page"
+    break
+  fi
+  kill -0 "$pid" 2>/dev/null || { echo "the launcher ended"; wait "$pid"; exit 1; }
+  sleep 0.1
+done
+kill "$pid"`
+	cmd := exec.Command("unshare", "--net", "--", "bash", "-c", `ip link set lo up && exec setpriv --reuid="$1" --regid="$2" --clear-groups -- bash -c "$3" bash "$4"`,
+		"bash", acct.Uid, acct.Gid, script, launcher)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "LANG=C", "SANDBOX=" + dir}
+	cmd.Dir = "/"
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "fetched: stand-in notebook for pod user/notebook") {
+		t.Fatalf("the notebook image's run served no page (%v):\n%s", err, out)
 	}
 }
 

@@ -47,12 +47,16 @@ type provider struct {
 
 // podJob is one pod and its job.
 type podJob struct {
-	pod      *corev1.Pod // the pod with the status the node reports
-	jobID    string      // empty: the pod was refused before it became a job
-	state    string      // Slurm's last state, for the log
+	// pod is the pod as the node stored it at creation, with the status the node reports.
+	pod      *corev1.Pod
+	jobID    string // empty: the pod was refused before it became a job
+	state    string // Slurm's last state, for the log
 	nodeAddr string
 	ended    bool
 	deleting bool
+	// endSeen is when the node first saw the job ended, which the pod learns -job-end-delay
+	// later.
+	endSeen time.Time
 	// published is the compute node address the pod's node ConfigMaps hold.
 	published string
 }
@@ -86,12 +90,13 @@ func (p *provider) submit(ctx context.Context, pj *podJob) error {
 	pod := pj.pod
 	uid := string(pod.UID)
 	job, err := batch.Render(batch.Input{
-		Pod:           pod,
-		JobDir:        path.Join(p.cfg.workDir, uid),
-		SocketDirRoot: p.cfg.socketDirRoot,
-		LauncherDir:   p.cfg.launcherDir,
-		ConfigMap:     p.lister.ConfigMaps.ConfigMaps(pod.Namespace).Get,
-		Secret:        p.lister.Secrets.Secrets(pod.Namespace).Get,
+		Pod:                pod,
+		JobDir:             path.Join(p.cfg.workDir, uid),
+		CommandPrefix:      p.cfg.commandPrefix,
+		SingularityOptions: strings.Fields(p.cfg.singularityOptions),
+		LauncherDir:        p.cfg.launcherDir,
+		ConfigMap:          p.lister.ConfigMaps.ConfigMaps(pod.Namespace).Get,
+		Secret:             p.lister.Secrets.Secrets(pod.Namespace).Get,
 	})
 	var refusal *batch.Refusal
 	if errors.As(err, &refusal) {
@@ -229,14 +234,56 @@ func (p *provider) NotifyPods(ctx context.Context, notify func(*corev1.Pod)) {
 	p.notify = notify
 	p.mu.Unlock()
 	go p.follow(ctx)
+	if p.cfg.writeBackCreationCopy {
+		go p.writeBack(ctx)
+	}
 }
 
+// changed hands the library the pod whose status it writes through pods/status, metadata
+// included: with -write-back-creation-copy the pod as stored at creation, as interLink's
+// virtual kubelet does; otherwise the pod's metadata as the API server has it now.
 func (p *provider) changed(pod *corev1.Pod) {
 	p.mu.Lock()
 	notify := p.notify
 	p.mu.Unlock()
-	if notify != nil {
-		notify(pod.DeepCopy())
+	if notify == nil {
+		return
+	}
+	pod = pod.DeepCopy()
+	if !p.cfg.writeBackCreationCopy {
+		if current, err := p.lister.Pods.Pods(pod.Namespace).Get(pod.Name); err == nil && current.UID == pod.UID {
+			status := pod.Status
+			pod = current.DeepCopy()
+			pod.Status = status
+		}
+	}
+	notify(pod)
+}
+
+// writeBack is interLink's virtual kubelet's status loop: every -status-interval, each pod not
+// yet Succeeded or Failed, nor being deleted, is handed to the library again as stored at
+// creation. The library writes it whenever the pod in the API server differs, so what others
+// wrote into its annotations since is reverted.
+func (p *provider) writeBack(ctx context.Context) {
+	tick := time.NewTicker(p.cfg.statusInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		p.mu.Lock()
+		pods := make([]*corev1.Pod, 0, len(p.pods))
+		for _, pj := range p.pods {
+			if phase := pj.pod.Status.Phase; !pj.deleting && phase != corev1.PodSucceeded && phase != corev1.PodFailed {
+				pods = append(pods, pj.pod.DeepCopy())
+			}
+		}
+		p.mu.Unlock()
+		for _, pod := range pods {
+			p.changed(pod)
+		}
 	}
 }
 
@@ -327,6 +374,17 @@ func (p *provider) poll(ctx context.Context, pj *podJob) {
 			}
 		}
 	}
+	// A deleted pod's end is the virtual kubelet's own, at once; any other waits for the
+	// plugin's status cache.
+	if v.ended() && !deleting {
+		if pj.endSeen.IsZero() && p.cfg.endDelay > 0 {
+			log.Printf("job %s of pod %s ended; its pod learns it in %s (-job-end-delay)", pj.jobID, name, p.cfg.endDelay)
+		}
+		if !pj.reportEnd(time.Now(), p.cfg.endDelay) {
+			pj.ended = false // look again at the next poll
+			return
+		}
+	}
 	status := podStatus(pod, v)
 	if reflect.DeepEqual(status, pod.Status) {
 		return
@@ -336,6 +394,15 @@ func (p *provider) poll(ctx context.Context, pj *podJob) {
 	updated := pj.pod.DeepCopy()
 	p.mu.Unlock()
 	p.changed(updated)
+}
+
+// reportEnd says whether the pod may learn, at now, that its job ended: delay after the node
+// first saw the end, as the plugin's status cache tells it.
+func (pj *podJob) reportEnd(now time.Time, delay time.Duration) bool {
+	if pj.endSeen.IsZero() {
+		pj.endSeen = now
+	}
+	return now.Sub(pj.endSeen) >= delay
 }
 
 // forget removes a deleted pod whose job has ended: its job directory and its entry.

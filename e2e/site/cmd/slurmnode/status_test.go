@@ -90,3 +90,22 @@ func describeState(s corev1.ContainerState) string {
 	}
 	return "none"
 }
+
+// TestAJobsEndReachesThePodLate: the pod learns of its job's end -job-end-delay after the
+// node first saw it, as the plugin's status cache tells the virtual kubelet; without a delay,
+// at once.
+func TestAJobsEndReachesThePodLate(t *testing.T) {
+	seen := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
+	pj := &podJob{}
+	for _, step := range []struct {
+		after time.Duration
+		want  bool
+	}{{0, false}, {29 * time.Second, false}, {30 * time.Second, true}, {time.Minute, true}} {
+		if got := pj.reportEnd(seen.Add(step.after), 30*time.Second); got != step.want {
+			t.Errorf("%s after the end was seen: reported %t, want %t", step.after, got, step.want)
+		}
+	}
+	if !(&podJob{}).reportEnd(seen, 0) {
+		t.Error("without a delay the end is not reported at once")
+	}
+}

@@ -18,8 +18,12 @@ type Input struct {
 	Pod *corev1.Pod
 	// JobDir is the pod's job directory, where the files go and the job writes its output.
 	JobDir string
-	// SocketDirRoot is exported to the job as INTERLINK_SOCKET_DIR_ROOT.
-	SocketDirRoot string
+	// CommandPrefix is the site's own shell, run before the pod's pre-exec, as the plugin's
+	// CommandPrefix: empty, the job exports nothing of its own.
+	CommandPrefix string
+	// SingularityOptions follow `singularity exec` or `run` on every container's line, as the
+	// plugin's SingularityDefaultOptions.
+	SingularityOptions []string
 	// LauncherDir goes first on the job's PATH: it holds singularity and apptainer.
 	LauncherDir string
 	// ConfigMap and Secret look objects up in the pod's namespace; a NotFound error is what
@@ -27,6 +31,10 @@ type Input struct {
 	ConfigMap func(name string) (*corev1.ConfigMap, error)
 	Secret    func(name string) (*corev1.Secret, error)
 }
+
+// DefaultSingularityOptions are the plugin's SingularityDefaultOptions when its configuration
+// sets none.
+const DefaultSingularityOptions = "--nv --no-eval --containall"
 
 // Job is the rendered job directory.
 type Job struct {
@@ -82,7 +90,7 @@ func Render(in Input) (*Job, error) {
 	if !podUID.MatchString(string(pod.UID)) {
 		return nil, refusef("pod UID %q is not a Kubernetes UID; the job is named after it", pod.UID)
 	}
-	for what, dir := range map[string]string{"job directory": in.JobDir, "socket directory root": in.SocketDirRoot, "launcher directory": in.LauncherDir} {
+	for what, dir := range map[string]string{"job directory": in.JobDir, "launcher directory": in.LauncherDir} {
 		if !nodePath.MatchString(dir) {
 			return nil, fmt.Errorf("the node's %s %q is not an absolute path of letters, digits and ._/+-", what, dir)
 		}
@@ -95,6 +103,9 @@ func Render(in Input) (*Job, error) {
 	if err := r.volumes(); err != nil {
 		return nil, err
 	}
+	if runsAnImage(pod) {
+		r.add(standInPage(pod))
+	}
 	s := &script{}
 	s.line("#!/bin/bash")
 	s.line("#SBATCH --job-name=" + string(pod.UID))
@@ -106,16 +117,21 @@ func Render(in Input) (*Job, error) {
 	s.line("# The site's slurmnode rendered this job for pod " + podName + ", as interLink's Slurm plugin would.")
 	s.line("# The pod's words are single-quoted so that the shell expands nothing in them:")
 	s.line("# shellcheck disable=SC2016")
-	s.line("export INTERLINK_SOCKET_DIR_ROOT=" + s.q(in.SocketDirRoot))
 	s.line("PATH=" + s.q(in.LauncherDir) + ":$PATH")
 	s.line("export PATH")
 	s.line("sg_job_dir=" + s.q(in.JobDir))
+	s.line("# The job directory, exported as the plugin's scripts export it:")
+	s.line(`export workingPath="$sg_job_dir" SANDBOX="$sg_job_dir"`)
 	s.raw(statusFunction)
 	if len(pod.Spec.InitContainers) > 0 {
 		s.raw(initFunction)
 	}
 	s.raw(containerFunctions)
 	s.line("printf 'pod %s runs as Slurm job %s on %s\\n' " + s.q(podName) + ` "${SLURM_JOB_ID:-}" "${SLURMD_NODENAME:-}"`)
+	if in.CommandPrefix != "" {
+		s.line("# The site's CommandPrefix, verbatim:")
+		s.raw(in.CommandPrefix + "\n")
+	}
 	if preExec, ok := pod.Annotations["slurm-job.vk.io/pre-exec"]; ok {
 		s.line("# slurm-job.vk.io/pre-exec, verbatim:")
 		s.raw(preExec + "\n")
@@ -231,13 +247,21 @@ func (r *renderer) note(format string, args ...any) {
 
 func (r *renderer) add(f File) { r.job.Files = append(r.job.Files, f) }
 
-// container renders one container's line: singularity exec with its env file, binds, working
-// directory, image and command.
+// container renders one container's line as the plugin writes it: `singularity exec` with
+// the container's command, or `singularity run` (the image's own entrypoint) without one; the
+// default options, its env file, binds, working directory, image, command and arguments.
 func (r *renderer) container(s *script, run string, c corev1.Container, init bool) error {
 	if !dnsLabel.MatchString(c.Name) {
 		return refusef("container name %q is not a DNS label", c.Name)
 	}
-	words := []string{run, s.q(c.Name), "singularity", "exec"}
+	verb := "exec"
+	if len(c.Command) == 0 {
+		verb = "run"
+	}
+	words := []string{run, s.q(c.Name), "singularity", verb}
+	for _, o := range r.in.SingularityOptions {
+		words = append(words, s.q(o))
+	}
 	env, err := r.env(c)
 	if err != nil {
 		return err
@@ -262,28 +286,8 @@ func (r *renderer) container(s *script, run string, c corev1.Container, init boo
 		// The plugin's default ImagePrefix: Singularity pulls a bare name from Docker Hub.
 		image = "docker://" + image
 	}
-	command, args := c.Command, c.Args
-	if len(command) == 0 {
-		dir := standInDir(c.Name)
-		st, ok := standInFor(c.Image, path.Join(r.in.JobDir, dir), r.in.Pod.Namespace+"/"+r.in.Pod.Name, c.Name)
-		if !ok {
-			return refusef("container %s names no command, and the site cannot run image %s's own entrypoint: no image is pulled here, and the site's stand-in table knows only docker://jupyter/scipy-notebook; give the container a command", c.Name, c.Image)
-		}
-		names := make([]string, 0, len(st.files))
-		for name := range st.files {
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		for _, name := range names {
-			r.add(File{Path: path.Join(dir, name), Mode: 0o600, Data: st.files[name]})
-		}
-		command = st.command
-		if len(args) == 0 {
-			args = st.args
-		}
-	}
 	words = append(words, s.q(image))
-	for _, w := range append(append([]string{}, command...), args...) {
+	for _, w := range append(append([]string{}, c.Command...), c.Args...) {
 		words = append(words, s.q(w))
 	}
 	s.line(strings.Join(words, " "))

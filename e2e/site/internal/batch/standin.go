@@ -3,35 +3,31 @@ package batch
 import (
 	"fmt"
 	"html"
-	"path"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
-// notebookPort is where the stand-in notebook listens, the port of the image it replaces.
-const notebookPort = "8888"
+// StandInDir is where, in the job directory, the launcher's stand-in images find their files:
+// no image is pulled on the site, so a container without a command runs the launcher's
+// stand-in for its image's entrypoint (launcher/singularity), which serves this directory.
+const StandInDir = "stand-in"
 
-// standIn is what runs in place of an image's entrypoint when a container names no command:
-// no image is pulled on the site, so only the images listed here can run without one.
-type standIn struct {
-	command, args []string
-	// files are written into the container's stand-in directory (relative names).
-	files map[string][]byte
-}
-
-// standInFor is the site's table of images it knows, image → local entrypoint. dir is the
-// container's stand-in directory in the job directory.
-func standInFor(image, dir, pod, container string) (standIn, bool) {
-	switch image {
-	case "docker://jupyter/scipy-notebook", "jupyter/scipy-notebook":
-		page := fmt.Sprintf("<!doctype html>\n<title>stand-in notebook</title>\n<p>This is the local interLink site's stand-in notebook for pod %s (container %s, image %s): the site pulls no image, so python3 -m http.server serves this page on port %s instead of Jupyter.</p>\n",
-			html.EscapeString(pod), html.EscapeString(container), html.EscapeString(image), notebookPort)
-		return standIn{
-			command: []string{"python3", "-m", "http.server"},
-			args:    []string{"--bind", "0.0.0.0", "--directory", dir, notebookPort},
-			files:   map[string][]byte{"index.html": []byte(page)},
-		}, true
+// runsAnImage reports whether a container of the pod has no command, so that `singularity run`
+// starts its image's own entrypoint.
+func runsAnImage(pod *corev1.Pod) bool {
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range cs {
+			if len(c.Command) == 0 {
+				return true
+			}
+		}
 	}
-	return standIn{}, false
+	return false
 }
 
-// standInDir is the stand-in directory of a container, relative to the job directory.
-func standInDir(container string) string { return path.Join("stand-in", container) }
+// standInPage is the page the stand-in notebook serves, naming the pod.
+func standInPage(pod *corev1.Pod) File {
+	page := fmt.Sprintf("<!doctype html>\n<title>stand-in notebook</title>\n<p>This is the local interLink site's stand-in notebook for pod %s: the site pulls no image, so its launcher serves this page with python3 -m http.server in place of the image's own entrypoint.</p>\n",
+		html.EscapeString(pod.Namespace+"/"+pod.Name))
+	return File{Path: StandInDir + "/index.html", Mode: 0o600, Data: []byte(page)}
+}
