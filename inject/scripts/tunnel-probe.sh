@@ -21,8 +21,9 @@ if [ "$age" -gt "$max" ]; then
   exit 1
 fi
 # The state directory outlives the container: a line written before this container's first
-# process (its PID 1, the script, whose start /proc/1/stat gives in clock ticks since boot)
-# started is a previous run's, which the script removes as it starts (common.sh:
+# process (its PID 1, the script, whose start /proc/1/stat gives in clock ticks since boot:
+# the shadow pod shares no process namespace, so /proc/1 is this container's own) started is
+# a previous run's, which the script removes as it starts (common.sh:
 # clear_status), and never this run's word. Within a second or two: uptime is whole seconds.
 started=$(sed -n 's/.*) //p' /proc/1/stat 2>/dev/null | cut -d ' ' -f 20)
 up=$(cut -d . -f 1 /proc/uptime 2>/dev/null)
