@@ -2,10 +2,8 @@ package inject
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -70,13 +68,7 @@ func TestReverseSrunStepsIntoNoCoTenantsJobOfThePodsName(t *testing.T) {
 		t.Fatalf("scontrol release: %v\n%s", err, out)
 	}
 	s.waitReady(t, job)
-	addr := net.JoinHostPort(s.bind, strconv.Itoa(s.listen))
-	eventually(t, 30*time.Second, func() error {
-		if got := dialAs(t, s.job, "TCP4:"+addr); got != "ping\n" {
-			return fmt.Errorf("the job's user got %q through %s, want the echo", got, addr)
-		}
-		return nil
-	})
+	s.expectEcho(t)
 	if _, err := os.Stat(s.socket(s.listen)); err != nil {
 		t.Errorf("the pod's job has no socket for its forward: %v", err)
 	}

@@ -20,9 +20,9 @@ import (
 func (s *reverseSite) expectEcho(t *testing.T) {
 	t.Helper()
 	addr := net.JoinHostPort(s.bind, strconv.Itoa(s.listen))
-	eventually(t, 20*time.Second, func() error {
+	eventually(t, 30*time.Second, func() error {
 		if got := dialAs(t, s.job, "TCP4:"+addr); got != "ping\n" {
-			return fmt.Errorf("through %s: %q", addr, got)
+			return fmt.Errorf("the job's user got %q through %s, want the echo", got, addr)
 		}
 		return nil
 	})

@@ -1,8 +1,6 @@
 package certmanager
 
 import (
-	"encoding/json"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -46,23 +44,12 @@ func TestApplyOverCertManagerTLS(t *testing.T) {
 }
 
 // expectedRefusal is "<field>: <type>" for each error `shadowgate check` reports for the file
-// with the example policy: the start of each line kubectl prints for an Invalid status.
+// with the example policy, and the line kubectl prints first for an Invalid status.
 func expectedRefusal(t *testing.T, file string) []string {
 	t.Helper()
-	cmd := exec.Command(cluster.bin, "check", "-o", "json", "--policy", filepath.Join(cluster.root, "manifests/examples/policy.yaml"), "-f", file)
-	out, _ := cmd.Output() // exit 1: refused; the report says so
-	var report struct {
-		Results []struct {
-			Allowed bool
-			Errors  []struct{ Field, Type string }
-		}
-	}
-	if err := json.Unmarshal(out, &report); err != nil || len(report.Results) != 1 || report.Results[0].Allowed || len(report.Results[0].Errors) == 0 {
-		t.Fatalf("shadowgate check does not refuse %s (%v):\n%s", file, err, out)
-	}
-	var lines []string
-	for _, e := range report.Results[0].Errors {
-		lines = append(lines, e.Field+": "+e.Type)
+	lines, err := harness.Refusal(cluster.bin, filepath.Join(cluster.root, "manifests/examples/policy.yaml"), file)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return append(lines, `The Pod "trainer" is invalid`)
 }

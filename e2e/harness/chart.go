@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -158,4 +159,25 @@ func runChart(ctx context.Context, helm, root, image string, args []string) (str
 		return "", fmt.Errorf("%s: %w\n%s%s", strings.Join(cmd.Args, " "), err, out, stderr.String())
 	}
 	return string(out), nil
+}
+
+// Refusal is "<field>: <type>" for each error `shadowgate check` (the binary bin) reports for
+// the pod in file under the policy ConfigMap manifest policy: the start of each line kubectl
+// prints for the webhook's Invalid status. The pod must be refused.
+func Refusal(bin, policy, file string) ([]string, error) {
+	out, _ := exec.Command(bin, "check", "-o", "json", "--policy", policy, "-f", file).Output() // exit 1: refused
+	var report struct {
+		Results []struct {
+			Allowed bool
+			Errors  []struct{ Field, Type string }
+		}
+	}
+	if err := json.Unmarshal(out, &report); err != nil || len(report.Results) != 1 || report.Results[0].Allowed || len(report.Results[0].Errors) == 0 {
+		return nil, fmt.Errorf("shadowgate check does not refuse %s (%v):\n%s", file, err, out)
+	}
+	var lines []string
+	for _, e := range report.Results[0].Errors {
+		lines = append(lines, e.Field+": "+e.Type)
+	}
+	return lines, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -90,7 +89,11 @@ func TestTheChartRunsOnTheRealNode(t *testing.T) {
 	if r.Err == nil {
 		t.Fatalf("the refused trainer was admitted:\n%s", r.Output())
 	}
-	for _, line := range refusal(t, bin, examplePolicy, refused) {
+	lines, err := harness.Refusal(bin, examplePolicy, refused)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range lines {
 		if !strings.Contains(r.Stderr, line) {
 			t.Errorf("kubectl apply lacks %q; it printed:\n%s", line, r.Output())
 		}
@@ -122,25 +125,4 @@ func policyDocument(t *testing.T, file string) string {
 		t.Fatalf("%s: no ConfigMap with policy.yaml (%v)", file, err)
 	}
 	return cm.Data["policy.yaml"]
-}
-
-// refusal is "<field>: <type>" for each error `shadowgate check` reports for the pod in file
-// under policy: the start of each line kubectl prints for the webhook's Invalid status.
-func refusal(t *testing.T, bin, policy, file string) []string {
-	t.Helper()
-	out, _ := exec.Command(bin, "check", "-o", "json", "--policy", policy, "-f", file).Output() // exit 1: refused
-	var report struct {
-		Results []struct {
-			Allowed bool
-			Errors  []struct{ Field, Type string }
-		}
-	}
-	if err := json.Unmarshal(out, &report); err != nil || len(report.Results) != 1 || report.Results[0].Allowed || len(report.Results[0].Errors) == 0 {
-		t.Fatalf("shadowgate check does not refuse %s (%v):\n%s", file, err, out)
-	}
-	var lines []string
-	for _, e := range report.Results[0].Errors {
-		lines = append(lines, e.Field+": "+e.Type)
-	}
-	return lines
 }

@@ -265,14 +265,7 @@ func (p *provider) changed(pod *corev1.Pod) {
 // creation. The library writes it whenever the pod in the API server differs, so what others
 // wrote into its annotations since is reverted.
 func (p *provider) writeBack(ctx context.Context) {
-	tick := time.NewTicker(p.cfg.statusInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	every(ctx, p.cfg.statusInterval, func() {
 		p.mu.Lock()
 		pods := make([]*corev1.Pod, 0, len(p.pods))
 		for _, pj := range p.pods {
@@ -284,19 +277,12 @@ func (p *provider) writeBack(ctx context.Context) {
 		for _, pod := range pods {
 			p.changed(pod)
 		}
-	}
+	})
 }
 
 // follow polls Slurm for every job until ctx ends.
 func (p *provider) follow(ctx context.Context) {
-	tick := time.NewTicker(p.cfg.poll)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	every(ctx, p.cfg.poll, func() {
 		p.mu.Lock()
 		jobs := make([]*podJob, 0, len(p.pods))
 		for _, pj := range p.pods {
@@ -305,6 +291,20 @@ func (p *provider) follow(ctx context.Context) {
 		p.mu.Unlock()
 		for _, pj := range jobs {
 			p.poll(ctx, pj)
+		}
+	})
+}
+
+// every calls f each interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, f func()) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			f()
 		}
 	}
 }
