@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/metrics"
 )
 
 // FieldManager owns every field shadowgate applies.
@@ -40,7 +41,7 @@ type Applier struct {
 	scheme *runtime.Scheme
 	// credentialsNamespace is where the policy's Secrets and ConfigMaps are copied from.
 	credentialsNamespace string
-	metrics              *Metrics
+	metrics              *metrics.Metrics
 	// sources reads the credentials to copy (credentialSources); nil reads them with reader.
 	sources    objectGetter
 	namespaces knownNamespaces
@@ -69,7 +70,7 @@ func (a *Applier) Apply(ctx context.Context, s *inject.Shadow, dryRun bool) ([]s
 		outcome = "error"
 		a.cleanups.Go(func() { a.remove(ctx, created) })
 	}
-	a.metrics.applySeconds.WithLabelValues(outcome, strconv.FormatBool(dryRun)).Observe(time.Since(start).Seconds())
+	a.metrics.ApplySeconds.WithLabelValues(outcome, strconv.FormatBool(dryRun)).Observe(time.Since(start).Seconds())
 	return warnings, err
 }
 

@@ -22,7 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/interlink-hq/shadowgate/inject"
-
+	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
@@ -103,7 +103,7 @@ func TestApplyAnswersBeforeRemovingWhatItCreated(t *testing.T) {
 			return c.Delete(ctx, obj, opts...)
 		},
 	}).Build()
-	m, err := NewMetrics(prometheus.NewRegistry())
+	m, err := metrics.New(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

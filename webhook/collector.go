@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
@@ -50,7 +51,7 @@ type Collector struct {
 	policies             Policies
 	credentialsNamespace string // where the sources are: never collected
 	period               time.Duration
-	metrics              *Metrics
+	metrics              *metrics.Metrics
 
 	// unused is what the last sweep found unused, with its UID and resourceVersion.
 	unused map[collectKey]objectVersion
@@ -390,7 +391,7 @@ func (c *Collector) collect(ctx context.Context, k collectKey, v objectVersion) 
 	case err != nil:
 		return fmt.Errorf("deleting %s: %w", k, err)
 	}
-	c.metrics.collected.WithLabelValues(k.kind).Inc()
+	c.metrics.Collected.WithLabelValues(k.kind).Inc()
 	what := "deleted a credential copy shadowgate created that no shadow mounts"
 	switch {
 	case k.kind == "Namespace":

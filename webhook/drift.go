@@ -17,6 +17,7 @@ import (
 
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/drift"
+	"github.com/interlink-hq/shadowgate/internal/eventnote"
 	"github.com/interlink-hq/shadowgate/internal/printable"
 	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
 )
@@ -101,7 +102,7 @@ func (r *Reconciler) follow(ctx context.Context, pod *corev1.Pod, d *appsv1.Depl
 	case rollStalled:
 		log.FromContext(ctx).Info("the shadow pod was not replaced in time; its roll gives up its slot", "pod", key.String(),
 			"deployment", d.Namespace+"/"+d.Name, "timeout", rollTimeout)
-		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonShadowRollStalled, "Roll", "%s", truncate(fmt.Sprintf(
+		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonShadowRollStalled, "Roll", "%s", eventnote.Truncate(fmt.Sprintf(
 			"the shadow Deployment %s/%s, applied again for the policy in force, has not replaced its shadow pod in %s; "+
 				"the tunnel's state says why (kubectl describe pod %s -n %s, its TunnelFailed Events)", d.Namespace, d.Name, rollTimeout, pod.Name, pod.Namespace)))
 	case rollRestarted, rollInPlace:
@@ -116,7 +117,7 @@ func (r *Reconciler) follow(ctx context.Context, pod *corev1.Pod, d *appsv1.Depl
 
 // sayRolled records on the pod that its shadow pod was replaced to follow the policy.
 func (r *Reconciler) sayRolled(pod *corev1.Pod, d *appsv1.Deployment) {
-	r.recorder.Eventf(pod, nil, corev1.EventTypeNormal, ReasonShadowRolled, "Roll", "%s", truncate(fmt.Sprintf(
+	r.recorder.Eventf(pod, nil, corev1.EventTypeNormal, ReasonShadowRolled, "Roll", "%s", eventnote.Truncate(fmt.Sprintf(
 		"the policy in force renders this pod's shadow differently: Deployment %s/%s was applied again and its shadow pod replaced. "+
 			"Connections through the tunnel break; the tunnel comes back at the same Service once the new shadow pod is ready; "+
 			"this pod and its job are not touched (docs/shadow.md \"When the policy changes\")", d.Namespace, d.Name)))
@@ -130,7 +131,7 @@ func (r *Reconciler) sayRolled(pod *corev1.Pod, d *appsv1.Deployment) {
 func (r *Reconciler) refuse(ctx context.Context, pod *corev1.Pod, reason string) (time.Duration, error) {
 	reason = printable.String(reason)
 	r.pacer.refused(pod.UID)
-	st := drift.Status{State: drift.Refused, Reason: truncate(reason)}
+	st := drift.Status{State: drift.Refused, Reason: eventnote.Truncate(reason)}
 	if said, _ := r.said(pod); said.Same(st) {
 		return 0, nil
 	}
@@ -138,7 +139,7 @@ func (r *Reconciler) refuse(ctx context.Context, pod *corev1.Pod, reason string)
 		return wait, nil // the Event waits with the write, so each is said once
 	}
 	log.FromContext(ctx).Info("the policy in force would refuse a pod with a shadow; leaving both as they are", "pod", pod.Namespace+"/"+pod.Name, "reason", reason)
-	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonShadowRefusedByPolicy, "Reconcile", "%s", truncate(
+	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonShadowRefusedByPolicy, "Reconcile", "%s", eventnote.Truncate(
 		"the policy in force would refuse this pod; it and its shadow are left as they are, and the shadow no longer follows the policy: "+reason))
 	return 0, r.writeDrift(ctx, pod, st)
 }

@@ -27,6 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/eventnote"
+	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
@@ -78,7 +80,7 @@ type CredentialFollower struct {
 	policies             Policies
 	credentialsNamespace string
 	recorder             events.EventRecorder
-	metrics              *Metrics
+	metrics              *metrics.Metrics
 	limiter              *rate.Limiter
 
 	mu sync.Mutex
@@ -258,10 +260,10 @@ func (f *CredentialFollower) Reconcile(ctx context.Context, k copyKey) (reconcil
 	case err != nil:
 		return reconcile.Result{}, err
 	case action == copyCreate:
-		f.metrics.copiesFollowed.WithLabelValues(k.Kind, followCreated).Inc()
+		f.metrics.CopiesFollowed.WithLabelValues(k.Kind, metrics.FollowCreated).Inc()
 		logger.Info("made a credential copy again, deleted after it could not follow")
 	case action == copyOverwrite || action == copyAdopt:
-		f.metrics.copiesFollowed.WithLabelValues(k.Kind, followUpdated).Inc()
+		f.metrics.CopiesFollowed.WithLabelValues(k.Kind, metrics.FollowUpdated).Inc()
 		logger.Info("updated a credential copy to its source's content")
 	}
 	return reconcile.Result{}, nil
@@ -290,7 +292,7 @@ func (f *CredentialFollower) refused(ctx context.Context, k copyKey, action copy
 	if again {
 		return
 	}
-	f.metrics.copiesFollowed.WithLabelValues(k.Kind, followRefused).Inc()
+	f.metrics.CopiesFollowed.WithLabelValues(k.Kind, metrics.FollowRefused).Inc()
 	msg := refusal.Error()
 	if action == copyRefused {
 		msg += fmt.Sprintf(": if it is not the site's own, delete it (kubectl delete %s -n %s %s) and shadowgate copies the source again",
@@ -299,7 +301,7 @@ func (f *CredentialFollower) refused(ctx context.Context, k copyKey, action copy
 	msg = fmt.Sprintf("the copy %s does not follow this %s, and the shadows there keep what it holds: %s", k, strings.ToLower(k.Kind), msg)
 	log.FromContext(ctx).Error(refusal, "a credential copy does not follow its source", "copy", k.String(), "source", f.credentialsNamespace+"/"+k.Name, "remedy", msg)
 	if src != nil {
-		f.recorder.Eventf(src, nil, corev1.EventTypeWarning, ReasonCopyNotFollowing, "Follow", "%s", truncate(msg))
+		f.recorder.Eventf(src, nil, corev1.EventTypeWarning, ReasonCopyNotFollowing, "Follow", "%s", eventnote.Truncate(msg))
 	}
 }
 

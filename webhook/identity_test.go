@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
@@ -182,7 +183,7 @@ func TestTheFollowerLeavesWhatATenantPlantsAlone(t *testing.T) {
 			cache := fake.NewClientBuilder().WithObjects(d).WithIndex(&appsv1.Deployment{}, indexMounts, func(o client.Object) []string {
 				return mountedCredentials(&o.(*appsv1.Deployment).Spec.Template.Spec)
 			}).Build()
-			m, err := NewMetrics(prometheus.NewRegistry())
+			m, err := metrics.New(prometheus.NewRegistry())
 			if err != nil {
 				t.Fatal(err)
 			}

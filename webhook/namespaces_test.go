@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/metrics"
 )
 
 // testApplier is an Applier on a fake client whose applies apply answers, counted by kind in
@@ -61,7 +62,7 @@ func testApplier(t *testing.T, apply func(ctx context.Context, kind string) erro
 			return c.Create(ctx, obj, opts...)
 		},
 	}).Build()
-	m, err := NewMetrics(prometheus.NewRegistry())
+	m, err := metrics.New(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
-	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -19,12 +18,11 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/interlink-hq/shadowgate/internal/eventnote"
+	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
-
-// maxEventNote is the longest note events.k8s.io accepts, less room for the "...".
-const maxEventNote = 1000
 
 // PolicyStore serves the policy in force. It watches the one policy ConfigMap with an
 // informer and swaps in each valid version atomically; an invalid or deleted one leaves the
@@ -36,7 +34,7 @@ type PolicyStore struct {
 	current  atomic.Pointer[loadedPolicy]
 	informer atomic.Pointer[cache.Controller]
 	recorder events.EventRecorder
-	metrics  *Metrics
+	metrics  *metrics.Metrics
 	log      logr.Logger
 	// onChange is called after each new valid policy is in force (OnChange).
 	onChange []func()
@@ -59,7 +57,7 @@ var (
 // NewPolicyStore reads the policy ConfigMap once. A missing policy, or one that is invalid or
 // breaks rules, is an error naming the problem: the webhook does not start without a policy
 // to decide by.
-func NewPolicyStore(ctx context.Context, cs kubernetes.Interface, ref validate.PolicyRef, rules validate.CredentialRules, recorder events.EventRecorder, metrics *Metrics, log logr.Logger) (*PolicyStore, error) {
+func NewPolicyStore(ctx context.Context, cs kubernetes.Interface, ref validate.PolicyRef, rules validate.CredentialRules, recorder events.EventRecorder, metrics *metrics.Metrics, log logr.Logger) (*PolicyStore, error) {
 	cm, err := cs.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("policy ConfigMap %s/%s does not exist: create it (manifests/examples/policy.yaml is an example) or name yours with --policy-configmap and --namespace", ref.Namespace, ref.Name)
@@ -128,15 +126,15 @@ func (s *PolicyStore) load(obj any) {
 	if len(errs) > 0 {
 		s.rejected = cm.ResourceVersion
 		kept := s.current.Load().resourceVersion
-		s.metrics.policyReloads.WithLabelValues(reloadInvalid).Inc()
+		s.metrics.PolicyReloads.WithLabelValues(metrics.ReloadInvalid).Inc()
 		s.log.Error(errs.ToAggregate(), "stored policy is invalid; still serving the last valid one", "resourceVersion", cm.ResourceVersion, "serving", kept)
-		s.recorder.Eventf(cm, nil, corev1.EventTypeWarning, ReasonInvalidPolicy, "Reload", "%s", truncate(fmt.Sprintf(
+		s.recorder.Eventf(cm, nil, corev1.EventTypeWarning, ReasonInvalidPolicy, "Reload", "%s", eventnote.Truncate(fmt.Sprintf(
 			"policy not loaded, shadowgate still serves the last valid one (resourceVersion %s); fix it and re-apply (shadowgate policy check validates it offline):%s",
 			kept, bulleted(errs))))
 		return
 	}
 	s.current.Store(&loadedPolicy{policy: pol, resourceVersion: cm.ResourceVersion})
-	s.metrics.policyReloads.WithLabelValues(reloadValid).Inc()
+	s.metrics.PolicyReloads.WithLabelValues(metrics.ReloadValid).Inc()
 	s.log.Info("policy loaded", "resourceVersion", cm.ResourceVersion, "virtualNodes", pol.NodeNames())
 	logPolicyWarnings(s.log, pol)
 	for _, f := range s.onChange {
@@ -157,7 +155,7 @@ func (s *PolicyStore) deleted(obj any) {
 		obj = tomb.Obj
 	}
 	kept := s.current.Load().resourceVersion
-	s.metrics.policyReloads.WithLabelValues(reloadDeleted).Inc()
+	s.metrics.PolicyReloads.WithLabelValues(metrics.ReloadDeleted).Inc()
 	s.log.Error(nil, "policy ConfigMap deleted; still serving the last valid policy until it is created again", "serving", kept)
 	if cm, ok := obj.(*corev1.ConfigMap); ok {
 		s.recorder.Eventf(cm, nil, corev1.EventTypeWarning, ReasonPolicyDeleted, "Reload",
@@ -172,19 +170,6 @@ func bulleted(errs field.ErrorList) string {
 		b.WriteString("\n* " + e.Error())
 	}
 	return b.String()
-}
-
-// truncate cuts s to at most maxEventNote bytes, at a rune boundary: a note cut inside a
-// multi-byte character is not valid UTF-8, and the API server refuses the Event.
-func truncate(s string) string {
-	if len(s) <= maxEventNote {
-		return s
-	}
-	cut := maxEventNote
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
 }
 
 // Policies gives the policy in force: the PolicyStore when serving, a fixed one in tests.

@@ -1,32 +1,15 @@
 package webhook
 
 import (
-	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/validate"
 )
-
-// An Event note cut at maxEventNote stays valid UTF-8 when a multi-byte character straddles
-// the cut, and keeps as much as fits.
-func TestTruncateCutsAtARuneBoundary(t *testing.T) {
-	s := strings.Repeat("a", maxEventNote-1) + "é" + "tail" // é is two bytes, across the cut
-	got := truncate(s)
-	if !utf8.ValidString(got) {
-		t.Fatalf("not valid UTF-8: %q", got[len(got)-8:])
-	}
-	if want := strings.Repeat("a", maxEventNote-1) + "..."; got != want {
-		t.Errorf("got ...%q, want ...%q", got[len(got)-8:], want[len(want)-8:])
-	}
-	if short := "déjà vu"; truncate(short) != short {
-		t.Errorf("a short note was changed: %q", truncate(short))
-	}
-}
 
 // The informer hands the stored version over again on every relist and resync. An invalid
 // version is said once, in the metric, the log and a Warning Event, not again at each relist;
@@ -38,7 +21,7 @@ func TestInvalidPolicyIsReportedOncePerVersion(t *testing.T) {
 		t.Fatal(errs)
 	}
 	reg := prometheus.NewRegistry()
-	m, err := NewMetrics(reg)
+	m, err := metrics.New(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,10 +53,10 @@ func TestInvalidPolicyIsReportedOncePerVersion(t *testing.T) {
 	invalid := examplePolicyConfigMap(t, func(string) string { return "{" })
 	check := func(step string, wantInvalid, wantValid float64, wantServing string) {
 		t.Helper()
-		if got := reloads(reloadInvalid); got != wantInvalid {
+		if got := reloads(metrics.ReloadInvalid); got != wantInvalid {
 			t.Errorf("%s: %v invalid reloads counted, want %v", step, got, wantInvalid)
 		}
-		if got := reloads(reloadValid); got != wantValid {
+		if got := reloads(metrics.ReloadValid); got != wantValid {
 			t.Errorf("%s: %v valid reloads counted, want %v", step, got, wantValid)
 		}
 		if got := len(recorder.reasons); got != int(wantInvalid) {

@@ -32,6 +32,7 @@ import (
 
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/drift"
+	"github.com/interlink-hq/shadowgate/internal/eventnote"
 	"github.com/interlink-hq/shadowgate/internal/printable"
 	"github.com/interlink-hq/shadowgate/validate"
 )
@@ -298,7 +299,7 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 			reason := printable.String(a.Decision.Errors.ToAggregate().Error())
 			log.FromContext(ctx).Info("not re-applying what is missing of the shadow of a pod the policy in force refuses",
 				"pod", pod.Namespace+"/"+pod.Name, "reason", reason)
-			r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonShadowNotReapplied, "Reconcile", "%s", truncate(
+			r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonShadowNotReapplied, "Reconcile", "%s", eventnote.Truncate(
 				"part of this pod's shadow is missing and is not re-applied: "+reason))
 		}
 		if deployment == nil {
@@ -375,7 +376,7 @@ func (r *Reconciler) sayIfSecondShadow(ctx context.Context, pod *corev1.Pod, our
 	}
 	log.FromContext(ctx).Info("the shadow Deployment's name is held by a Deployment shadowgate does not manage; applying shadowgate's again",
 		"pod", pod.Namespace+"/"+pod.Name, "deployment", held.Namespace+"/"+held.Name, "managedBy", held.Labels[inject.LabelManagedBy])
-	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonSecondShadow, "Reconcile", "%s", truncate(fmt.Sprintf(
+	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonSecondShadow, "Reconcile", "%s", eventnote.Truncate(fmt.Sprintf(
 		"a second shadow of this pod: Deployment %s/%s was rewritten by another controller, most likely the virtual kubelet rendering its own SSH shadow; "+
 			"shadowgate applies its own again. Set Network.EnableTunnel: false in the virtual kubelet's VirtualKubeletConfig.yaml "+
 			"(docs/virtual-kubelet.md), so only shadowgate renders shadows", held.Namespace, held.Name)))

@@ -18,11 +18,12 @@ import (
 
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/drift"
+	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
 func newTestReconciler(grace time.Duration) *Reconciler {
-	m, err := NewMetrics(prometheus.NewRegistry())
+	m, err := metrics.New(prometheus.NewRegistry())
 	if err != nil {
 		panic(err)
 	}

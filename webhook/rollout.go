@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/interlink-hq/shadowgate/internal/drift"
+	"github.com/interlink-hq/shadowgate/internal/metrics"
 )
 
 // rollPacer paces the rolls of shadows the policy in force renders differently (their
@@ -29,7 +30,7 @@ type rollPacer struct {
 	max int
 	// wake asks for another reconcile of a waiting pod, once a slot is free for it.
 	wake    func(types.NamespacedName)
-	metrics *Metrics
+	metrics *metrics.Metrics
 
 	mu      sync.Mutex
 	rolling map[types.UID]roll
@@ -70,7 +71,7 @@ type waiter struct {
 	since time.Time
 }
 
-func newRollPacer(maxRolling int, metrics *Metrics, wake func(types.NamespacedName)) *rollPacer {
+func newRollPacer(maxRolling int, metrics *metrics.Metrics, wake func(types.NamespacedName)) *rollPacer {
 	return &rollPacer{max: maxRolling, metrics: metrics, wake: wake, rolling: map[types.UID]roll{},
 		waiting: map[types.UID]waiter{}, states: map[types.UID]drift.State{}}
 }
@@ -232,18 +233,18 @@ func (p *rollPacer) settle(uid types.UID, d *appsv1.Deployment, started bool, no
 	}
 	delete(p.rolling, uid)
 	p.setState(uid, drift.Current)
-	result := rolledInPlace
+	result := metrics.RolledInPlace
 	switch step {
 	case rollRestarted:
-		result = rolledRestarted
+		result = metrics.RolledRestarted
 		p.proven, p.stalls = true, 0
 	case rollStalled:
-		result = rolledStalled
+		result = metrics.RolledStalled
 		p.stalls++
 	}
 	next := p.nextWaiting()
 	p.mu.Unlock()
-	p.metrics.shadowRolls.WithLabelValues(result).Inc()
+	p.metrics.ShadowRolls.WithLabelValues(result).Inc()
 	for _, pod := range next {
 		p.wake(pod)
 	}
@@ -323,12 +324,12 @@ func (p *rollPacer) setState(uid types.UID, s drift.State) {
 		return
 	}
 	if had {
-		p.metrics.shadowsDrifted.WithLabelValues(string(old)).Dec()
+		p.metrics.ShadowsDrifted.WithLabelValues(string(old)).Dec()
 		delete(p.states, uid)
 	}
 	if s != drift.Current {
 		p.states[uid] = s
-		p.metrics.shadowsDrifted.WithLabelValues(string(s)).Inc()
+		p.metrics.ShadowsDrifted.WithLabelValues(string(s)).Inc()
 	}
 }
 

@@ -13,12 +13,13 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/interlink-hq/shadowgate/internal/drift"
+	"github.com/interlink-hq/shadowgate/internal/metrics"
 )
 
 // testPacer is a pacer of max slots that records whom it wakes.
 func testPacer(t *testing.T, maxRolling int) (*rollPacer, *[]string) {
 	t.Helper()
-	m, err := NewMetrics(prometheus.NewRegistry())
+	m, err := metrics.New(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,11 +50,11 @@ func replacedUnready(generation int64) *appsv1.Deployment {
 }
 
 func drifted(p *rollPacer, s drift.State) float64 {
-	return testutil.ToFloat64(p.metrics.shadowsDrifted.WithLabelValues(string(s)))
+	return testutil.ToFloat64(p.metrics.ShadowsDrifted.WithLabelValues(string(s)))
 }
 
 func rolls(p *rollPacer, result string) float64 {
-	return testutil.ToFloat64(p.metrics.shadowRolls.WithLabelValues(result))
+	return testutil.ToFloat64(p.metrics.ShadowRolls.WithLabelValues(result))
 }
 
 func TestAtMostMaxShadowsRollAtATimeAndIdleTunnelsGoFirst(t *testing.T) {
@@ -111,8 +112,8 @@ func TestAtMostMaxShadowsRollAtATimeAndIdleTunnelsGoFirst(t *testing.T) {
 	if !slices.Equal(*woken, []string{"e"}) {
 		t.Fatalf("woken %v, want [e]", *woken)
 	}
-	if rolls(p, rolledRestarted) != 1 || rolls(p, rolledInPlace) != 1 {
-		t.Errorf("%v rolls restarted and %v in place, want 1 and 1", rolls(p, rolledRestarted), rolls(p, rolledInPlace))
+	if rolls(p, metrics.RolledRestarted) != 1 || rolls(p, metrics.RolledInPlace) != 1 {
+		t.Errorf("%v rolls restarted and %v in place, want 1 and 1", rolls(p, metrics.RolledRestarted), rolls(p, metrics.RolledInPlace))
 	}
 }
 
@@ -150,8 +151,8 @@ func TestStalledRollsGiveUpTheirSlotsAndMaxInARowStopTheRest(t *testing.T) {
 	if step, _ := p.settle("a", deploymentAt(2, false), false, later); step != rollStalled {
 		t.Fatalf("a at the timeout: step %d, want rollStalled", step)
 	}
-	if !slices.Equal(*woken, []string{"c"}) || rolls(p, rolledStalled) != 1 {
-		t.Fatalf("woken %v after a stall (%v stalled), want [c]", *woken, rolls(p, rolledStalled))
+	if !slices.Equal(*woken, []string{"c"}) || rolls(p, metrics.RolledStalled) != 1 {
+		t.Fatalf("woken %v after a stall (%v stalled), want [c]", *woken, rolls(p, metrics.RolledStalled))
 	}
 	p.take("c", podKey("c"), "new", 1, true, later)
 	p.settle("b", deploymentAt(2, false), false, later.Add(-time.Second))

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/interlink-hq/shadowgate/internal/drift"
+	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/internal/serving"
 	"github.com/interlink-hq/shadowgate/validate"
 )
@@ -54,7 +55,7 @@ type Options struct {
 // wait blocks until the removals of refused pods' shadow objects, which run after the denial
 // is sent, have finished: call it once mgr has stopped, since the webhook server can start
 // more of them until then.
-func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metrics, decisions *serving.Decisions) (wait func(), err error) {
+func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *metrics.Metrics, decisions *serving.Decisions) (wait func(), err error) {
 	if opts.ShadowGracePeriod <= 0 {
 		return nil, errors.New("the shadow grace period must be positive")
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/metrics"
 )
 
 // A shadow namespace is written to only when it is shadowgate's for the pod's namespace: a
@@ -67,7 +68,7 @@ func TestShadowNamespaceIsWrittenOnlyWhenOurs(t *testing.T) {
 					return nil
 				},
 			}).Build()
-			m, err := NewMetrics(prometheus.NewRegistry())
+			m, err := metrics.New(prometheus.NewRegistry())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -24,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/eventnote"
+	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/internal/printable"
 	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
 	"github.com/interlink-hq/shadowgate/validate"
@@ -61,7 +63,7 @@ type TunnelReporter struct {
 	writer   client.Client // server-side apply of the annotation
 	policies Policies
 	recorder events.EventRecorder
-	metrics  *Metrics
+	metrics  *metrics.Metrics
 	now      func() time.Time
 
 	mu     sync.Mutex
@@ -85,10 +87,10 @@ type writtenState struct {
 }
 
 // newTunnelReporter is the reporter of a serving manager.
-func newTunnelReporter(mgr manager.Manager, identity shadowIdentity, writer client.Client, policies Policies, recorder events.EventRecorder, metrics *Metrics) *TunnelReporter {
+func newTunnelReporter(mgr manager.Manager, identity shadowIdentity, writer client.Client, policies Policies, recorder events.EventRecorder, metrics *metrics.Metrics) *TunnelReporter {
 	// Every state is exported from the start, at 0 until a tunnel is in it.
 	for _, s := range []tunnelstate.State{tunnelstate.Starting, tunnelstate.WaitingForNode, tunnelstate.Ready, tunnelstate.Failed} {
-		metrics.tunnels.WithLabelValues(string(s)).Set(0)
+		metrics.Tunnels.WithLabelValues(string(s)).Set(0)
 	}
 	return &TunnelReporter{
 		cache: mgr.GetClient(), reader: mgr.GetAPIReader(), identity: identity, writer: writer,
@@ -389,7 +391,7 @@ func (t *TunnelReporter) writeState(ctx context.Context, pod *corev1.Pod, st tun
 // process last recorded there. The note is made printable and cut to an Event's bound: it
 // carries what the shadow's containers said.
 func (t *TunnelReporter) say(pod *corev1.Pod, related runtime.Object, eventtype, reason, note string, unlessSaid bool) {
-	note = truncate(printable.String(note))
+	note = eventnote.Truncate(printable.String(note))
 	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
 	t.mu.Lock()
 	w, ok := t.written[key]
@@ -466,10 +468,10 @@ func (t *TunnelReporter) count(key types.NamespacedName, s tunnelstate.State) {
 		return
 	}
 	if had {
-		t.metrics.tunnels.WithLabelValues(string(old)).Dec()
+		t.metrics.Tunnels.WithLabelValues(string(old)).Dec()
 	}
 	t.states[key] = s
-	t.metrics.tunnels.WithLabelValues(string(s)).Inc()
+	t.metrics.Tunnels.WithLabelValues(string(s)).Inc()
 }
 
 // forget drops a pod that no longer has a tunnel to report from the gauge.
@@ -479,6 +481,6 @@ func (t *TunnelReporter) forget(key types.NamespacedName) {
 	delete(t.written, key)
 	if old, ok := t.states[key]; ok {
 		delete(t.states, key)
-		t.metrics.tunnels.WithLabelValues(string(old)).Dec()
+		t.metrics.Tunnels.WithLabelValues(string(old)).Dec()
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
@@ -75,7 +76,7 @@ func reporterClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object
 // testReporter is a reporter reading and writing c, its Events in the fake recorder returned.
 func testReporter(t *testing.T, c client.Client) (*TunnelReporter, *events.FakeRecorder) {
 	t.Helper()
-	metrics, err := NewMetrics(prometheus.NewRegistry())
+	metrics, err := metrics.New(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/metrics"
 )
 
 // unconfirmedShadows bounds the shadows this process applies at admission for pods the API
@@ -29,7 +30,7 @@ import (
 type unconfirmedShadows struct {
 	limit, perNamespace int
 	ttl                 time.Duration
-	metrics             *Metrics
+	metrics             *metrics.Metrics
 	// now is the clock, time.Now when nil; tests set it.
 	now func() time.Time
 
@@ -45,7 +46,7 @@ type pendingShadow struct {
 	at        time.Time
 }
 
-func newUnconfirmedShadows(limit, perNamespace int, ttl time.Duration, metrics *Metrics) *unconfirmedShadows {
+func newUnconfirmedShadows(limit, perNamespace int, ttl time.Duration, metrics *metrics.Metrics) *unconfirmedShadows {
 	return &unconfirmedShadows{limit: limit, perNamespace: perNamespace, ttl: ttl, metrics: metrics,
 		pending: map[types.UID]pendingShadow{}, held: map[string]int{}}
 }
@@ -75,16 +76,16 @@ func (u *unconfirmedShadows) reserve(uid types.UID, namespace string) error {
 	}
 	switch {
 	case u.held[namespace] >= u.perNamespace:
-		u.metrics.unconfirmedRefusals.Inc()
+		u.metrics.UnconfirmedRefusals.Inc()
 		return &TooManyUnconfirmedError{Namespace: namespace, Held: u.held[namespace], Limit: u.perNamespace, Share: true, Within: u.ttl}
 	case len(u.pending) >= u.limit:
-		u.metrics.unconfirmedRefusals.Inc()
+		u.metrics.UnconfirmedRefusals.Inc()
 		most, held := u.most()
 		return &TooManyUnconfirmedError{Namespace: most, Held: held, Limit: u.limit, Within: u.ttl}
 	}
 	u.pending[uid] = pendingShadow{namespace: namespace, at: now}
 	u.held[namespace]++
-	u.metrics.unconfirmed.Set(float64(len(u.pending)))
+	u.metrics.Unconfirmed.Set(float64(len(u.pending)))
 	return nil
 }
 
@@ -115,7 +116,7 @@ func (u *unconfirmedShadows) drop(uid types.UID) {
 	if u.held[p.namespace]--; u.held[p.namespace] <= 0 {
 		delete(u.held, p.namespace)
 	}
-	u.metrics.unconfirmed.Set(float64(len(u.pending)))
+	u.metrics.Unconfirmed.Set(float64(len(u.pending)))
 }
 
 // TooManyUnconfirmedError refuses an admission while too many shadows wait for their pods:

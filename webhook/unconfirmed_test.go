@@ -19,11 +19,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/metrics"
 )
 
 func testUnconfirmed(t *testing.T, limit, perNamespace int) (*unconfirmedShadows, *time.Time) {
 	t.Helper()
-	m, err := NewMetrics(prometheus.NewRegistry())
+	m, err := metrics.New(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func TestUnconfirmedShadowsAreBoundedWithAShareForEachNamespace(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			u, now := testUnconfirmed(t, 3, 2)
 			c.steps(u, now)
-			before := testutil.ToFloat64(u.metrics.unconfirmedRefusals)
+			before := testutil.ToFloat64(u.metrics.UnconfirmedRefusals)
 			ns, uid, _ := strings.Cut(c.next, "/")
 			err := u.reserve(types.UID(uid), ns)
 			if c.refused != nil {
@@ -109,13 +110,13 @@ func TestUnconfirmedShadowsAreBoundedWithAShareForEachNamespace(t *testing.T) {
 				if *tooMany != *c.refused {
 					t.Errorf("refused with %+v, want %+v", *tooMany, *c.refused)
 				}
-				if got := testutil.ToFloat64(u.metrics.unconfirmedRefusals) - before; got != 1 {
+				if got := testutil.ToFloat64(u.metrics.UnconfirmedRefusals) - before; got != 1 {
 					t.Errorf("refusals counted %v, want 1", got)
 				}
 			} else if err != nil {
 				t.Fatalf("reserve %s: %v", c.next, err)
 			}
-			if got := testutil.ToFloat64(u.metrics.unconfirmed); got != float64(c.wantCount) {
+			if got := testutil.ToFloat64(u.metrics.Unconfirmed); got != float64(c.wantCount) {
 				t.Errorf("shadowgate_unconfirmed_shadows is %v, want %d", got, c.wantCount)
 			}
 			counted := 0

@@ -31,6 +31,7 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/interlink-hq/shadowgate/certs"
+	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/internal/serving"
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
@@ -160,7 +161,7 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 			return &exitError{code: exitServeFailed, msg: err.Error()}
 		}
 	}
-	metrics, err := webhook.NewMetrics(ctrlmetrics.Registry)
+	metrics, err := metrics.New(ctrlmetrics.Registry)
 	if err != nil {
 		return &exitError{code: exitServeFailed, msg: err.Error()}
 	}
