@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/interlink-hq/shadowgate/internal/shadowtest"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
@@ -17,8 +18,8 @@ import (
 func TestTheFollowerChecksTheCopiesAShadowMounts(t *testing.T) {
 	_, _, _, _, pol := handlers(t)
 	for _, node := range []string{"hpc-vk", "cern-vk"} {
-		p := mutated(t, offloadedOn(node), pol)
-		shadow := shadowOf(t, p, pol)
+		p := shadowtest.Mutated(t, offloadedOn(node), pol)
+		shadow := shadowtest.ShadowOf(t, p, pol)
 		var want []copyKey
 		for _, c := range shadow.Credentials() {
 			want = append(want, copyKey{Namespace: c.Namespace, Kind: c.Kind, Name: c.Name})
@@ -38,7 +39,7 @@ func TestTheFollowerChecksTheCopiesAShadowMounts(t *testing.T) {
 // Without replication the follower has nothing of a node's to check: the site provides the
 // objects of those names itself, and they are not shadowgate's.
 func TestTheFollowerLeavesCredentialsThePolicyDoesNotReplicate(t *testing.T) {
-	pol, errs := validate.PolicyConfigMap(examplePolicyConfigMap(t, replicationOff), validate.CredentialRules{})
+	pol, errs := validate.PolicyConfigMap(shadowtest.ExamplePolicyConfigMap(t, shadowtest.ReplicationOff), validate.CredentialRules{})
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -85,7 +86,7 @@ func TestADeploymentUpdateQueuesOnlyNewMounts(t *testing.T) {
 }
 
 func offloadedOn(node string) *corev1.Pod {
-	p := pod("trainer", nil)
+	p := shadowtest.Pod("trainer", nil)
 	p.Spec.NodeName = node
 	p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 8888}}
 	return p

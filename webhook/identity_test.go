@@ -20,40 +20,30 @@ import (
 
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
+	"github.com/interlink-hq/shadowgate/internal/shadowtest"
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
-// namespaceLabels is a Namespaces of fixed namespaces; any other does not exist.
-type namespaceLabels map[string]map[string]string
-
-func (n namespaceLabels) Labels(_ context.Context, name string) (map[string]string, error) {
-	l, ok := n[name]
-	if !ok {
-		return nil, apierrors.NewNotFound(corev1.Resource("namespaces"), name)
-	}
-	return l, nil
-}
-
 // identityWorld is what a shadowIdentity sees: namespaces, the cache's pods and shadow
 // Deployments, the policy and the rules.
 type identityWorld struct {
-	namespaces namespaceLabels
+	namespaces shadowtest.NamespaceLabels
 	objs       []client.Object
 	pol        *policy.Policy
 	rules      validate.CredentialRules
 }
 
 func (w identityWorld) identity() shadowIdentity {
-	return shadowIdentity{namespaces: w.namespaces, cache: fake.NewClientBuilder().WithObjects(w.objs...).Build(), policies: fixedPolicy{w.pol}, rules: w.rules}
+	return shadowIdentity{namespaces: w.namespaces, cache: fake.NewClientBuilder().WithObjects(w.objs...).Build(), policies: shadowtest.FixedPolicy{Policy: w.pol}, rules: w.rules}
 }
 
 // sameNamespacePod is a notebook in namespace user that asks for its shadow beside it, as the
 // mutating webhook stored it, and that shadow's Deployment, both as pol renders them.
 func sameNamespacePod(t *testing.T, pol *policy.Policy) (*corev1.Pod, *appsv1.Deployment) {
 	t.Helper()
-	p := mutated(t, pod("notebook", map[string]string{validate.AnnotationShadowSameNS: "true"}), pol)
-	return p, shadowOf(t, p, pol).Deployment
+	p := shadowtest.Mutated(t, shadowtest.Pod("notebook", map[string]string{validate.AnnotationShadowSameNS: "true"}), pol)
+	return p, shadowtest.ShadowOf(t, p, pol).Deployment
 }
 
 // The one rule of identity for credential copies: a copy's place is a shadow namespace, marked
@@ -63,7 +53,7 @@ func sameNamespacePod(t *testing.T, pol *policy.Policy) (*corev1.Pod, *appsv1.De
 // the name derived from the pod. Objects a tenant writes in its own namespace never make one.
 func TestWhereACredentialCopyMayBe(t *testing.T) {
 	_, _, _, _, pol := handlers(t)
-	restricted, errs := validate.PolicyConfigMap(examplePolicyConfigMap(t, func(doc string) string {
+	restricted, errs := validate.PolicyConfigMap(shadowtest.ExamplePolicyConfigMap(t, func(doc string) string {
 		return strings.ReplaceAll(doc, "    Network:\n", "    AllowedNamespaces: [lab]\n    Network:\n")
 	}), validate.CredentialRules{})
 	if len(errs) > 0 {
@@ -85,7 +75,7 @@ func TestWhereACredentialCopyMayBe(t *testing.T) {
 	otherUID.Labels[inject.LabelPodUID] = "another-pod"
 	offNode := notebook.DeepCopy()
 	offNode.Spec.NodeSelector = map[string]string{validate.LabelHostname: "worker-1"}
-	podNamespace := namespaceLabels{"user": nil}
+	podNamespace := shadowtest.NamespaceLabels{"user": nil}
 	withoutPodCopies := validate.CredentialRules{WithoutCopiesInPodNamespaces: true}
 
 	for name, c := range map[string]struct {
@@ -94,18 +84,18 @@ func TestWhereACredentialCopyMayBe(t *testing.T) {
 		want  bool
 	}{
 		"a shadow namespace marked for its pod namespace holds copies": {
-			identityWorld{namespaces: namespaceLabels{"user-shadow": marked("user")}, pol: pol, rules: withoutPodCopies}, key("user-shadow"), true},
+			identityWorld{namespaces: shadowtest.NamespaceLabels{"user-shadow": marked("user")}, pol: pol, rules: withoutPodCopies}, key("user-shadow"), true},
 		"a shadow namespace under a hashed name holds copies": {
-			identityWorld{namespaces: namespaceLabels{inject.ShadowNamespace("a--b", false): marked("a--b")}, pol: pol, rules: withoutPodCopies},
+			identityWorld{namespaces: shadowtest.NamespaceLabels{inject.ShadowNamespace("a--b", false): marked("a--b")}, pol: pol, rules: withoutPodCopies},
 			key(inject.ShadowNamespace("a--b", false)), true},
 		"a namespace named as a shadow namespace but unmarked holds none": {
-			identityWorld{namespaces: namespaceLabels{"user-shadow": nil}, pol: pol}, key("user-shadow"), false},
+			identityWorld{namespaces: shadowtest.NamespaceLabels{"user-shadow": nil}, pol: pol}, key("user-shadow"), false},
 		"a shadow namespace marked for another pod namespace holds none": {
-			identityWorld{namespaces: namespaceLabels{"user-shadow": marked("other")}, pol: pol}, key("user-shadow"), false},
+			identityWorld{namespaces: shadowtest.NamespaceLabels{"user-shadow": marked("other")}, pol: pol}, key("user-shadow"), false},
 		"a marked namespace that is not where its pod namespace's shadows go holds none": {
-			identityWorld{namespaces: namespaceLabels{"team-secrets": marked("user")}, pol: pol}, key("team-secrets"), false},
+			identityWorld{namespaces: shadowtest.NamespaceLabels{"team-secrets": marked("user")}, pol: pol}, key("team-secrets"), false},
 		"a namespace that does not exist holds none": {
-			identityWorld{namespaces: namespaceLabels{}, pol: pol}, key("user-shadow"), false},
+			identityWorld{namespaces: shadowtest.NamespaceLabels{}, pol: pol}, key("user-shadow"), false},
 		"a tenant's namespace holding a Deployment labelled as a shadow and mounting the key holds none": {
 			identityWorld{namespaces: podNamespace, objs: []client.Object{planted}, pol: pol, rules: withoutPodCopies}, key("user"), false},
 		"so does it where copies into pod namespaces are allowed": {
@@ -159,11 +149,11 @@ func TestTheFollowerLeavesWhatATenantPlantsAlone(t *testing.T) {
 		Data: map[string][]byte{"id_ed25519": []byte("the site's key")}}
 	for name, c := range map[string]struct {
 		namespace  string
-		namespaces namespaceLabels
+		namespaces shadowtest.NamespaceLabels
 		followed   bool
 	}{
-		"in a tenant's namespace the tenant's Secret is neither read nor written": {"tenant", namespaceLabels{"tenant": nil}, false},
-		"in a shadow namespace the copy is overwritten with its source":           {"tenant-shadow", namespaceLabels{"tenant-shadow": {inject.LabelShadowNamespaceFor: "tenant"}}, true},
+		"in a tenant's namespace the tenant's Secret is neither read nor written": {"tenant", shadowtest.NamespaceLabels{"tenant": nil}, false},
+		"in a shadow namespace the copy is overwritten with its source":           {"tenant-shadow", shadowtest.NamespaceLabels{"tenant-shadow": {inject.LabelShadowNamespaceFor: "tenant"}}, true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			d := mountingDeployment(c.namespace, "Secret/hpc-ssh-key")
@@ -189,12 +179,12 @@ func TestTheFollowerLeavesWhatATenantPlantsAlone(t *testing.T) {
 			}
 			f := &CredentialFollower{
 				shadows:              cache,
-				identity:             shadowIdentity{namespaces: c.namespaces, cache: cache, policies: fixedPolicy{pol}, rules: validate.CredentialRules{WithoutCopiesInPodNamespaces: true}},
+				identity:             shadowIdentity{namespaces: c.namespaces, cache: cache, policies: shadowtest.FixedPolicy{Policy: pol}, rules: validate.CredentialRules{WithoutCopiesInPodNamespaces: true}},
 				sources:              api,
 				applier:              &Applier{client: api, reader: api, credentialsNamespace: "shadowgate-system", metrics: m},
-				policies:             fixedPolicy{pol},
+				policies:             shadowtest.FixedPolicy{Policy: pol},
 				credentialsNamespace: "shadowgate-system",
-				recorder:             &recordingEvents{},
+				recorder:             &shadowtest.RecordingEvents{},
 				metrics:              m,
 				limiter:              rate.NewLimiter(rate.Inf, 1),
 				refusals:             map[copyKey]string{},
@@ -265,10 +255,10 @@ func TestAPodsShadowObjectsAreAtTheNamesShadowgateDerives(t *testing.T) {
 		kind.SetAnnotations(map[string]string{inject.AnnotationShadowFor: podNS + "/" + pod})
 		return kind
 	}
-	marked := namespaceLabels{shadowNS: {inject.LabelShadowNamespaceFor: podNS}, "evil": {}, podNS: {}}
+	marked := shadowtest.NamespaceLabels{shadowNS: {inject.LabelShadowNamespaceFor: podNS}, "evil": {}, podNS: {}}
 	for name, c := range map[string]struct {
 		obj        client.Object
-		namespaces namespaceLabels
+		namespaces shadowtest.NamespaceLabels
 		want       bool
 	}{
 		"The shadow Deployment in the marked shadow namespace is the pod's.": {
@@ -284,9 +274,9 @@ func TestAPodsShadowObjectsAreAtTheNamesShadowgateDerives(t *testing.T) {
 		"A look-alike in the shadow namespace at another name is not.": {
 			obj: claim(&corev1.ConfigMap{}, shadowNS, "planted-node"), namespaces: marked},
 		"The shadow namespace's name, not marked for the pod's namespace, holds none of its shadow.": {
-			obj: claim(&appsv1.Deployment{}, shadowNS, shadow), namespaces: namespaceLabels{shadowNS: {inject.LabelShadowNamespaceFor: "evil"}}},
+			obj: claim(&appsv1.Deployment{}, shadowNS, shadow), namespaces: shadowtest.NamespaceLabels{shadowNS: {inject.LabelShadowNamespaceFor: "evil"}}},
 		"A shadow namespace that does not exist holds none of its shadow.": {
-			obj: claim(&appsv1.Deployment{}, shadowNS, shadow), namespaces: namespaceLabels{}},
+			obj: claim(&appsv1.Deployment{}, shadowNS, shadow), namespaces: shadowtest.NamespaceLabels{}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			b := fake.NewClientBuilder().WithObjects(c.obj)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/interlink-hq/shadowgate/e2e/bench"
 	"github.com/interlink-hq/shadowgate/internal/serving"
+	"github.com/interlink-hq/shadowgate/internal/shadowtest"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
@@ -108,7 +109,7 @@ func TestMutatorLeavesAloneWhatItsMatchConditionSkips(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp := serving.Webhook(NewPodMutator(fixedPolicy{in.pol}, validate.Config{}, nil)).Handle(t.Context(), admission.Request{
+		resp := serving.Webhook(NewPodMutator(shadowtest.FixedPolicy{Policy: in.pol}, validate.Config{}, nil)).Handle(t.Context(), admission.Request{
 			AdmissionRequest: admissionv1.AdmissionRequest{UID: "req", Operation: admissionv1.Create, Kind: podGVK, Object: runtime.RawExtension{Raw: raw}}})
 		if !resp.Allowed || len(resp.Patch) > 0 || len(resp.Warnings) > 0 {
 			t.Errorf("%s: allowed %v, patch %s, warnings %q: want it admitted as it is", name, resp.Allowed, resp.Patch, resp.Warnings)

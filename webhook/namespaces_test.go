@@ -20,6 +20,7 @@ import (
 
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
+	"github.com/interlink-hq/shadowgate/internal/shadowtest"
 )
 
 // testApplier is an Applier on a fake client whose applies apply answers, counted by kind in
@@ -120,8 +121,8 @@ func TestShadowNamespaceIsAppliedOnceUntilItIsGone(t *testing.T) {
 // pod's refusal: the namespace is not forgotten, and nothing is applied twice.
 func TestMissingCredentialSourceIsNotAMissingNamespace(t *testing.T) {
 	_, _, _, _, pol := handlers(t)
-	p := mutated(t, pod("notebook", nil), pol)
-	shadow := shadowOf(t, p, pol)
+	p := shadowtest.Mutated(t, shadowtest.Pod("notebook", nil), pol)
+	shadow := shadowtest.ShadowOf(t, p, pol)
 	if len(shadow.Credentials()) == 0 || shadow.Namespace == nil {
 		t.Fatal("the example policy's shadow copies no credential into a namespace of its own")
 	}

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/interlink-hq/shadowgate/internal/metrics"
+	"github.com/interlink-hq/shadowgate/internal/shadowtest"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
@@ -15,7 +16,7 @@ import (
 // version is said once, in the metric, the log and a Warning Event, not again at each relist;
 // the next invalid version is said again, and a valid one is loaded as before.
 func TestInvalidPolicyIsReportedOncePerVersion(t *testing.T) {
-	valid := examplePolicyConfigMap(t, unchanged)
+	valid := shadowtest.ExamplePolicyConfigMap(t, shadowtest.Unchanged)
 	pol, errs := validate.PolicyConfigMap(valid, validate.CredentialRules{})
 	if len(errs) > 0 {
 		t.Fatal(errs)
@@ -42,7 +43,7 @@ func TestInvalidPolicyIsReportedOncePerVersion(t *testing.T) {
 		}
 		return 0
 	}
-	recorder := &recordingEvents{}
+	recorder := &shadowtest.RecordingEvents{}
 	s := &PolicyStore{recorder: recorder, metrics: m, log: logr.Discard()}
 	s.current.Store(&loadedPolicy{policy: pol, resourceVersion: "1"})
 	version := func(cm *corev1.ConfigMap, rv string) *corev1.ConfigMap {
@@ -50,7 +51,7 @@ func TestInvalidPolicyIsReportedOncePerVersion(t *testing.T) {
 		cm.ResourceVersion = rv
 		return cm
 	}
-	invalid := examplePolicyConfigMap(t, func(string) string { return "{" })
+	invalid := shadowtest.ExamplePolicyConfigMap(t, func(string) string { return "{" })
 	check := func(step string, wantInvalid, wantValid float64, wantServing string) {
 		t.Helper()
 		if got := reloads(metrics.ReloadInvalid); got != wantInvalid {
@@ -59,8 +60,8 @@ func TestInvalidPolicyIsReportedOncePerVersion(t *testing.T) {
 		if got := reloads(metrics.ReloadValid); got != wantValid {
 			t.Errorf("%s: %v valid reloads counted, want %v", step, got, wantValid)
 		}
-		if got := len(recorder.reasons); got != int(wantInvalid) {
-			t.Errorf("%s: %d Events %q, want %v", step, got, recorder.reasons, wantInvalid)
+		if got := len(recorder.Reasons); got != int(wantInvalid) {
+			t.Errorf("%s: %d Events %q, want %v", step, got, recorder.Reasons, wantInvalid)
 		}
 		if got := s.current.Load().resourceVersion; got != wantServing {
 			t.Errorf("%s: serving resourceVersion %s, want %s", step, got, wantServing)

@@ -19,6 +19,7 @@ import (
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/drift"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
+	"github.com/interlink-hq/shadowgate/internal/shadowtest"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
@@ -175,8 +176,8 @@ func TestPhaseEndedSeesOnlyTheMoveIntoATerminalPhase(t *testing.T) {
 // A running pod keeps its shadow and has what is missing of it re-applied.
 func TestReconcilerDeletesTheShadowOfAFinishedPod(t *testing.T) {
 	_, _, _, _, pol := handlers(t)
-	p := mutated(t, pod("trainer", nil), pol)
-	shadow := shadowOf(t, p, pol)
+	p := shadowtest.Mutated(t, shadowtest.Pod("trainer", nil), pol)
+	shadow := shadowtest.ShadowOf(t, p, pol)
 	if shadow == nil || shadow.Service == nil {
 		t.Fatal("the test pod has no shadow with a Service")
 	}
@@ -202,10 +203,10 @@ func TestReconcilerDeletesTheShadowOfAFinishedPod(t *testing.T) {
 		for _, kind := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}, &networkingv1.NetworkPolicy{}} {
 			b = b.WithIndex(kind, indexShadowFor, shadowForIndex)
 		}
-		applier := &recordingApplier{}
+		applier := &shadowtest.RecordingApplier{}
 		r := newTestReconciler(time.Hour)
-		r.client, r.policies, r.applier, r.recorder = b.Build(), fixedPolicy{pol}, applier, &recordingEvents{}
-		r.identity = shadowIdentity{cache: r.client, namespaces: namespaceLabels{shadow.Deployment.Namespace: {inject.LabelShadowNamespaceFor: p.Namespace}}}
+		r.client, r.policies, r.applier, r.recorder = b.Build(), shadowtest.FixedPolicy{Policy: pol}, applier, &shadowtest.RecordingEvents{}
+		r.identity = shadowIdentity{cache: r.client, namespaces: shadowtest.NamespaceLabels{shadow.Deployment.Namespace: {inject.LabelShadowNamespaceFor: p.Namespace}}}
 		res, err := r.Reconcile(t.Context(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -225,10 +226,10 @@ func TestReconcilerDeletesTheShadowOfAFinishedPod(t *testing.T) {
 				t.Errorf("%s: Deployment kept %v (%v), want kept %v", name, kept, err, c.wantKept)
 			}
 		}
-		if len(applier.applied) != c.wantApplied {
-			t.Errorf("%s: applied %d shadows, want %d", name, len(applier.applied), c.wantApplied)
-		} else if c.wantApplied == 1 && (applier.applied[0].Deployment == nil || applier.applied[0].Service != nil || applier.applied[0].NodeConfigMap != nil) {
-			t.Errorf("%s: applied %+v, want the Deployment alone", name, applier.applied[0])
+		if len(applier.Applied) != c.wantApplied {
+			t.Errorf("%s: applied %d shadows, want %d", name, len(applier.Applied), c.wantApplied)
+		} else if c.wantApplied == 1 && (applier.Applied[0].Deployment == nil || applier.Applied[0].Service != nil || applier.Applied[0].NodeConfigMap != nil) {
+			t.Errorf("%s: applied %+v, want the Deployment alone", name, applier.Applied[0])
 		}
 		if len(r.orphaned) > 0 {
 			t.Errorf("%s: the shadow of a stored pod was counted as orphaned: %v", name, r.orphaned)
@@ -241,8 +242,8 @@ func TestReconcilerDeletesTheShadowOfAFinishedPod(t *testing.T) {
 // pod is told so once and the drift state goes. A current shadow writes nothing.
 func TestReconcilerRollsAShadowRenderedUnderAnotherPolicy(t *testing.T) {
 	_, _, _, _, pol := handlers(t)
-	p := mutated(t, pod("notebook", nil), pol)
-	shadow := shadowOf(t, p, pol)
+	p := shadowtest.Mutated(t, shadowtest.Pod("notebook", nil), pol)
+	shadow := shadowtest.ShadowOf(t, p, pol)
 	for sentence, tc := range map[string]struct {
 		hash        string
 		wantApplied int
@@ -256,24 +257,24 @@ func TestReconcilerRollsAShadowRenderedUnderAnotherPolicy(t *testing.T) {
 			d.Generation = 1
 			d.Annotations[inject.AnnotationRendered] = tc.hash
 			have := []client.Object{shadow.NodeConfigMap, shadow.Service, shadow.NetworkPolicy, d}
-			applier, recorder := &recordingApplier{}, &recordingEvents{}
+			applier, recorder := &shadowtest.RecordingApplier{}, &shadowtest.RecordingEvents{}
 			r := newTestReconciler(time.Hour)
-			r.policies, r.applier, r.recorder = fixedPolicy{pol}, applier, recorder
+			r.policies, r.applier, r.recorder = shadowtest.FixedPolicy{Policy: pol}, applier, recorder
 			r.writer = fake.NewClientBuilder().WithObjects(p.DeepCopy()).Build()
 			r.client = r.writer // no shadow pod: the roll is over once the new one is available
 			if _, err := r.ensure(t.Context(), p, have); err != nil {
 				t.Fatal(err)
 			}
-			if len(applier.applied) != tc.wantApplied {
-				t.Fatalf("applied %d shadows, want %d", len(applier.applied), tc.wantApplied)
+			if len(applier.Applied) != tc.wantApplied {
+				t.Fatalf("applied %d shadows, want %d", len(applier.Applied), tc.wantApplied)
 			}
 			if tc.wantApplied == 0 {
-				if len(recorder.reasons) > 0 {
-					t.Errorf("Events %q on a pod whose shadow is current", recorder.reasons)
+				if len(recorder.Reasons) > 0 {
+					t.Errorf("Events %q on a pod whose shadow is current", recorder.Reasons)
 				}
 				return
 			}
-			if got := applier.applied[0]; got.NodeConfigMap != nil || got.Deployment == nil || got.Service == nil || got.NetworkPolicy == nil {
+			if got := applier.Applied[0]; got.NodeConfigMap != nil || got.Deployment == nil || got.Service == nil || got.NetworkPolicy == nil {
 				t.Errorf("rolled %+v, want all but the node ConfigMap", got)
 			}
 			// The cache shows the apply: a new generation, its pod being replaced, then available.
@@ -290,11 +291,11 @@ func TestReconcilerRollsAShadowRenderedUnderAnotherPolicy(t *testing.T) {
 			if _, err := r.ensure(t.Context(), p, have); err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(recorder.reasons, []string{ReasonShadowRolled}) {
-				t.Errorf("Events %q, want one %s", recorder.reasons, ReasonShadowRolled)
+			if !slices.Equal(recorder.Reasons, []string{ReasonShadowRolled}) {
+				t.Errorf("Events %q, want one %s", recorder.Reasons, ReasonShadowRolled)
 			}
-			if len(applier.applied) != 1 {
-				t.Errorf("applied %d times, want once", len(applier.applied))
+			if len(applier.Applied) != 1 {
+				t.Errorf("applied %d times, want once", len(applier.Applied))
 			}
 			stored := &corev1.Pod{}
 			if err := r.writer.Get(t.Context(), client.ObjectKeyFromObject(p), stored); err != nil {
@@ -327,8 +328,8 @@ func TestANewLeaderAdoptsRollsFromTheDeploymentNotThePod(t *testing.T) {
 			rollingOut: true, revision: "1"},
 	} {
 		t.Run(sentence, func(t *testing.T) {
-			p := mutated(t, pod("notebook", nil), pol)
-			shadow := shadowOf(t, p, pol)
+			p := shadowtest.Mutated(t, shadowtest.Pod("notebook", nil), pol)
+			shadow := shadowtest.ShadowOf(t, p, pol)
 			if tc.annotation != "" {
 				metav1.SetMetaDataAnnotation(&p.ObjectMeta, drift.Annotation, tc.annotation)
 			}
@@ -341,7 +342,7 @@ func TestANewLeaderAdoptsRollsFromTheDeploymentNotThePod(t *testing.T) {
 			metav1.SetMetaDataAnnotation(&d.ObjectMeta, "deployment.kubernetes.io/revision", tc.revision)
 			r := newTestReconciler(time.Hour)
 			r.pacer = newRollPacer(1, r.pacer.metrics, func(types.NamespacedName) {})
-			r.policies, r.applier, r.recorder = fixedPolicy{pol}, &recordingApplier{}, &recordingEvents{}
+			r.policies, r.applier, r.recorder = shadowtest.FixedPolicy{Policy: pol}, &shadowtest.RecordingApplier{}, &shadowtest.RecordingEvents{}
 			r.writer = fake.NewClientBuilder().WithObjects(p.DeepCopy()).Build()
 			r.client = r.writer
 			if _, err := r.ensure(t.Context(), p, []client.Object{shadow.NodeConfigMap, shadow.Service, shadow.NetworkPolicy, d}); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -14,43 +13,18 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/yaml"
 
 	"golang.org/x/time/rate"
 
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/drift"
+	"github.com/interlink-hq/shadowgate/internal/shadowtest"
 	"github.com/interlink-hq/shadowgate/validate"
-	"github.com/interlink-hq/shadowgate/validate/policy"
 )
-
-// examplePolicyConfigMap is manifests/examples/policy.yaml with edit applied to its document.
-func examplePolicyConfigMap(t testing.TB, edit func(doc string) string) *corev1.ConfigMap {
-	t.Helper()
-	b, err := os.ReadFile("../manifests/examples/policy.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := &corev1.ConfigMap{}
-	if err := yaml.Unmarshal(b, cm); err != nil {
-		t.Fatal(err)
-	}
-	cm.Data[policy.DataKey] = edit(cm.Data[policy.DataKey])
-	return cm
-}
-
-// replicationOff is the example policy with ReplicateCredentials: false on both its nodes.
-func replicationOff(doc string) string {
-	return strings.ReplaceAll(doc, "      SSH:\n", "      SSH:\n        ReplicateCredentials: false\n")
-}
-
-func unchanged(doc string) string { return doc }
 
 // The rules themselves are tested in package validate; these check that each endpoint and the
 // reconciler keep to them.
@@ -61,7 +35,7 @@ func TestConfigMapValidatorRefusesAPolicyItCannotCarryOut(t *testing.T) {
 	_, _, _, cmV, _ := handlers(t)
 	cmV.configs.fixed.Credentials = validate.CredentialRules{WithoutReplication: true}
 	kind := metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
-	refused := examplePolicyConfigMap(t, unchanged)
+	refused := shadowtest.ExamplePolicyConfigMap(t, shadowtest.Unchanged)
 	_, errs := validate.PolicyConfigMap(refused, cmV.configs.fixed.Credentials)
 	var want []string
 	for _, e := range errs {
@@ -71,7 +45,7 @@ func TestConfigMapValidatorRefusesAPolicyItCannotCarryOut(t *testing.T) {
 		t.Fatalf("the rules refuse %d nodes of the example policy, want both: %q", len(want), want)
 	}
 	sameLines(t, causes(t, cmV.Handle(context.Background(), request(t, admissionv1.Create, kind, refused))), want)
-	if resp := cmV.Handle(context.Background(), request(t, admissionv1.Create, kind, examplePolicyConfigMap(t, replicationOff))); !resp.Allowed {
+	if resp := cmV.Handle(context.Background(), request(t, admissionv1.Create, kind, shadowtest.ExamplePolicyConfigMap(t, shadowtest.ReplicationOff))); !resp.Allowed {
 		t.Errorf("refused a policy that replicates nothing: %+v", resp.Result)
 	}
 	other := refused.DeepCopy()
@@ -96,7 +70,7 @@ func sameNSRefusal(meta *field.Path) string {
 // template's path; both admit them by default.
 func TestPodAndWorkloadValidatorsRefuseSecretsInThePodsNamespace(t *testing.T) {
 	_, podV, workV, _, _ := handlers(t)
-	p := pod("notebook", map[string]string{validate.AnnotationShadowSameNS: "true"})
+	p := shadowtest.Pod("notebook", map[string]string{validate.AnnotationShadowSameNS: "true"})
 	deploy := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: metav1.ObjectMeta{Name: "notebooks", Namespace: "user"},
@@ -114,22 +88,11 @@ func TestPodAndWorkloadValidatorsRefuseSecretsInThePodsNamespace(t *testing.T) {
 		[]string{sameNSRefusal(field.NewPath("spec", "template", "metadata"))})
 }
 
-// recordingApplier records the shadows it is asked to apply, and answers err.
-type recordingApplier struct {
-	applied []*inject.Shadow
-	err     error
-}
-
-func (a *recordingApplier) Apply(_ context.Context, s *inject.Shadow, _ bool) ([]string, error) {
-	a.applied = append(a.applied, s)
-	return nil, a.err
-}
-
 // The reconciler keeps to the same rule: it does not re-apply the missing shadow of such a pod,
 // admitted before serve refused the copy, and says why on the pod; by default it does.
 func TestReconcilerAppliesNoSecretsInThePodsNamespace(t *testing.T) {
 	_, _, _, _, pol := handlers(t)
-	p := pod("notebook", map[string]string{validate.AnnotationShadowSameNS: "true"})
+	p := shadowtest.Pod("notebook", map[string]string{validate.AnnotationShadowSameNS: "true"})
 	for name, c := range map[string]struct {
 		rules     validate.CredentialRules
 		applied   int
@@ -138,20 +101,20 @@ func TestReconcilerAppliesNoSecretsInThePodsNamespace(t *testing.T) {
 		"by default the missing shadow is applied again":                                        {validate.CredentialRules{}, 1, false},
 		"without copies into pod namespaces it is not, and a Warning Event on the pod says why": {validate.CredentialRules{WithoutCopiesInPodNamespaces: true}, 0, true},
 	} {
-		applier, recorder := &recordingApplier{}, &recordingEvents{}
+		applier, recorder := &shadowtest.RecordingApplier{}, &shadowtest.RecordingEvents{}
 		r := newTestReconciler(time.Hour)
-		r.policies = fixedPolicy{pol}
+		r.policies = shadowtest.FixedPolicy{Policy: pol}
 		r.applier = applier
 		r.rules = c.rules
 		r.recorder = recorder
-		if _, err := r.ensure(context.Background(), mutated(t, p, pol), nil); err != nil {
+		if _, err := r.ensure(context.Background(), shadowtest.Mutated(t, p, pol), nil); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if len(applier.applied) != c.applied {
-			t.Errorf("%s: applied %d shadows, want %d", name, len(applier.applied), c.applied)
+		if len(applier.Applied) != c.applied {
+			t.Errorf("%s: applied %d shadows, want %d", name, len(applier.Applied), c.applied)
 		}
-		if got := len(recorder.reasons) > 0; got != c.wantEvent || (got && recorder.reasons[0] != ReasonShadowNotReapplied) {
-			t.Errorf("%s: Events %q, want one %s: %v", name, recorder.reasons, ReasonShadowNotReapplied, c.wantEvent)
+		if got := len(recorder.Reasons) > 0; got != c.wantEvent || (got && recorder.Reasons[0] != ReasonShadowNotReapplied) {
+			t.Errorf("%s: Events %q, want one %s: %v", name, recorder.Reasons, ReasonShadowNotReapplied, c.wantEvent)
 		}
 	}
 }
@@ -160,12 +123,12 @@ func TestReconcilerAppliesNoSecretsInThePodsNamespace(t *testing.T) {
 // pod (a Warning Event, the Refused drift state), however often the pod is reconciled.
 func TestReconcilerSaysOnceThatItLeavesTheShadowOfARefusedPod(t *testing.T) {
 	_, _, _, _, pol := handlers(t)
-	p := mutated(t, pod("notebook", map[string]string{validate.AnnotationShadowSameNS: "true"}), pol)
-	shadow := shadowOf(t, p, pol)
+	p := shadowtest.Mutated(t, shadowtest.Pod("notebook", map[string]string{validate.AnnotationShadowSameNS: "true"}), pol)
+	shadow := shadowtest.ShadowOf(t, p, pol)
 	have := []client.Object{shadow.NodeConfigMap, shadow.Service, shadow.Deployment}
-	recorder := &recordingEvents{}
+	recorder := &shadowtest.RecordingEvents{}
 	r := newTestReconciler(time.Hour)
-	r.policies = fixedPolicy{pol}
+	r.policies = shadowtest.FixedPolicy{Policy: pol}
 	r.applier = failingApplier{}
 	r.rules = validate.CredentialRules{WithoutCopiesInPodNamespaces: true}
 	r.recorder = recorder
@@ -175,8 +138,8 @@ func TestReconcilerSaysOnceThatItLeavesTheShadowOfARefusedPod(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !slices.Equal(recorder.reasons, []string{ReasonShadowRefusedByPolicy}) {
-		t.Errorf("Events %q, want one %s", recorder.reasons, ReasonShadowRefusedByPolicy)
+	if !slices.Equal(recorder.Reasons, []string{ReasonShadowRefusedByPolicy}) {
+		t.Errorf("Events %q, want one %s", recorder.Reasons, ReasonShadowRefusedByPolicy)
 	}
 	stored := &corev1.Pod{}
 	if err := r.writer.Get(context.Background(), client.ObjectKeyFromObject(p), stored); err != nil {
@@ -192,37 +155,6 @@ type failingApplier struct{}
 
 func (failingApplier) Apply(context.Context, *inject.Shadow, bool) ([]string, error) {
 	return nil, errors.New("nothing should be applied")
-}
-
-// mutated is p as the mutating webhook stores it, which the reconciler requires.
-func mutated(t *testing.T, p *corev1.Pod, pol *policy.Policy) *corev1.Pod {
-	t.Helper()
-	p = p.DeepCopy()
-	o, d := validate.Pod(p, validate.Config{Policy: pol})
-	if !d.Allowed() || o == nil {
-		t.Fatalf("the test pod is refused: %v", d.Errors)
-	}
-	inject.Mutate(p, validate.Config{Policy: pol}).Apply(p)
-	return p
-}
-
-// shadowOf is the shadow the validating phase builds for p, which must be mutated already.
-func shadowOf(t *testing.T, p *corev1.Pod, pol *policy.Policy) *inject.Shadow {
-	t.Helper()
-	a := inject.Admit(p, validate.Config{Policy: pol})
-	if !a.Decision.Allowed() {
-		t.Fatalf("the test pod is refused: %v", a.Decision.Errors)
-	}
-	return a.Shadow
-}
-
-// recordingEvents records the reasons of the Events it is given.
-type recordingEvents struct{ reasons []string }
-
-var _ events.EventRecorder = (*recordingEvents)(nil)
-
-func (e *recordingEvents) Eventf(_ runtime.Object, _ runtime.Object, _, reason, _, _ string, _ ...any) {
-	e.reasons = append(e.reasons, reason)
 }
 
 // heldBy is an API server holding one Deployment, with labels.
@@ -243,7 +175,7 @@ func (h heldBy) Get(_ context.Context, key client.ObjectKey, obj client.Object, 
 // is merely missing is applied again without a word.
 func TestReconcilerSaysWhenTheVirtualKubeletRendersASecondShadow(t *testing.T) {
 	_, _, _, _, pol := handlers(t)
-	p := mutated(t, pod("notebook", nil), pol)
+	p := shadowtest.Mutated(t, shadowtest.Pod("notebook", nil), pol)
 	for name, c := range map[string]struct {
 		labels    map[string]string
 		wantEvent bool
@@ -251,20 +183,20 @@ func TestReconcilerSaysWhenTheVirtualKubeletRendersASecondShadow(t *testing.T) {
 		"a Deployment of the VK's holds the name":         {map[string]string{"app.kubernetes.io/component": "notebook-user"}, true},
 		"shadowgate's own holds it, not yet in the cache": {map[string]string{inject.LabelManagedBy: inject.ManagedBy}, false},
 	} {
-		applier, recorder := &recordingApplier{}, &recordingEvents{}
+		applier, recorder := &shadowtest.RecordingApplier{}, &shadowtest.RecordingEvents{}
 		r := newTestReconciler(time.Hour)
-		r.policies = fixedPolicy{pol}
+		r.policies = shadowtest.FixedPolicy{Policy: pol}
 		r.applier = applier
 		r.reader = heldBy{labels: c.labels}
 		r.recorder = recorder
 		if _, err := r.ensure(context.Background(), p, nil); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if len(applier.applied) != 1 {
-			t.Errorf("%s: applied %d shadows, want 1", name, len(applier.applied))
+		if len(applier.Applied) != 1 {
+			t.Errorf("%s: applied %d shadows, want 1", name, len(applier.Applied))
 		}
-		if got := len(recorder.reasons) == 1 && recorder.reasons[0] == ReasonSecondShadow; got != c.wantEvent {
-			t.Errorf("%s: Events %q, want one %s: %v", name, recorder.reasons, ReasonSecondShadow, c.wantEvent)
+		if got := len(recorder.Reasons) == 1 && recorder.Reasons[0] == ReasonSecondShadow; got != c.wantEvent {
+			t.Errorf("%s: Events %q, want one %s: %v", name, recorder.Reasons, ReasonSecondShadow, c.wantEvent)
 		}
 	}
 }
@@ -274,22 +206,22 @@ func TestReconcilerSaysWhenTheVirtualKubeletRendersASecondShadow(t *testing.T) {
 func TestDriftWritesAreHeldBackPastTheirRate(t *testing.T) {
 	_, _, _, _, pol := handlers(t)
 	const burst = 2
-	recorder := &recordingEvents{}
+	recorder := &shadowtest.RecordingEvents{}
 	r := newTestReconciler(time.Hour)
-	r.policies, r.applier, r.recorder = fixedPolicy{pol}, failingApplier{}, recorder
+	r.policies, r.applier, r.recorder = shadowtest.FixedPolicy{Policy: pol}, failingApplier{}, recorder
 	r.rules = validate.CredentialRules{WithoutCopiesInPodNamespaces: true}
 	r.driftWrites = rate.NewLimiter(rate.Every(time.Minute), burst)
 	var pods []*corev1.Pod
 	var stored []client.Object
 	for i := range burst + 1 {
-		p := mutated(t, pod(fmt.Sprintf("notebook-%d", i), map[string]string{validate.AnnotationShadowSameNS: "true"}), pol)
+		p := shadowtest.Mutated(t, shadowtest.Pod(fmt.Sprintf("notebook-%d", i), map[string]string{validate.AnnotationShadowSameNS: "true"}), pol)
 		p.UID = types.UID(fmt.Sprintf("uid-%d", i))
 		pods, stored = append(pods, p), append(stored, p.DeepCopy())
 	}
 	r.writer = fake.NewClientBuilder().WithObjects(stored...).Build()
 	var held []time.Duration
 	for _, p := range pods {
-		shadow := shadowOf(t, p, pol)
+		shadow := shadowtest.ShadowOf(t, p, pol)
 		wait, err := r.ensure(context.Background(), p, []client.Object{shadow.NodeConfigMap, shadow.Service, shadow.Deployment})
 		if err != nil {
 			t.Fatal(err)
@@ -301,7 +233,7 @@ func TestDriftWritesAreHeldBackPastTheirRate(t *testing.T) {
 	if len(held) != 1 || held[0] > time.Minute {
 		t.Errorf("held back %v, want one write for at most the minute a token takes", held)
 	}
-	if len(recorder.reasons) != burst {
-		t.Errorf("%d Events, want %d: the held-back pod is told when its write is made", len(recorder.reasons), burst)
+	if len(recorder.Reasons) != burst {
+		t.Errorf("%d Events, want %d: the held-back pod is told when its write is made", len(recorder.Reasons), burst)
 	}
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
+	"github.com/interlink-hq/shadowgate/internal/shadowtest"
 	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
@@ -81,8 +82,8 @@ func testReporter(t *testing.T, c client.Client) (*TunnelReporter, *events.FakeR
 		t.Fatal(err)
 	}
 	recorder := events.NewFakeRecorder(10)
-	identity := shadowIdentity{cache: c, namespaces: namespaceLabels{reporterShadowNS: {inject.LabelShadowNamespaceFor: "user"}}}
-	return &TunnelReporter{cache: c, reader: c, identity: identity, writer: c, policies: fixedPolicy{&policy.Policy{}}, recorder: recorder, metrics: metrics,
+	identity := shadowIdentity{cache: c, namespaces: shadowtest.NamespaceLabels{reporterShadowNS: {inject.LabelShadowNamespaceFor: "user"}}}
+	return &TunnelReporter{cache: c, reader: c, identity: identity, writer: c, policies: shadowtest.FixedPolicy{Policy: &policy.Policy{}}, recorder: recorder, metrics: metrics,
 		now: time.Now, states: map[types.NamespacedName]tunnelstate.State{}, written: map[types.NamespacedName]writtenState{}}, recorder
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
+	"github.com/interlink-hq/shadowgate/internal/shadowtest"
 )
 
 func testUnconfirmed(t *testing.T, limit, perNamespace int) (*unconfirmedShadows, *time.Time) {
@@ -185,7 +186,7 @@ func TestTheBoundCountsOnlyAdmissionsThatWrite(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			u, _ := testUnconfirmed(t, 1, 1)
-			inner := &recordingApplier{err: c.applyErr}
+			inner := &shadowtest.RecordingApplier{Err: c.applyErr}
 			b := boundedApplier{applier: inner, unconfirmed: u}
 			if _, err := b.Apply(context.Background(), shadowOf("a"), c.dryRun); !errors.Is(err, c.applyErr) {
 				t.Fatalf("Apply: %v, want %v", err, c.applyErr)
@@ -193,13 +194,13 @@ func TestTheBoundCountsOnlyAdmissionsThatWrite(t *testing.T) {
 			if got := len(u.pending); got != c.wantCount {
 				t.Errorf("%d shadows counted, want %d", got, c.wantCount)
 			}
-			if len(inner.applied) != 1 {
-				t.Fatalf("the Applier was called %d times, want 1", len(inner.applied))
+			if len(inner.Applied) != 1 {
+				t.Fatalf("the Applier was called %d times, want 1", len(inner.Applied))
 			}
 			if c.wantCount == 1 && u.held["team"] != 1 {
 				t.Errorf("namespaces hold %v, want the pod's namespace team to hold its place", u.held)
 			}
-			d := inner.applied[0].Deployment
+			d := inner.Applied[0].Deployment
 			_, held := d.Labels[LabelAwaitingPod]
 			if wantHeld := !c.dryRun; held != wantHeld || (*d.Spec.Replicas == 0) != wantHeld {
 				t.Errorf("applied with %d replicas and labels %v; want held (no replicas, %s) %v", *d.Spec.Replicas, d.Labels, LabelAwaitingPod, wantHeld)
@@ -208,14 +209,14 @@ func TestTheBoundCountsOnlyAdmissionsThatWrite(t *testing.T) {
 	}
 	t.Run("Past the limit the Applier is not called.", func(t *testing.T) {
 		u, _ := testUnconfirmed(t, 1, 1)
-		inner := &recordingApplier{}
+		inner := &shadowtest.RecordingApplier{}
 		b := boundedApplier{applier: inner, unconfirmed: u}
 		_, _ = b.Apply(context.Background(), shadowOf("a"), false)
 		if _, err := b.Apply(context.Background(), shadowOf("b"), false); err == nil {
 			t.Fatal("the second shadow was admitted past a limit of 1")
 		}
-		if len(inner.applied) != 1 {
-			t.Errorf("the Applier was called %d times, want 1", len(inner.applied))
+		if len(inner.Applied) != 1 {
+			t.Errorf("the Applier was called %d times, want 1", len(inner.Applied))
 		}
 	})
 }
