@@ -20,6 +20,7 @@ import (
 
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
+	"github.com/interlink-hq/shadowgate/internal/policystore"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
@@ -48,7 +49,7 @@ type Collector struct {
 	reader               client.Reader // uncached
 	identity             shadowIdentity
 	writer               client.Client
-	policies             Policies
+	policies             policystore.Policies
 	credentialsNamespace string // where the sources are: never collected
 	period               time.Duration
 	metrics              *metrics.Metrics
@@ -139,7 +140,7 @@ func (c *Collector) sweep(ctx context.Context) error {
 		}
 	}
 	forgetOldest(c.held, now.Add(-copiesMemory), maxHeldNamespaces)
-	namespaces := &metav1.PartialObjectMetadataList{TypeMeta: namespaceMeta}
+	namespaces := &metav1.PartialObjectMetadataList{TypeMeta: policystore.NamespaceMeta}
 	if err := c.cache.List(ctx, namespaces, client.MatchingLabels{inject.LabelCreatedByShadowgate: "true"}, client.HasLabels{inject.LabelShadowNamespaceFor}); err != nil {
 		return err
 	}
@@ -407,7 +408,7 @@ func (c *Collector) collect(ctx context.Context, k collectKey, v objectVersion) 
 // has it: a shadow namespace is kept while its pod namespace lives, as its next pod would
 // otherwise meet it being deleted.
 func (c *Collector) podNamespaceLives(ctx context.Context, r client.Reader, ns string) (bool, error) {
-	obj := &metav1.PartialObjectMetadata{TypeMeta: namespaceMeta}
+	obj := &metav1.PartialObjectMetadata{TypeMeta: policystore.NamespaceMeta}
 	err := r.Get(ctx, types.NamespacedName{Name: ns}, obj)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -421,7 +422,7 @@ func (c *Collector) podNamespaceLives(ctx context.Context, r client.Reader, ns s
 // namespaceUnused asks the API server, not the cache, whether the shadow namespace ns holds
 // no shadow object and its pod namespace is gone.
 func (c *Collector) namespaceUnused(ctx context.Context, ns string) (bool, error) {
-	obj := &metav1.PartialObjectMetadata{TypeMeta: namespaceMeta}
+	obj := &metav1.PartialObjectMetadata{TypeMeta: policystore.NamespaceMeta}
 	if err := c.reader.Get(ctx, types.NamespacedName{Name: ns}, obj); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}

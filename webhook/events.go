@@ -19,8 +19,6 @@ import (
 // Event reasons.
 const (
 	ReasonReverseSocksProxy = "ReverseSocksProxy"
-	ReasonInvalidPolicy     = "InvalidPolicy"
-	ReasonPolicyDeleted     = "PolicyDeleted"
 	// ReasonShadowNotReapplied: the reconciler leaves a pod's missing shadow objects missing,
 	// as the credential rules now in force would refuse the pod.
 	ReasonShadowNotReapplied = "ShadowNotReapplied"

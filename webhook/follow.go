@@ -29,6 +29,7 @@ import (
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/eventnote"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
+	"github.com/interlink-hq/shadowgate/internal/policystore"
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
@@ -77,7 +78,7 @@ type CredentialFollower struct {
 	identity             shadowIdentity
 	sources              objectGetter // credentialSources
 	applier              *Applier
-	policies             Policies
+	policies             policystore.Policies
 	credentialsNamespace string
 	recorder             events.EventRecorder
 	metrics              *metrics.Metrics

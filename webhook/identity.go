@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/policystore"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
@@ -24,9 +25,9 @@ import (
 // Its reads are the manager's cache (namespace metadata, pods, shadow Deployments), with one
 // uncached read of a namespace the cache has not seen yet (cachedNamespaces).
 type shadowIdentity struct {
-	namespaces Namespaces    // the labels of namespaces (cachedNamespaces)
-	cache      client.Reader // the manager's cache: pods and shadow Deployments
-	policies   Policies
+	namespaces policystore.Namespaces // the labels of namespaces (cachedNamespaces)
+	cache      client.Reader          // the manager's cache: pods and shadow Deployments
+	policies   policystore.Policies
 	rules      validate.CredentialRules
 }
 
@@ -148,7 +149,7 @@ func (id shadowIdentity) sameNamespaceCopies(ctx context.Context, ns string) ([]
 			return nil, err
 		}
 		if cfg == nil {
-			c, err := configs{policies: id.policies, fixed: validate.Config{Credentials: id.rules}, namespaces: id.namespaces}.now(ctx, ns)
+			c, err := policystore.Configs{Policies: id.policies, Fixed: validate.Config{Credentials: id.rules}, Namespaces: id.namespaces}.Now(ctx, ns)
 			if err != nil {
 				return nil, err
 			}

@@ -33,6 +33,7 @@ import (
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/drift"
 	"github.com/interlink-hq/shadowgate/internal/eventnote"
+	"github.com/interlink-hq/shadowgate/internal/policystore"
 	"github.com/interlink-hq/shadowgate/internal/printable"
 	"github.com/interlink-hq/shadowgate/validate"
 )
@@ -51,9 +52,9 @@ type Reconciler struct {
 	client   client.Client // the manager's: cached reads of pods and shadow objects
 	reader   client.Reader // uncached: what holds a shadow's name when the cache has none of ours
 	identity shadowIdentity
-	policies Policies
+	policies policystore.Policies
 	// namespaces gives a re-judged pod its namespace's labels, as the webhook had them.
-	namespaces Namespaces
+	namespaces policystore.Namespaces
 	applier    ShadowApplier
 	grace      time.Duration
 	rules      validate.CredentialRules // as /validate-pods: no site Secret copied into a pod's namespace unless allowed
@@ -269,7 +270,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // none: /validate-pods refuses such a pod, so one that exists came in while the webhooks were
 // not called, and its shadow would forward for a job that runs without its tunnel.
 func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.Object) (requeue time.Duration, err error) {
-	cfg, err := configs{policies: r.policies, fixed: validate.Config{Credentials: r.rules}, namespaces: r.namespaces}.now(ctx, pod.Namespace)
+	cfg, err := policystore.Configs{Policies: r.policies, Fixed: validate.Config{Credentials: r.rules}, Namespaces: r.namespaces}.Now(ctx, pod.Namespace)
 	if err != nil {
 		return 0, err
 	}

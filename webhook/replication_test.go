@@ -33,10 +33,10 @@ import (
 // are judged as ever, whatever their data.
 func TestConfigMapValidatorRefusesAPolicyItCannotCarryOut(t *testing.T) {
 	_, _, _, cmV, _ := handlers(t)
-	cmV.configs.fixed.Credentials = validate.CredentialRules{WithoutReplication: true}
+	cmV.configs.Fixed.Credentials = validate.CredentialRules{WithoutReplication: true}
 	kind := metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 	refused := shadowtest.ExamplePolicyConfigMap(t, shadowtest.Unchanged)
-	_, errs := validate.PolicyConfigMap(refused, cmV.configs.fixed.Credentials)
+	_, errs := validate.PolicyConfigMap(refused, cmV.configs.Fixed.Credentials)
 	var want []string
 	for _, e := range errs {
 		want = append(want, e.Field+": "+e.ErrorBody())
@@ -80,8 +80,8 @@ func TestPodAndWorkloadValidatorsRefuseSecretsInThePodsNamespace(t *testing.T) {
 	if resp := workV.Handle(context.Background(), request(t, admissionv1.Create, deployGVK, deploy)); !resp.Allowed {
 		t.Errorf("by default the template is refused: %+v", resp.Result)
 	}
-	podV.configs.fixed.Credentials = validate.CredentialRules{WithoutCopiesInPodNamespaces: true}
-	workV.configs.fixed.Credentials = podV.configs.fixed.Credentials
+	podV.configs.Fixed.Credentials = validate.CredentialRules{WithoutCopiesInPodNamespaces: true}
+	workV.configs.Fixed.Credentials = podV.configs.Fixed.Credentials
 	sameLines(t, causes(t, podV.Handle(context.Background(), request(t, admissionv1.Create, podGVK, p))),
 		[]string{sameNSRefusal(field.NewPath("metadata"))})
 	sameLines(t, causes(t, workV.Handle(context.Background(), request(t, admissionv1.Create, deployGVK, deploy))),

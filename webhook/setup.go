@@ -17,6 +17,7 @@ import (
 
 	"github.com/interlink-hq/shadowgate/internal/drift"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
+	"github.com/interlink-hq/shadowgate/internal/policystore"
 	"github.com/interlink-hq/shadowgate/internal/serving"
 	"github.com/interlink-hq/shadowgate/validate"
 )
@@ -70,7 +71,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *metr
 		return nil, err
 	}
 	recorder := mgr.GetEventRecorder(EventReporter)
-	store, err := NewPolicyStore(ctx, cs, opts.Policy, opts.Rules, recorder, metrics, mgr.GetLogger().WithName("policy"))
+	store, err := policystore.New(ctx, cs, opts.Policy, opts.Rules, recorder, metrics, mgr.GetLogger().WithName("policy"))
 	if err != nil {
 		return nil, err
 	}
@@ -97,10 +98,10 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *metr
 	fixed := validate.Config{PolicyRef: opts.Policy, Credentials: opts.Rules}
 	// The namespace informer is asked for now, so it starts and syncs with the manager's cache
 	// rather than on the first pod; it holds the namespaces' metadata only.
-	if _, err := mgr.GetCache().GetInformer(ctx, &metav1.PartialObjectMetadata{TypeMeta: namespaceMeta}); err != nil {
+	if _, err := mgr.GetCache().GetInformer(ctx, &metav1.PartialObjectMetadata{TypeMeta: policystore.NamespaceMeta}); err != nil {
 		return nil, err
 	}
-	namespaces := cachedNamespaces{cache: mgr.GetCache(), live: mgr.GetAPIReader()}
+	namespaces := policystore.CachedNamespaces{Cache: mgr.GetCache(), Live: mgr.GetAPIReader()}
 	identity := shadowIdentity{namespaces: namespaces, cache: mgr.GetClient(), policies: store, rules: opts.Rules}
 	unconfirmed := newUnconfirmedShadows(opts.MaxUnconfirmedShadows, opts.UnconfirmedShare, opts.ShadowGracePeriod, metrics)
 	// Every replica's cache sees every pod stored: the one whose admission applied its

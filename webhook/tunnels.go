@@ -26,6 +26,7 @@ import (
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/eventnote"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
+	"github.com/interlink-hq/shadowgate/internal/policystore"
 	"github.com/interlink-hq/shadowgate/internal/printable"
 	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
 	"github.com/interlink-hq/shadowgate/validate"
@@ -61,7 +62,7 @@ type TunnelReporter struct {
 	reader   client.Reader // uncached: Events and credentials, read only when needed
 	identity shadowIdentity
 	writer   client.Client // server-side apply of the annotation
-	policies Policies
+	policies policystore.Policies
 	recorder events.EventRecorder
 	metrics  *metrics.Metrics
 	now      func() time.Time
@@ -87,7 +88,7 @@ type writtenState struct {
 }
 
 // newTunnelReporter is the reporter of a serving manager.
-func newTunnelReporter(mgr manager.Manager, identity shadowIdentity, writer client.Client, policies Policies, recorder events.EventRecorder, metrics *metrics.Metrics) *TunnelReporter {
+func newTunnelReporter(mgr manager.Manager, identity shadowIdentity, writer client.Client, policies policystore.Policies, recorder events.EventRecorder, metrics *metrics.Metrics) *TunnelReporter {
 	// Every state is exported from the start, at 0 until a tunnel is in it.
 	for _, s := range []tunnelstate.State{tunnelstate.Starting, tunnelstate.WaitingForNode, tunnelstate.Ready, tunnelstate.Failed} {
 		metrics.Tunnels.WithLabelValues(string(s)).Set(0)

@@ -1,4 +1,4 @@
-package webhook
+package policystore
 
 import (
 	"context"
@@ -22,6 +22,12 @@ import (
 	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
+)
+
+// Event reasons of the policy store, recorded on the policy ConfigMap.
+const (
+	ReasonInvalidPolicy = "InvalidPolicy"
+	ReasonPolicyDeleted = "PolicyDeleted"
 )
 
 // PolicyStore serves the policy in force. It watches the one policy ConfigMap with an
@@ -54,10 +60,10 @@ var (
 	_ manager.LeaderElectionRunnable = (*PolicyStore)(nil)
 )
 
-// NewPolicyStore reads the policy ConfigMap once. A missing policy, or one that is invalid or
+// New reads the policy ConfigMap once. A missing policy, or one that is invalid or
 // breaks rules, is an error naming the problem: the webhook does not start without a policy
 // to decide by.
-func NewPolicyStore(ctx context.Context, cs kubernetes.Interface, ref validate.PolicyRef, rules validate.CredentialRules, recorder events.EventRecorder, metrics *metrics.Metrics, log logr.Logger) (*PolicyStore, error) {
+func New(ctx context.Context, cs kubernetes.Interface, ref validate.PolicyRef, rules validate.CredentialRules, recorder events.EventRecorder, metrics *metrics.Metrics, log logr.Logger) (*PolicyStore, error) {
 	cm, err := cs.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("policy ConfigMap %s/%s does not exist: create it (manifests/examples/policy.yaml is an example) or name yours with --policy-configmap and --namespace", ref.Namespace, ref.Name)

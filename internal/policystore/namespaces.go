@@ -1,4 +1,4 @@
-package webhook
+package policystore
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
-// namespaceMeta is a Namespace read as metadata only: its labels are all a decision needs, and
+// NamespaceMeta is a Namespace read as metadata only: its labels are all a decision needs, and
 // the cache then holds no namespace's spec or status.
-var namespaceMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}
+var NamespaceMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}
 
 // Namespaces gives a decision the labels of the namespace of the object it judges, which a
 // virtual node's AllowedNamespaceSelector matches.
@@ -21,20 +21,20 @@ type Namespaces interface {
 	Labels(ctx context.Context, name string) (map[string]string, error)
 }
 
-// cachedNamespaces reads namespaces from the manager's cache, and from the API server when the
+// CachedNamespaces reads namespaces from the manager's cache, and from the API server when the
 // cache has not seen one yet: a namespace created a moment before its first pod may not have
 // reached the watch, and refusing that pod would be wrong.
-type cachedNamespaces struct {
-	cache, live client.Reader
+type CachedNamespaces struct {
+	Cache, Live client.Reader
 }
 
 // Labels implements Namespaces.
-func (n cachedNamespaces) Labels(ctx context.Context, name string) (map[string]string, error) {
-	ns := &metav1.PartialObjectMetadata{TypeMeta: namespaceMeta}
+func (n CachedNamespaces) Labels(ctx context.Context, name string) (map[string]string, error) {
+	ns := &metav1.PartialObjectMetadata{TypeMeta: NamespaceMeta}
 	key := client.ObjectKey{Name: name}
-	err := n.cache.Get(ctx, key, ns)
+	err := n.Cache.Get(ctx, key, ns)
 	if apierrors.IsNotFound(err) {
-		err = n.live.Get(ctx, key, ns)
+		err = n.Live.Get(ctx, key, ns)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the labels of namespace %s, which decide whether its pods may use a virtual node: %w", name, err)
@@ -42,23 +42,24 @@ func (n cachedNamespaces) Labels(ctx context.Context, name string) (map[string]s
 	return ns.Labels, nil
 }
 
-// configs gives each decision its validate.Config: the policy in force, with the fixed rest,
+// Configs gives each decision its validate.Config: the policy in force, with the fixed rest,
 // and the labels of the object's namespace, read once for the request and only when a
 // virtual node of the policy selects namespaces by label. namespaces nil reads none, so a
 // namespace is known by its name alone (handler tests).
-type configs struct {
-	policies   Policies
-	fixed      validate.Config
-	namespaces Namespaces
+type Configs struct {
+	Policies   Policies
+	Fixed      validate.Config
+	Namespaces Namespaces
 }
 
-func (c configs) now(ctx context.Context, namespace string) (validate.Config, error) {
-	cfg := c.fixed
-	cfg.Policy = c.policies.Current()
-	if c.namespaces == nil || namespace == "" || !cfg.Policy.SelectsNamespaces() {
+// Now is the validate.Config of a decision on an object of namespace.
+func (c Configs) Now(ctx context.Context, namespace string) (validate.Config, error) {
+	cfg := c.Fixed
+	cfg.Policy = c.Policies.Current()
+	if c.Namespaces == nil || namespace == "" || !cfg.Policy.SelectsNamespaces() {
 		return cfg, nil
 	}
-	labels, err := c.namespaces.Labels(ctx, namespace)
+	labels, err := c.Namespaces.Labels(ctx, namespace)
 	cfg.NamespaceLabels = labels
 	return cfg, err
 }
