@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/applier"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/internal/policystore"
 	"github.com/interlink-hq/shadowgate/validate"
@@ -328,11 +329,11 @@ func missingScripts(uses shadowMounts, items []metav1.PartialObjectMetadata) []s
 func (c *Collector) restoreScripts(ctx context.Context, namespaces []string) error {
 	var firstErr error
 	for _, ns := range namespaces {
-		u, err := toApply(inject.ScriptsConfigMap(ns), c.writer.Scheme())
+		u, err := applier.ToApply(inject.ScriptsConfigMap(ns), c.writer.Scheme())
 		if err == nil {
-			err = client.WithFieldOwner(c.writer, FieldManager).Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.ForceOwnership)
+			err = client.WithFieldOwner(c.writer, applier.FieldManager).Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.ForceOwnership)
 		}
-		if isMissingNamespace(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		if applier.IsMissingNamespace(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 			continue // its shadows go with it
 		}
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/applier"
 	"github.com/interlink-hq/shadowgate/internal/drift"
 	"github.com/interlink-hq/shadowgate/internal/eventnote"
 	"github.com/interlink-hq/shadowgate/internal/printable"
@@ -195,10 +196,10 @@ func (r *Reconciler) holdWrite(uid types.UID) time.Duration {
 	return 0
 }
 
-// writeDrift applies st as the pod's annotation (applyPodAnnotation).
+// writeDrift applies st as the pod's annotation (applier.ApplyPodAnnotation).
 func (r *Reconciler) writeDrift(ctx context.Context, pod *corev1.Pod, st drift.Status) error {
 	st.Since = time.Now().UTC().Truncate(time.Second)
-	written, err := applyPodAnnotation(ctx, r.writer, pod, driftFieldManager, drift.Annotation, st.Encode())
+	written, err := applier.ApplyPodAnnotation(ctx, r.writer, pod, driftFieldManager, drift.Annotation, st.Encode())
 	if err != nil {
 		return fmt.Errorf("writing %s on pod %s/%s: %w", drift.Annotation, pod.Namespace, pod.Name, err)
 	}

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -27,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/applier"
 	"github.com/interlink-hq/shadowgate/internal/eventnote"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/internal/policystore"
@@ -67,7 +67,7 @@ func (k copyKey) credential() inject.Credential {
 // queues a check of its copy in every namespace whose shadow Deployments mount it, and so
 // does a new shadow Deployment for the copies it mounts (a copy written at admission from a
 // source read a moment before its change, or while the leader was away, is caught there).
-// Each check is copyCredential, the admission's own decision: a copy that differs is
+// Each check is applier.CopyCredential, the admission's own decision: a copy that differs is
 // updated, marker kept; one that cannot follow is left alone and said so, with a Warning
 // Event on the source, a log line naming the copy and the remedy, and a metric. It runs on
 // the leader; the queue keeps one entry per copy however often it is asked for. A copy is
@@ -76,8 +76,8 @@ func (k copyKey) credential() inject.Credential {
 type CredentialFollower struct {
 	shadows              client.Reader // the manager's cache: shadow Deployments, indexed by indexMounts
 	identity             shadowIdentity
-	sources              objectGetter // credentialSources
-	applier              *Applier
+	sources              applier.ObjectGetter // applier.CredentialSources
+	applier              *applier.Applier
 	policies             policystore.Policies
 	credentialsNamespace string
 	recorder             events.EventRecorder
@@ -126,7 +126,7 @@ func sourceEvents[T client.Object](f *CredentialFollower) handler.TypedEventHand
 			f.sourceChanged(ctx, e.Object, q)
 		},
 		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[T], q workqueue.TypedRateLimitingInterface[copyKey]) {
-			if !sameContent(e.ObjectOld, e.ObjectNew) {
+			if !applier.SameContent(e.ObjectOld, e.ObjectNew) {
 				f.sourceChanged(ctx, e.ObjectNew, q)
 			}
 		},
@@ -134,7 +134,7 @@ func sourceEvents[T client.Object](f *CredentialFollower) handler.TypedEventHand
 }
 
 func (f *CredentialFollower) sourceChanged(ctx context.Context, src client.Object, q workqueue.TypedRateLimitingInterface[copyKey]) {
-	mount := credentialKind(src) + "/" + src.GetName()
+	mount := applier.CredentialKind(src) + "/" + src.GetName()
 	if !f.replicated()[mount] {
 		return
 	}
@@ -246,12 +246,12 @@ func (f *CredentialFollower) Reconcile(ctx context.Context, k copyKey) (reconcil
 	// A missing copy is admission's to create, under the policy the pod was admitted by; the
 	// follower makes one again only where it said a copy could not follow, as its remedy is
 	// to delete that copy.
-	action, err := f.applier.copyCredential(ctx, k.credential(), false, f.saidRefused(k))
+	action, err := f.applier.CopyCredential(ctx, k.credential(), false, f.saidRefused(k))
 	if err == nil {
 		f.forgetRefusal(k)
 	}
 	switch {
-	case action == copyRefused || action == copyStuck:
+	case action == applier.CopyRefused || action == applier.CopyStuck:
 		f.refused(ctx, k, action, err)
 		return reconcile.Result{RequeueAfter: refusedRecheck}, nil
 	case apierrors.IsNotFound(err):
@@ -260,10 +260,10 @@ func (f *CredentialFollower) Reconcile(ctx context.Context, k copyKey) (reconcil
 		return reconcile.Result{}, nil
 	case err != nil:
 		return reconcile.Result{}, err
-	case action == copyCreate:
+	case action == applier.CopyCreate:
 		f.metrics.CopiesFollowed.WithLabelValues(k.Kind, metrics.FollowCreated).Inc()
 		logger.Info("made a credential copy again, deleted after it could not follow")
-	case action == copyOverwrite || action == copyAdopt:
+	case action == applier.CopyOverwrite || action == applier.CopyAdopt:
 		f.metrics.CopiesFollowed.WithLabelValues(k.Kind, metrics.FollowUpdated).Inc()
 		logger.Info("updated a credential copy to its source's content")
 	}
@@ -273,9 +273,9 @@ func (f *CredentialFollower) Reconcile(ctx context.Context, k copyKey) (reconcil
 // refused says that the copy k cannot follow its source, and what to do: a Warning Event on
 // the source, a log line and the metric, once per version of the source (a recheck that finds
 // the same says nothing again). refusal is decideCopy's error; a copy that is someone else's
-// object (copyRefused) is theirs to delete, which its message does not say.
-func (f *CredentialFollower) refused(ctx context.Context, k copyKey, action copyAction, refusal error) {
-	src, err := newCredential(k.Kind)
+// object (applier.CopyRefused) is theirs to delete, which its message does not say.
+func (f *CredentialFollower) refused(ctx context.Context, k copyKey, action applier.CopyAction, refusal error) {
+	src, err := applier.NewCredential(k.Kind)
 	if err != nil {
 		return
 	}
@@ -295,7 +295,7 @@ func (f *CredentialFollower) refused(ctx context.Context, k copyKey, action copy
 	}
 	f.metrics.CopiesFollowed.WithLabelValues(k.Kind, metrics.FollowRefused).Inc()
 	msg := refusal.Error()
-	if action == copyRefused {
+	if action == applier.CopyRefused {
 		msg += fmt.Sprintf(": if it is not the site's own, delete it (kubectl delete %s -n %s %s) and shadowgate copies the source again",
 			strings.ToLower(k.Kind), k.Namespace, k.Name)
 	}
@@ -319,71 +319,4 @@ func (f *CredentialFollower) forgetRefusal(k copyKey) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.refusals, k)
-}
-
-// credentialSources reads the Secrets and ConfigMaps of the credentials namespace from a
-// cache of that namespace alone once it has synced, and from the API server before, or when
-// the cache has no such object (one created a moment ago), so a source is never missing only
-// because the cache lags. A source a moment stale is safe to copy: its change, once cached,
-// has the follower check every copy again.
-type credentialSources struct {
-	cache  cache.Cache
-	live   client.Reader
-	synced atomic.Bool
-}
-
-var _ manager.LeaderElectionRunnable = (*credentialSources)(nil)
-
-// objectGetter reads one object: a client.Reader, or credentialSources.
-type objectGetter interface {
-	Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error
-}
-
-// newCredentialSources makes the cache of namespace's Secrets and ConfigMaps (the Role
-// shadowgate-credential-sources lets it list and watch them there, and nowhere else), and
-// adds it and the reader to mgr, to run on every replica.
-func newCredentialSources(ctx context.Context, mgr manager.Manager, namespace string) (*credentialSources, error) {
-	c, err := cache.New(mgr.GetConfig(), cache.Options{
-		HTTPClient:        mgr.GetHTTPClient(),
-		Scheme:            mgr.GetScheme(),
-		Mapper:            mgr.GetRESTMapper(),
-		DefaultNamespaces: map[string]cache.Config{namespace: {}},
-		DefaultTransform:  cache.TransformStripManagedFields(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	for _, obj := range []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}} {
-		if _, err := c.GetInformer(ctx, obj); err != nil {
-			return nil, err
-		}
-	}
-	s := &credentialSources{cache: c, live: mgr.GetAPIReader()}
-	for _, r := range []manager.Runnable{c, s} {
-		if err := mgr.Add(r); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
-}
-
-// Start marks the cache synced once it is.
-func (s *credentialSources) Start(ctx context.Context) error {
-	if s.cache.WaitForCacheSync(ctx) {
-		s.synced.Store(true)
-	}
-	return nil
-}
-
-// NeedLeaderElection is false: every replica admits pods and reads sources.
-func (s *credentialSources) NeedLeaderElection() bool { return false }
-
-func (s *credentialSources) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if s.synced.Load() {
-		err := s.cache.Get(ctx, key, obj, opts...)
-		if !apierrors.IsNotFound(err) {
-			return err
-		}
-	}
-	return s.live.Get(ctx, key, obj, opts...)
 }

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/applier"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/internal/shadowtest"
 	"github.com/interlink-hq/shadowgate/validate"
@@ -181,7 +182,7 @@ func TestTheFollowerLeavesWhatATenantPlantsAlone(t *testing.T) {
 				shadows:              cache,
 				identity:             shadowIdentity{namespaces: c.namespaces, cache: cache, policies: shadowtest.FixedPolicy{Policy: pol}, rules: validate.CredentialRules{WithoutCopiesInPodNamespaces: true}},
 				sources:              api,
-				applier:              &Applier{client: api, reader: api, credentialsNamespace: "shadowgate-system", metrics: m},
+				applier:              applier.New(api, api, nil, "shadowgate-system", m, nil),
 				policies:             shadowtest.FixedPolicy{Policy: pol},
 				credentialsNamespace: "shadowgate-system",
 				recorder:             &shadowtest.RecordingEvents{},
@@ -220,21 +221,21 @@ func TestASourceOfAnotherTypeIsNotCopied(t *testing.T) {
 	for _, typ := range []corev1.SecretType{corev1.SecretTypeServiceAccountToken, corev1.SecretTypeTLS, corev1.SecretTypeDockerConfigJson} {
 		src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shadowgate-system", Name: "hpc-ssh-key"}, Type: typ}
 		api := fake.NewClientBuilder().WithObjects(src).Build()
-		a := &Applier{client: api, reader: api, credentialsNamespace: "shadowgate-system"}
-		action, err := a.copyCredential(context.Background(), inject.Credential{Kind: "Secret", Name: "hpc-ssh-key", Namespace: "user-shadow"}, false, true)
+		a := applier.New(api, api, nil, "shadowgate-system", nil, nil)
+		action, err := a.CopyCredential(context.Background(), inject.Credential{Kind: "Secret", Name: "hpc-ssh-key", Namespace: "user-shadow"}, false, true)
 		want := `secret shadowgate-system/hpc-ssh-key is of type "` + string(typ) + `", and shadowgate copies only Secrets of type Opaque or kubernetes.io/ssh-auth`
-		if action != copyStuck || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "kubectl create secret generic hpc-ssh-key -n shadowgate-system") {
-			t.Errorf("%s: %v, %v; want copyStuck and a Forbidden saying %q and the remedy", typ, action, err, want)
+		if action != applier.CopyStuck || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "kubectl create secret generic hpc-ssh-key -n shadowgate-system") {
+			t.Errorf("%s: %v, %v; want applier.CopyStuck and a Forbidden saying %q and the remedy", typ, action, err, want)
 		}
 		if err := api.Get(context.Background(), client.ObjectKey{Namespace: "user-shadow", Name: "hpc-ssh-key"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
 			t.Errorf("%s: a copy was written: %v", typ, err)
 		}
 	}
-	for _, typ := range copyableSecretTypes {
+	for _, typ := range applier.CopyableSecretTypes {
 		src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shadowgate-system", Name: "hpc-ssh-key"}, Type: typ}
 		api := fake.NewClientBuilder().WithObjects(src).Build()
-		a := &Applier{client: api, reader: api, credentialsNamespace: "shadowgate-system"}
-		if action, err := a.copyCredential(context.Background(), inject.Credential{Kind: "Secret", Name: "hpc-ssh-key", Namespace: "user-shadow"}, false, true); err != nil || action != copyCreate {
+		a := applier.New(api, api, nil, "shadowgate-system", nil, nil)
+		if action, err := a.CopyCredential(context.Background(), inject.Credential{Kind: "Secret", Name: "hpc-ssh-key", Namespace: "user-shadow"}, false, true); err != nil || action != applier.CopyCreate {
 			t.Errorf("%s: %v, %v; want it copied", typ, action, err)
 		}
 	}

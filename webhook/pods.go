@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/applier"
 	"github.com/interlink-hq/shadowgate/internal/policystore"
 	"github.com/interlink-hq/shadowgate/validate"
 )
@@ -22,11 +23,6 @@ var (
 	podKind        = podVersionKind.GroupKind()
 	podMeta        = metav1.TypeMeta{APIVersion: podVersionKind.GroupVersion().String(), Kind: podVersionKind.Kind}
 )
-
-// ShadowApplier applies a pod's shadow before the pod is stored: the Applier when serving.
-type ShadowApplier interface {
-	Apply(ctx context.Context, s *inject.Shadow, dryRun bool) (warnings []string, err error)
-}
 
 // PodMutator serves /mutate-pods: inject.Mutate decides, and its annotations are the patch.
 type PodMutator struct {
@@ -69,7 +65,7 @@ func (m *PodMutator) Handle(ctx context.Context, req admission.Request) admissio
 type PodValidator struct {
 	configs policystore.Configs
 	reader  client.Reader // uncached: whether a pod of the same name is already stored
-	shadows ShadowApplier
+	shadows applier.ShadowApplier
 	events  *PodEvents
 }
 
@@ -78,7 +74,7 @@ var _ admission.Handler = (*PodValidator)(nil)
 // NewPodValidator is /validate-pods' handler: it decides by the policy policies holds and by
 // fixed and the labels namespaces reads, asks reader whether a pod's name is taken, applies shadows with shadows, and records
 // the SOCKS proxy's Event with events (none when nil).
-func NewPodValidator(policies policystore.Policies, fixed validate.Config, namespaces policystore.Namespaces, reader client.Reader, shadows ShadowApplier, events *PodEvents) *PodValidator {
+func NewPodValidator(policies policystore.Policies, fixed validate.Config, namespaces policystore.Namespaces, reader client.Reader, shadows applier.ShadowApplier, events *PodEvents) *PodValidator {
 	return &PodValidator{configs: policystore.Configs{Policies: policies, Fixed: fixed, Namespaces: namespaces}, reader: reader, shadows: shadows, events: events}
 }
 

@@ -31,6 +31,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/applier"
 	"github.com/interlink-hq/shadowgate/internal/drift"
 	"github.com/interlink-hq/shadowgate/internal/eventnote"
 	"github.com/interlink-hq/shadowgate/internal/policystore"
@@ -55,7 +56,7 @@ type Reconciler struct {
 	policies policystore.Policies
 	// namespaces gives a re-judged pod its namespace's labels, as the webhook had them.
 	namespaces policystore.Namespaces
-	applier    ShadowApplier
+	applier    applier.ShadowApplier
 	grace      time.Duration
 	rules      validate.CredentialRules // as /validate-pods: no site Secret copied into a pod's namespace unless allowed
 	recorder   events.EventRecorder     // says on the pod why its shadow is not re-applied, rolled or refused
@@ -246,9 +247,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, err
 		}
 		if deleted && ours {
-			log.FromContext(ctx).Info("deleted shadow object whose pod has finished", "object", describeObject(r.objectKind(obj), obj), "podUID", uid, "phase", pod.Status.Phase)
+			log.FromContext(ctx).Info("deleted shadow object whose pod has finished", "object", applier.DescribeObject(r.objectKind(obj), obj), "podUID", uid, "phase", pod.Status.Phase)
 		} else if deleted {
-			log.FromContext(ctx).Info("deleted shadow object whose pod is gone", "object", describeObject(r.objectKind(obj), obj), "podUID", uid)
+			log.FromContext(ctx).Info("deleted shadow object whose pod is gone", "object", applier.DescribeObject(r.objectKind(obj), obj), "podUID", uid)
 		}
 	}
 	if live && pod.DeletionTimestamp == nil && !done {
@@ -338,7 +339,7 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 		missing.Deployment = nil
 	}
 	if deployment != nil {
-		if err := startShadow(ctx, r.client, deployment, a.Shadow.Deployment); err != nil {
+		if err := applier.StartShadow(ctx, r.client, deployment, a.Shadow.Deployment); err != nil {
 			return 0, err
 		}
 	}

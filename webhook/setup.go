@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/interlink-hq/shadowgate/internal/applier"
 	"github.com/interlink-hq/shadowgate/internal/drift"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/internal/policystore"
@@ -75,25 +76,18 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *metr
 	if err != nil {
 		return nil, err
 	}
-	applyClient, err := newApplyClient(mgr)
+	applyClient, err := applier.NewClient(mgr)
 	if err != nil {
 		return nil, err
 	}
-	applier := &Applier{
-		client:               applyClient,
-		reader:               mgr.GetAPIReader(),
-		scheme:               mgr.GetScheme(),
-		credentialsNamespace: opts.Policy.Namespace,
-		metrics:              metrics,
-	}
-	var sources *credentialSources
+	var sources *applier.CredentialSources
 	if !opts.Rules.WithoutReplication {
 		// Without replication shadowgate may not read Secrets, and has no copy to keep.
-		if sources, err = newCredentialSources(ctx, mgr, opts.Policy.Namespace); err != nil {
+		if sources, err = applier.NewCredentialSources(ctx, mgr, opts.Policy.Namespace); err != nil {
 			return nil, err
 		}
-		applier.sources = sources
 	}
+	shadows := applier.New(applyClient, mgr.GetAPIReader(), mgr.GetScheme(), opts.Policy.Namespace, metrics, sources)
 	events := newPodEvents(mgr.GetClient(), recorder)
 	fixed := validate.Config{PolicyRef: opts.Policy, Credentials: opts.Rules}
 	// The namespace informer is asked for now, so it starts and syncs with the manager's cache
@@ -120,7 +114,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *metr
 	server := mgr.GetWebhookServer()
 	for path, h := range map[string]admission.Handler{
 		PathMutatePods:         NewPodMutator(store, fixed, namespaces),
-		PathValidatePods:       NewPodValidator(store, fixed, namespaces, mgr.GetAPIReader(), boundedApplier{applier, unconfirmed}, events),
+		PathValidatePods:       NewPodValidator(store, fixed, namespaces, mgr.GetAPIReader(), boundedApplier{shadows, unconfirmed}, events),
 		PathValidateConfigMaps: NewConfigMapValidator(store, fixed),
 		PathValidateWorkloads:  NewWorkloadValidator(store, fixed, namespaces),
 	} {
@@ -150,7 +144,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *metr
 		identity:   identity,
 		policies:   store,
 		namespaces: namespaces,
-		applier:    applier,
+		applier:    shadows,
 		grace:      opts.ShadowGracePeriod,
 		rules:      opts.Rules,
 		recorder:   recorder,
@@ -176,13 +170,13 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *metr
 			shadows:              mgr.GetClient(),
 			identity:             identity,
 			sources:              sources,
-			applier:              applier,
+			applier:              shadows,
 			policies:             store,
 			credentialsNamespace: opts.Policy.Namespace,
 			recorder:             recorder,
 			metrics:              metrics,
 		}
-		if err := follower.SetupWithManager(ctx, mgr, sources.cache); err != nil {
+		if err := follower.SetupWithManager(ctx, mgr, sources.Cache()); err != nil {
 			return nil, err
 		}
 	}
@@ -195,5 +189,5 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *metr
 	if err := mgr.AddReadyzCheck("policy", store.Synced); err != nil {
 		return nil, err
 	}
-	return applier.Wait, nil
+	return shadows.Wait, nil
 }

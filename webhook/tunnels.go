@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/applier"
 	"github.com/interlink-hq/shadowgate/internal/eventnote"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/internal/policystore"
@@ -371,9 +372,9 @@ func (t *TunnelReporter) previousState(pod *corev1.Pod) (tunnelstate.Status, boo
 	return s, err == nil
 }
 
-// writeState applies the annotation to the pod (applyPodAnnotation).
+// writeState applies the annotation to the pod (applier.ApplyPodAnnotation).
 func (t *TunnelReporter) writeState(ctx context.Context, pod *corev1.Pod, st tunnelstate.Status) error {
-	written, err := applyPodAnnotation(ctx, t.writer, pod, tunnelFieldManager, tunnelstate.AnnotationTunnelState, st.Encode())
+	written, err := applier.ApplyPodAnnotation(ctx, t.writer, pod, tunnelFieldManager, tunnelstate.AnnotationTunnelState, st.Encode())
 	if written {
 		key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
 		t.mu.Lock()

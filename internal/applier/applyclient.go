@@ -1,4 +1,4 @@
-package webhook
+package applier
 
 import (
 	"context"
@@ -45,9 +45,9 @@ func (t answerRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// newApplyClient is the Applier's client: the manager's configuration and connections, with
+// NewClient is the Applier's client: the manager's configuration and connections, with
 // applies answered as above, and no cache (it only writes).
-func newApplyClient(mgr manager.Manager) (client.Client, error) {
+func NewClient(mgr manager.Manager) (client.Client, error) {
 	hc := *mgr.GetHTTPClient()
 	hc.Transport = answerRecorder{next: hc.Transport}
 	return client.New(mgr.GetConfig(), client.Options{HTTPClient: &hc, Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})

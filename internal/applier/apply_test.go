@@ -1,4 +1,4 @@
-package webhook
+package applier
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func TestToApplySendsOnlyWhatTheObjectSets(t *testing.T) {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	u, err := toApply(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "shadow", Namespace: "user-shadow"}}, scheme)
+	u, err := ToApply(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "shadow", Namespace: "user-shadow"}}, scheme)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,22 +64,22 @@ func TestCredentialCopiesCarryContentMarkerAndCreatedByOnly(t *testing.T) {
 	if c.Type != src.Type || string(c.Data["id_ed25519"]) != "key" {
 		t.Errorf("copy content: %v %v", c.Type, c.Data)
 	}
-	if !sameContent(src, c) {
+	if !SameContent(src, c) {
 		t.Error("a copy does not have the same content as its source")
 	}
 	other := c.DeepCopy()
 	other.Data["id_ed25519"] = []byte("another key")
-	if sameContent(src, other) {
+	if SameContent(src, other) {
 		t.Error("different data counts as the same content")
 	}
 	other = c.DeepCopy()
 	other.Type = corev1.SecretTypeOpaque
-	if sameContent(src, other) {
+	if SameContent(src, other) {
 		t.Error("a different Secret type counts as the same content")
 	}
 	cmA := &corev1.ConfigMap{Data: map[string]string{"known_hosts": "a"}}
 	cmB := &corev1.ConfigMap{Data: map[string]string{"known_hosts": "a"}, BinaryData: map[string][]byte{"x": {1}}}
-	if sameContent(cmA, cmB) || !sameContent(cmA, cmA.DeepCopy()) {
+	if SameContent(cmA, cmB) || !SameContent(cmA, cmA.DeepCopy()) {
 		t.Error("ConfigMap content comparison")
 	}
 }

@@ -1,4 +1,4 @@
-package webhook
+package applier
 
 import (
 	"bytes"
@@ -20,30 +20,30 @@ import (
 )
 
 // replicate copies one credential from the credentials namespace into the shadow's, marked
-// with interlink.eu/replicated-from (decideCopy says when): copyCredential, for an admission.
+// with interlink.eu/replicated-from (decideCopy says when): CopyCredential, for an admission.
 func (a *Applier) replicate(ctx context.Context, c inject.Credential, dryRun bool) error {
-	_, err := a.copyCredential(ctx, c, dryRun, true)
+	_, err := a.CopyCredential(ctx, c, dryRun, true)
 	return err
 }
 
-// copyCredential brings the copy c of its source up to date and says what it did, or
-// copyRefused or copyStuck with decideCopy's (or uncopyableType's) refusal; a missing copy is
-// created only with create, else it is left missing and copyMissing said. The copy is written
+// CopyCredential brings the copy c of its source up to date and says what it did, or
+// CopyRefused or CopyStuck with decideCopy's (or uncopyableType's) refusal; a missing copy is
+// created only with create, else it is left missing and CopyMissing said. The copy is written
 // without forced ownership and never blindly: a missing one is created, and an existing one
 // updated at the resourceVersion the decision was made on, so an object created or changed in
 // between makes the write fail and the decision is taken again on what is there now. The
 // caller has made sure c is a place for a copy (shadowIdentity). The source is read
-// through a.sources when set (credentialSources: a cache of the credentials namespace), the
+// through a.sources when set (CredentialSources: a cache of the credentials namespace), the
 // copy always from the API server, as shadowgate caches no Secret outside its own namespace.
-func (a *Applier) copyCredential(ctx context.Context, c inject.Credential, dryRun, create bool) (copyAction, error) {
+func (a *Applier) CopyCredential(ctx context.Context, c inject.Credential, dryRun, create bool) (CopyAction, error) {
 	if c.Namespace == a.credentialsNamespace {
-		return copyUpToDate, nil // the shadow lives beside the source and mounts it as it is
+		return CopyUpToDate, nil // the shadow lives beside the source and mounts it as it is
 	}
-	src, err := newCredential(c.Kind)
+	src, err := NewCredential(c.Kind)
 	if err != nil {
 		return 0, err
 	}
-	var sources objectGetter = a.reader
+	var sources ObjectGetter = a.reader
 	if a.sources != nil {
 		sources = a.sources
 	}
@@ -54,13 +54,13 @@ func (a *Applier) copyCredential(ctx context.Context, c inject.Credential, dryRu
 		return 0, fmt.Errorf("reading %s %s/%s: %w", c.Kind, a.credentialsNamespace, c.Name, err)
 	}
 	if err := uncopyableType(src); err != nil {
-		return copyStuck, err
+		return CopyStuck, err
 	}
 	from := a.credentialsNamespace + "/" + c.Name
 	writes := a.writes(dryRun)
 	// A lost race is taken again from the read, at most writeRounds times in all.
 	for range writeRounds {
-		existing, err := newCredential(c.Kind)
+		existing, err := NewCredential(c.Kind)
 		if err != nil {
 			return 0, err
 		}
@@ -74,20 +74,20 @@ func (a *Applier) copyCredential(ctx context.Context, c inject.Credential, dryRu
 		switch {
 		case err != nil:
 			if existing.GetAnnotations()[validate.AnnotationReplicatedFrom] != "" {
-				return copyStuck, err
+				return CopyStuck, err
 			}
-			return copyRefused, err
-		case action == copyUpToDate:
+			return CopyRefused, err
+		case action == CopyUpToDate:
 			return action, nil
-		case action == copyCreate && !create:
-			return copyMissing, nil
-		case action == copyCreate:
+		case action == CopyCreate && !create:
+			return CopyMissing, nil
+		case action == CopyCreate:
 			cp := copyOf(src, c.Namespace, from)
 			err = writes.Create(ctx, cp)
 			if apierrors.IsAlreadyExists(err) {
 				continue
 			}
-		default: // copyOverwrite, copyAdopt
+		default: // CopyOverwrite, CopyAdopt
 			err = writes.Update(ctx, overwrite(existing, src, from))
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 				continue
@@ -102,16 +102,16 @@ func (a *Applier) copyCredential(ctx context.Context, c inject.Credential, dryRu
 		fmt.Errorf("it changed %d times while shadowgate was copying %s into it; try again", writeRounds, from))
 }
 
-// copyableSecretTypes are the types of Secret a key or keytab is kept in, the only ones
+// CopyableSecretTypes are the types of Secret a key or keytab is kept in, the only ones
 // shadowgate copies; the least-privilege policy (manifests/base/least-privilege-policy.yaml)
 // refuses its account a Secret of any other type, a service-account token above all.
-var copyableSecretTypes = []corev1.SecretType{corev1.SecretTypeOpaque, corev1.SecretTypeSSHAuth}
+var CopyableSecretTypes = []corev1.SecretType{corev1.SecretTypeOpaque, corev1.SecretTypeSSHAuth}
 
 // uncopyableType refuses a source Secret of a type shadowgate does not copy, saying what to do;
 // nil for one it copies, and for a ConfigMap.
 func uncopyableType(src client.Object) error {
 	s, ok := src.(*corev1.Secret)
-	if !ok || slices.Contains(copyableSecretTypes, s.Type) {
+	if !ok || slices.Contains(CopyableSecretTypes, s.Type) {
 		return nil
 	}
 	return &apierrors.StatusError{ErrStatus: metav1.Status{
@@ -121,7 +121,7 @@ func uncopyableType(src client.Object) error {
 		Details: &metav1.StatusDetails{Kind: "secrets", Name: s.Name},
 		Message: fmt.Sprintf("secret %s/%s is of type %q, and shadowgate copies only Secrets of type %s or %s, the types a key or keytab is kept in: "+
 			"ask the cluster admin to create it again as one of those (kubectl create secret generic %s -n %s --from-file=<key>=<file>)",
-			s.Namespace, s.Name, s.Type, copyableSecretTypes[0], copyableSecretTypes[1], s.Name, s.Namespace),
+			s.Namespace, s.Name, s.Type, CopyableSecretTypes[0], CopyableSecretTypes[1], s.Name, s.Namespace),
 	}}
 }
 
@@ -139,42 +139,42 @@ func missingSource(c inject.Credential, namespace string) error {
 	}}
 }
 
-// copyAction is what replicate does about the copy in the shadow's namespace.
-type copyAction int
+// CopyAction is what replicate does about the copy in the shadow's namespace.
+type CopyAction int
 
 const (
-	copyCreate    copyAction = iota // there is none
-	copyUpToDate                    // shadowgate's copy of this source, same content: nothing to write
-	copyOverwrite                   // a copy shadowgate made (marked) with other content, or of another source
-	copyAdopt                       // unmarked but identical: marked and kept
-	copyRefused                     // unmarked, other content: someone else's, left alone
-	copyStuck                       // the API server would refuse the write: a marked copy that cannot change (cannotOverwrite), or a source of a type not copied (uncopyableType)
-	copyMissing                     // there is none, and copyCredential was not asked to create one
+	CopyCreate    CopyAction = iota // there is none
+	CopyUpToDate                    // shadowgate's copy of this source, same content: nothing to write
+	CopyOverwrite                   // a copy shadowgate made (marked) with other content, or of another source
+	CopyAdopt                       // unmarked but identical: marked and kept
+	CopyRefused                     // unmarked, other content: someone else's, left alone
+	CopyStuck                       // the API server would refuse the write: a marked copy that cannot change (cannotOverwrite), or a source of a type not copied (uncopyableType)
+	CopyMissing                     // there is none, and CopyCredential was not asked to create one
 )
 
 // decideCopy decides, from the source and what the shadow's namespace holds (nil: nothing),
 // what replicate does; an object someone else made with other content is refused with
 // DESIGN.md's exact message, as it is theirs.
-func decideCopy(src, existing client.Object, from string) (copyAction, error) {
+func decideCopy(src, existing client.Object, from string) (CopyAction, error) {
 	if existing == nil {
-		return copyCreate, nil
+		return CopyCreate, nil
 	}
 	marker := existing.GetAnnotations()[validate.AnnotationReplicatedFrom]
-	same := sameContent(src, existing)
+	same := SameContent(src, existing)
 	switch {
 	case marker == from && same:
 		// Every shadow in the namespace mounts the same copy: writing it again, for each
 		// pod, would change nothing and cost the API server a write.
-		return copyUpToDate, nil
+		return CopyUpToDate, nil
 	case marker != "":
 		if err := cannotOverwrite(src, existing, marker, from, same); err != nil {
 			return 0, err
 		}
-		return copyOverwrite, nil
+		return CopyOverwrite, nil
 	case same:
-		return copyAdopt, nil
+		return CopyAdopt, nil
 	}
-	kind := strings.ToLower(credentialKind(existing))
+	kind := strings.ToLower(CredentialKind(existing))
 	return 0, &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status: metav1.StatusFailure,
 		Code:   http.StatusConflict,
@@ -192,7 +192,7 @@ func decideCopy(src, existing client.Object, from string) (copyAction, error) {
 // do. Deleting the copy is the remedy, and the admin's to take: shadowgate deletes only copies
 // no shadow mounts (Collector), and this one may be mounted. nil when the copy can be overwritten.
 func cannotOverwrite(src, existing client.Object, marker, from string, same bool) error {
-	kind := strings.ToLower(credentialKind(existing))
+	kind := strings.ToLower(CredentialKind(existing))
 	var why string
 	if s, isSecret := src.(*corev1.Secret); isSecret {
 		if e := existing.(*corev1.Secret); s.Type != e.Type {
@@ -251,15 +251,15 @@ func overwrite(existing, src client.Object, from string) client.Object {
 	return out
 }
 
-// credentialKind names a credential's kind; a typed object read by a client carries none.
-func credentialKind(obj client.Object) string {
+// CredentialKind names a credential's kind; a typed object read by a client carries none.
+func CredentialKind(obj client.Object) string {
 	if _, ok := obj.(*corev1.Secret); ok {
 		return "Secret"
 	}
 	return "ConfigMap"
 }
 
-func newCredential(kind string) (client.Object, error) {
+func NewCredential(kind string) (client.Object, error) {
 	switch kind {
 	case "Secret":
 		return &corev1.Secret{}, nil
@@ -284,11 +284,11 @@ func copyOf(src client.Object, namespace, from string) client.Object {
 	case *corev1.ConfigMap:
 		return &corev1.ConfigMap{ObjectMeta: meta, Data: s.Data, BinaryData: s.BinaryData}
 	}
-	panic(fmt.Sprintf("copyOf: %T is not a credential", src)) // newCredential made src
+	panic(fmt.Sprintf("copyOf: %T is not a credential", src)) // NewCredential made src
 }
 
-// sameContent reports whether two credentials of the same kind hold the same content.
-func sameContent(a, b client.Object) bool {
+// SameContent reports whether two credentials of the same kind hold the same content.
+func SameContent(a, b client.Object) bool {
 	switch x := a.(type) {
 	case *corev1.Secret:
 		y := b.(*corev1.Secret)

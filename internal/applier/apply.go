@@ -1,4 +1,4 @@
-package webhook
+package applier
 
 import (
 	"context"
@@ -34,22 +34,37 @@ const FieldManager = "shadowgate"
 // and a denial the API server no longer waits for is a failurePolicy error, not a message.
 const cleanupTimeout = 10 * time.Second
 
+// ShadowApplier applies a pod's shadow before the pod is stored: the Applier when serving.
+type ShadowApplier interface {
+	Apply(ctx context.Context, s *inject.Shadow, dryRun bool) (warnings []string, err error)
+}
+
 // Applier server-side applies shadows and copies the credentials they mount.
 type Applier struct {
-	client client.Client // writes, through a transport that records statuses (newApplyClient); see writes
+	client client.Client // writes, through a transport that records statuses (NewClient); see writes
 	reader client.Reader // uncached reads: credential contents and copies, existing node ConfigMaps
 	scheme *runtime.Scheme
 	// credentialsNamespace is where the policy's Secrets and ConfigMaps are copied from.
 	credentialsNamespace string
 	metrics              *metrics.Metrics
-	// sources reads the credentials to copy (credentialSources); nil reads them with reader.
-	sources    objectGetter
+	// sources reads the credentials to copy (CredentialSources); nil reads them with reader.
+	sources    ObjectGetter
 	namespaces knownNamespaces
 	// scripts remembers, as "<namespace>/<name>", the scripts ConfigMaps applied lately.
 	scripts knownNamespaces
 	// cleanups tracks removals still running after their request was answered, so that
 	// shutdown waits for them (Wait).
 	cleanups sync.WaitGroup
+}
+
+// New is the Applier writing through writer (NewClient) and reading with reader, which is
+// uncached, the credentials of credentialsNamespace through sources (nil: with reader).
+func New(writer client.Client, reader client.Reader, scheme *runtime.Scheme, credentialsNamespace string, metrics *metrics.Metrics, sources *CredentialSources) *Applier {
+	a := &Applier{client: writer, reader: reader, scheme: scheme, credentialsNamespace: credentialsNamespace, metrics: metrics}
+	if sources != nil {
+		a.sources = sources
+	}
+	return a
 }
 
 // Apply applies a shadow: its namespace first (unless applied lately: knownNamespaces), then
@@ -77,7 +92,7 @@ func (a *Applier) Apply(ctx context.Context, s *inject.Shadow, dryRun bool) ([]s
 func (a *Applier) apply(ctx context.Context, s *inject.Shadow, dryRun bool, created *createdObjects) ([]string, error) {
 	known := s.Namespace != nil && a.namespaces.known(s.Namespace.Name)
 	warnings, err := a.applyObjects(ctx, s, dryRun, created, known)
-	if known && (isMissingNamespace(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)) {
+	if known && (IsMissingNamespace(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)) {
 		// The namespace was deleted since it was applied: nothing went into it, so all is
 		// applied again, the namespace first (which says so while it is still going).
 		a.namespaces.forget(s.Namespace.Name)
@@ -143,7 +158,7 @@ func (a *Applier) ensureNamespace(ctx context.Context, ns *corev1.Namespace, dry
 		err := a.reader.Get(ctx, client.ObjectKeyFromObject(ns), existing)
 		switch {
 		case apierrors.IsNotFound(err):
-			u, err := toApply(ns, a.scheme)
+			u, err := ToApply(ns, a.scheme)
 			if err != nil {
 				return false, err
 			}
@@ -153,11 +168,11 @@ func (a *Applier) ensureNamespace(ctx context.Context, ns *corev1.Namespace, dry
 				continue // created meanwhile, maybe by a tenant: judged on what is there now
 			}
 			if err != nil {
-				return false, fmt.Errorf("creating %s: %w", describeObject("Namespace", ns), err)
+				return false, fmt.Errorf("creating %s: %w", DescribeObject("Namespace", ns), err)
 			}
 			return false, nil
 		case err != nil:
-			return false, fmt.Errorf("reading %s: %w", describeObject("Namespace", ns), err)
+			return false, fmt.Errorf("reading %s: %w", DescribeObject("Namespace", ns), err)
 		}
 		if want := ns.Labels[inject.LabelShadowNamespaceFor]; existing.Labels[inject.LabelShadowNamespaceFor] != want {
 			return true, &ForeignNamespaceError{Namespace: ns.Name, PodNamespace: want, MarkedFor: existing.Labels[inject.LabelShadowNamespaceFor]}
@@ -185,7 +200,7 @@ func (a *Applier) applyScripts(ctx context.Context, cm *corev1.ConfigMap, dryRun
 	if a.scripts.known(key) {
 		return nil
 	}
-	u, err := toApply(cm, a.scheme)
+	u, err := ToApply(cm, a.scheme)
 	if err != nil {
 		return err
 	}
@@ -198,7 +213,7 @@ func (a *Applier) applyScripts(ctx context.Context, cm *corev1.ConfigMap, dryRun
 				cm.Namespace, cm.Name, err))
 	}
 	if err != nil {
-		return fmt.Errorf("applying %s: %w", describeObject("ConfigMap", cm), err)
+		return fmt.Errorf("applying %s: %w", DescribeObject("ConfigMap", cm), err)
 	}
 	if !dryRun {
 		a.scripts.add(key)
@@ -278,7 +293,7 @@ const writeRounds = 3
 // when the ConfigMap is an earlier pod's. A ConfigMap deleted or changed between the read and
 // the write is taken again from the start, for a few rounds.
 func (a *Applier) createNodeConfigMap(ctx context.Context, cm *corev1.ConfigMap, dryRun bool, created *createdObjects) error {
-	u, err := toApply(cm, a.scheme)
+	u, err := ToApply(cm, a.scheme)
 	if err != nil {
 		return err
 	}
@@ -291,7 +306,7 @@ func (a *Applier) createNodeConfigMap(ctx context.Context, cm *corev1.ConfigMap,
 			}
 			return nil
 		case !apierrors.IsAlreadyExists(err):
-			return fmt.Errorf("creating %s: %w", describeObject("ConfigMap", cm), err)
+			return fmt.Errorf("creating %s: %w", DescribeObject("ConfigMap", cm), err)
 		}
 		if done, err := a.writeExistingNodeConfigMap(ctx, cm, dryRun, created); done || err != nil {
 			return err
@@ -322,7 +337,7 @@ func (a *Applier) writeExistingNodeConfigMap(ctx context.Context, cm *corev1.Con
 	case apierrors.IsNotFound(err):
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("reading %s: %w", describeObject("ConfigMap", cm), err)
+		return false, fmt.Errorf("reading %s: %w", DescribeObject("ConfigMap", cm), err)
 	case existing.Labels[inject.LabelPodUID] == cm.Labels[inject.LabelPodUID]:
 		metaOnly := cm.DeepCopy()
 		metaOnly.Data = nil
@@ -342,7 +357,7 @@ func (a *Applier) writeExistingNodeConfigMap(ctx context.Context, cm *corev1.Con
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("resetting the compute node of %s, left by an earlier pod of the same name: %w", describeObject("ConfigMap", cm), err)
+		return false, fmt.Errorf("resetting the compute node of %s, left by an earlier pod of the same name: %w", DescribeObject("ConfigMap", cm), err)
 	}
 	return true, nil
 }
@@ -362,14 +377,14 @@ func (a *Applier) writes(dryRun bool) client.Client {
 // is needed; it sends back the object's metadata only (withAnswerMetadataOnly). An object this call brought into being is recorded in created, so a failure can
 // take it back; a namespace is not, as other pods' shadows may have gone into it meanwhile.
 func (a *Applier) applyObject(ctx context.Context, obj client.Object, dryRun bool, created *createdObjects) (bool, error) {
-	u, err := toApply(obj, a.scheme)
+	u, err := ToApply(obj, a.scheme)
 	if err != nil {
 		return false, err
 	}
 	var status int
 	gvk := u.GroupVersionKind()
 	if err := a.writes(dryRun).Apply(withAnswerMetadataOnly(ctx, &status), client.ApplyConfigurationFromUnstructured(u), client.ForceOwnership); err != nil {
-		return false, fmt.Errorf("applying %s: %w", describeObject(gvk.Kind, obj), err)
+		return false, fmt.Errorf("applying %s: %w", DescribeObject(gvk.Kind, obj), err)
 	}
 	// u now holds the answer, the stored object's metadata (its UID, for remove), as a
 	// PartialObjectMetadata: it is the object's again.
@@ -381,10 +396,10 @@ func (a *Applier) applyObject(ctx context.Context, obj client.Object, dryRun boo
 	return existed, nil
 }
 
-// toApply renders a typed object as the apply request body. Only what the object sets is
+// ToApply renders a typed object as the apply request body. Only what the object sets is
 // sent: the creation timestamp a typed object always carries and its empty status would
 // otherwise be claimed by the field manager.
-func toApply(obj client.Object, scheme *runtime.Scheme) (*unstructured.Unstructured, error) {
+func ToApply(obj client.Object, scheme *runtime.Scheme) (*unstructured.Unstructured, error) {
 	gvk, err := apiutil.GVKForObject(obj, scheme)
 	if err != nil {
 		return nil, err
@@ -417,7 +432,7 @@ func (a *Applier) remove(ctx context.Context, created *createdObjects) {
 		err := a.client.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			log.FromContext(ctx).Error(err, "could not remove an object of a refused pod's shadow; remove it by hand if it is not collected",
-				"shadowObject", describeObject(obj.GetKind(), obj))
+				"shadowObject", DescribeObject(obj.GetKind(), obj))
 		}
 	}
 }
@@ -440,8 +455,8 @@ func (c *createdObjects) list() []*unstructured.Unstructured {
 	return append([]*unstructured.Unstructured(nil), c.objs...)
 }
 
-// describeObject names an object as a message does: "Deployment user-shadow/trainer-user".
-func describeObject(kind string, obj metav1.Object) string {
+// DescribeObject names an object as a message does: "Deployment user-shadow/trainer-user".
+func DescribeObject(kind string, obj metav1.Object) string {
 	if obj.GetNamespace() == "" {
 		return kind + " " + obj.GetName()
 	}

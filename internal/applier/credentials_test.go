@@ -1,4 +1,4 @@
-package webhook
+package applier
 
 import (
 	"strings"
@@ -50,14 +50,14 @@ func TestDecideCopy(t *testing.T) {
 	for sentence, c := range map[string]struct {
 		srcType  corev1.SecretType // Opaque unless set
 		existing client.Object
-		want     copyAction
+		want     CopyAction
 		refused  string // the refusal's message, if refused
 	}{
-		"a missing copy is created":                                    {existing: nil, want: copyCreate},
-		"shadowgate's copy with the source's content is left as it is": {existing: in(from, "key"), want: copyUpToDate},
-		"shadowgate's copy with other content is overwritten":          {existing: in(from, "old key"), want: copyOverwrite},
-		"a copy marked from another source is overwritten":             {existing: in("elsewhere/hpc-ssh-key", "key"), want: copyOverwrite},
-		"an unmarked object with the same content is adopted":          {existing: in("", "key"), want: copyAdopt},
+		"a missing copy is created":                                    {existing: nil, want: CopyCreate},
+		"shadowgate's copy with the source's content is left as it is": {existing: in(from, "key"), want: CopyUpToDate},
+		"shadowgate's copy with other content is overwritten":          {existing: in(from, "old key"), want: CopyOverwrite},
+		"a copy marked from another source is overwritten":             {existing: in("elsewhere/hpc-ssh-key", "key"), want: CopyOverwrite},
+		"an unmarked object with the same content is adopted":          {existing: in("", "key"), want: CopyAdopt},
 		"an unmarked object with other content is refused":             {existing: in("", "someone else's key"), refused: foreign},
 		"shadowgate's copy of a source recreated with another type is refused, saying to delete the copy": {
 			srcType: corev1.SecretTypeSSHAuth, existing: in(from, "key"), refused: typeChanged},
@@ -65,10 +65,10 @@ func TestDecideCopy(t *testing.T) {
 			srcType: corev1.SecretTypeSSHAuth, existing: in(from, "old key"), refused: typeChanged},
 		"a copy marked from another source and of another type is refused, naming both sources": {
 			srcType: corev1.SecretTypeSSHAuth, existing: in("elsewhere/hpc-ssh-key", "key"), refused: typeAndSourceChanged},
-		"an immutable copy with the source's content is left as it is":  {existing: immutable(in(from, "key")), want: copyUpToDate},
-		"an immutable unmarked object with the same content is adopted": {existing: immutable(in("", "key")), want: copyAdopt},
+		"an immutable copy with the source's content is left as it is":  {existing: immutable(in(from, "key")), want: CopyUpToDate},
+		"an immutable unmarked object with the same content is adopted": {existing: immutable(in("", "key")), want: CopyAdopt},
 		"an immutable copy marked from another source, with the same content, is overwritten": {
-			existing: immutable(in("elsewhere/hpc-ssh-key", "key")), want: copyOverwrite},
+			existing: immutable(in("elsewhere/hpc-ssh-key", "key")), want: CopyOverwrite},
 		"an immutable copy with other content is refused, saying to delete the copy": {
 			existing: immutable(in(from, "old key")), refused: frozen},
 		"an unmarked object of another type is refused as someone else's": {

@@ -1,4 +1,4 @@
-package webhook
+package applier
 
 import (
 	"context"
@@ -9,12 +9,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// applyPodAnnotation server-side applies the one annotation key a field manager of shadowgate
+// ApplyPodAnnotation server-side applies the one annotation key a field manager of shadowgate
 // owns on an offloaded pod, or removes it for an empty value, and nothing else of the pod. The
 // pod's UID goes with it, so a pod deleted and created again under the same name in between
 // is not written; such a pod, or one gone, is no error (its own reconcile follows), and says
 // so with written false.
-func applyPodAnnotation(ctx context.Context, writer client.Client, pod *corev1.Pod, fieldManager, key, value string) (written bool, err error) {
+func ApplyPodAnnotation(ctx context.Context, writer client.Client, pod *corev1.Pod, fieldManager, key, value string) (written bool, err error) {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion("v1")
 	u.SetKind("Pod")

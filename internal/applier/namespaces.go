@@ -1,4 +1,4 @@
-package webhook
+package applier
 
 import (
 	"errors"
@@ -70,9 +70,9 @@ func (k *knownNamespaces) forget(name string) {
 	delete(k.until, name)
 }
 
-// isMissingNamespace reports whether err is the API server's answer to a write into a
+// IsMissingNamespace reports whether err is the API server's answer to a write into a
 // namespace that does not exist.
-func isMissingNamespace(err error) bool {
+func IsMissingNamespace(err error) bool {
 	var status apierrors.APIStatus
 	if !apierrors.IsNotFound(err) || !errors.As(err, &status) {
 		return false

@@ -1,4 +1,4 @@
-package webhook
+package applier
 
 import (
 	"context"
@@ -120,7 +120,7 @@ func TestShadowNamespaceIsAppliedOnceUntilItIsGone(t *testing.T) {
 // A NotFound for anything but the namespace, here the source of a credential to copy, is the
 // pod's refusal: the namespace is not forgotten, and nothing is applied twice.
 func TestMissingCredentialSourceIsNotAMissingNamespace(t *testing.T) {
-	_, _, _, _, pol := handlers(t)
+	pol := shadowtest.ExamplePolicy(t)
 	p := shadowtest.Mutated(t, shadowtest.Pod("notebook", nil), pol)
 	shadow := shadowtest.ShadowOf(t, p, pol)
 	if len(shadow.Credentials()) == 0 || shadow.Namespace == nil {
@@ -129,7 +129,7 @@ func TestMissingCredentialSourceIsNotAMissingNamespace(t *testing.T) {
 	a, applied := testApplier(t, func(context.Context, string) error { return nil })
 	for range 2 {
 		_, err := a.Apply(context.Background(), shadow, false)
-		if !apierrors.IsNotFound(err) || isMissingNamespace(err) {
+		if !apierrors.IsNotFound(err) || IsMissingNamespace(err) {
 			t.Fatalf("got %v, want the missing source's NotFound", err)
 		}
 	}
