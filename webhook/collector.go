@@ -22,6 +22,7 @@ import (
 	"github.com/interlink-hq/shadowgate/internal/applier"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/internal/policystore"
+	"github.com/interlink-hq/shadowgate/internal/shadows"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
@@ -48,7 +49,7 @@ import (
 type Collector struct {
 	cache                client.Reader // the manager's: namespaces (metadata) and shadow objects
 	reader               client.Reader // uncached
-	identity             shadowIdentity
+	identity             shadows.Identity
 	writer               client.Client
 	policies             policystore.Policies
 	credentialsNamespace string // where the sources are: never collected
@@ -132,7 +133,7 @@ func (c *Collector) sweep(ctx context.Context) error {
 		return err
 	}
 	for ns := range uses {
-		copies, err := c.identity.holdsCopies(ctx, ns)
+		copies, err := c.identity.HoldsCopies(ctx, ns)
 		if err != nil {
 			return err
 		}
@@ -152,7 +153,7 @@ func (c *Collector) sweep(ctx context.Context) error {
 		if ns.DeletionTimestamp != nil {
 			continue
 		}
-		if podNS, err := c.identity.shadowNamespaceFor(ctx, ns.Name); err != nil || podNS == "" {
+		if podNS, err := c.identity.ShadowNamespaceFor(ctx, ns.Name); err != nil || podNS == "" {
 			if err != nil {
 				return err
 			}
@@ -206,7 +207,7 @@ type shadowMounts map[string]map[string]bool
 
 // shadowUses reads the cache's shadow objects, by namespace.
 func (c *Collector) shadowUses(ctx context.Context) (shadowMounts, error) {
-	objs, err := listShadowKinds(ctx, c.cache, client.MatchingLabelsSelector{Selector: ShadowObjects})
+	objs, err := shadows.ListKinds(ctx, c.cache, client.MatchingLabelsSelector{Selector: ShadowObjects})
 	if err != nil {
 		return nil, err
 	}
@@ -430,7 +431,7 @@ func (c *Collector) namespaceUnused(ctx context.Context, ns string) (bool, error
 	if live, err := c.podNamespaceLives(ctx, c.reader, obj.Labels[inject.LabelShadowNamespaceFor]); err != nil || live {
 		return false, err
 	}
-	objs, err := listShadowKinds(ctx, c.reader, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: ShadowObjects}, client.Limit(1))
+	objs, err := shadows.ListKinds(ctx, c.reader, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: ShadowObjects}, client.Limit(1))
 	return err == nil && len(objs) == 0, err
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/interlink-hq/shadowgate/internal/drift"
 	"github.com/interlink-hq/shadowgate/internal/eventnote"
 	"github.com/interlink-hq/shadowgate/internal/printable"
+	"github.com/interlink-hq/shadowgate/internal/shadows"
 	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
 )
 
@@ -228,7 +229,7 @@ func (r *Reconciler) wakeAll(ctx context.Context) error {
 	}
 	var inUse []types.NamespacedName
 	for i := range deployments.Items {
-		ns, name, ok := splitKey(deployments.Items[i].Annotations[inject.AnnotationShadowFor])
+		ns, name, ok := shadows.SplitKey(deployments.Items[i].Annotations[inject.AnnotationShadowFor])
 		if !ok {
 			continue
 		}

@@ -30,6 +30,7 @@ import (
 	"github.com/interlink-hq/shadowgate/internal/eventnote"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/internal/policystore"
+	"github.com/interlink-hq/shadowgate/internal/shadows"
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
@@ -75,7 +76,7 @@ func (k copyKey) credential() inject.Credential {
 // anywhere else that mounts a Secret of the source's name is no shadow, whatever its labels.
 type CredentialFollower struct {
 	shadows              client.Reader // the manager's cache: shadow Deployments, indexed by indexMounts
-	identity             shadowIdentity
+	identity             shadows.Identity
 	sources              applier.ObjectGetter // applier.CredentialSources
 	applier              *applier.Applier
 	policies             policystore.Policies
@@ -151,7 +152,7 @@ func (f *CredentialFollower) sourceChanged(ctx context.Context, src client.Objec
 // queued too, and Reconcile asks again.
 func (f *CredentialFollower) enqueue(ctx context.Context, q workqueue.TypedRateLimitingInterface[copyKey], keys []copyKey) {
 	for _, k := range keys {
-		if ok, err := f.identity.mayHoldCopy(ctx, k.credential()); ok || err != nil {
+		if ok, err := f.identity.MayHoldCopy(ctx, k.credential()); ok || err != nil {
 			q.Add(k)
 		}
 	}
@@ -231,7 +232,7 @@ func (f *CredentialFollower) Reconcile(ctx context.Context, k copyKey) (reconcil
 	owned := false
 	if f.replicated()[mount] && len(list.Items) > 0 {
 		var err error
-		if owned, err = f.identity.mayHoldCopy(ctx, k.credential()); err != nil {
+		if owned, err = f.identity.MayHoldCopy(ctx, k.credential()); err != nil {
 			return reconcile.Result{}, err
 		}
 	}

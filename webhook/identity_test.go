@@ -21,6 +21,7 @@ import (
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/applier"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
+	"github.com/interlink-hq/shadowgate/internal/shadows"
 	"github.com/interlink-hq/shadowgate/internal/shadowtest"
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
@@ -35,8 +36,8 @@ type identityWorld struct {
 	rules      validate.CredentialRules
 }
 
-func (w identityWorld) identity() shadowIdentity {
-	return shadowIdentity{namespaces: w.namespaces, cache: fake.NewClientBuilder().WithObjects(w.objs...).Build(), policies: shadowtest.FixedPolicy{Policy: w.pol}, rules: w.rules}
+func (w identityWorld) identity() shadows.Identity {
+	return shadows.Identity{Namespaces: w.namespaces, Cache: fake.NewClientBuilder().WithObjects(w.objs...).Build(), Policies: shadowtest.FixedPolicy{Policy: w.pol}, Rules: w.rules}
 }
 
 // sameNamespacePod is a notebook in namespace user that asks for its shadow beside it, as the
@@ -123,14 +124,14 @@ func TestWhereACredentialCopyMayBe(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			id := c.world.identity()
-			got, err := id.mayHoldCopy(context.Background(), c.copy)
+			got, err := id.MayHoldCopy(context.Background(), c.copy)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got != c.want {
 				t.Errorf("mayHoldCopy(%+v) = %v, want %v", c.copy, got, c.want)
 			}
-			holds, err := id.holdsCopies(context.Background(), c.copy.Namespace)
+			holds, err := id.HoldsCopies(context.Background(), c.copy.Namespace)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -180,7 +181,7 @@ func TestTheFollowerLeavesWhatATenantPlantsAlone(t *testing.T) {
 			}
 			f := &CredentialFollower{
 				shadows:              cache,
-				identity:             shadowIdentity{namespaces: c.namespaces, cache: cache, policies: shadowtest.FixedPolicy{Policy: pol}, rules: validate.CredentialRules{WithoutCopiesInPodNamespaces: true}},
+				identity:             shadows.Identity{Namespaces: c.namespaces, Cache: cache, Policies: shadowtest.FixedPolicy{Policy: pol}, Rules: validate.CredentialRules{WithoutCopiesInPodNamespaces: true}},
 				sources:              api,
 				applier:              applier.New(api, api, nil, "shadowgate-system", m, nil),
 				policies:             shadowtest.FixedPolicy{Policy: pol},
@@ -225,7 +226,7 @@ func TestASourceOfAnotherTypeIsNotCopied(t *testing.T) {
 		action, err := a.CopyCredential(context.Background(), inject.Credential{Kind: "Secret", Name: "hpc-ssh-key", Namespace: "user-shadow"}, false, true)
 		want := `secret shadowgate-system/hpc-ssh-key is of type "` + string(typ) + `", and shadowgate copies only Secrets of type Opaque or kubernetes.io/ssh-auth`
 		if action != applier.CopyStuck || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "kubectl create secret generic hpc-ssh-key -n shadowgate-system") {
-			t.Errorf("%s: %v, %v; want applier.CopyStuck and a Forbidden saying %q and the remedy", typ, action, err, want)
+			t.Errorf("%s: %v, %v; want CopyStuck and a Forbidden saying %q and the remedy", typ, action, err, want)
 		}
 		if err := api.Get(context.Background(), client.ObjectKey{Namespace: "user-shadow", Name: "hpc-ssh-key"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
 			t.Errorf("%s: a copy was written: %v", typ, err)
@@ -282,9 +283,9 @@ func TestAPodsShadowObjectsAreAtTheNamesShadowgateDerives(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			b := fake.NewClientBuilder().WithObjects(c.obj)
 			for _, kind := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}, &networkingv1.NetworkPolicy{}} {
-				b = b.WithIndex(kind, indexShadowFor, shadowForIndex)
+				b = b.WithIndex(kind, shadows.IndexShadowFor, shadows.ShadowForIndex)
 			}
-			objs, err := shadowIdentity{namespaces: c.namespaces, cache: b.Build()}.shadowObjects(t.Context(), podNS+"/"+pod)
+			objs, err := shadows.Identity{Namespaces: c.namespaces, Cache: b.Build()}.Objects(t.Context(), podNS+"/"+pod)
 			if err != nil {
 				t.Fatal(err)
 			}

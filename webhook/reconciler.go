@@ -11,9 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -36,11 +34,9 @@ import (
 	"github.com/interlink-hq/shadowgate/internal/eventnote"
 	"github.com/interlink-hq/shadowgate/internal/policystore"
 	"github.com/interlink-hq/shadowgate/internal/printable"
+	"github.com/interlink-hq/shadowgate/internal/shadows"
 	"github.com/interlink-hq/shadowgate/validate"
 )
-
-// indexShadowFor indexes cached shadow objects by the pod they stand in for (<ns>/<pod>).
-const indexShadowFor = "shadowFor"
 
 // Reconciler keeps shadows and pods in step, keyed by pod. A shadow object whose pod is gone
 // is deleted: at once when this process saw the pod deleted, else after the grace period,
@@ -52,7 +48,7 @@ const indexShadowFor = "shadowFor"
 type Reconciler struct {
 	client   client.Client // the manager's: cached reads of pods and shadow objects
 	reader   client.Reader // uncached: what holds a shadow's name when the cache has none of ours
-	identity shadowIdentity
+	identity shadows.Identity
 	policies policystore.Policies
 	// namespaces gives a re-judged pod its namespace's labels, as the webhook had them.
 	namespaces policystore.Namespaces
@@ -83,15 +79,10 @@ type Reconciler struct {
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
 
-// shadowKinds are the namespaced shadow objects, which the manager's cache holds.
-func shadowKinds() []client.ObjectList {
-	return []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}, &networkingv1.NetworkPolicyList{}}
-}
-
 // SetupWithManager indexes shadow objects by pod and starts the controller on the leader.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager) error {
 	podOf := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		ns, name, ok := splitKey(o.GetAnnotations()[inject.AnnotationShadowFor])
+		ns, name, ok := shadows.SplitKey(o.GetAnnotations()[inject.AnnotationShadowFor])
 		if !ok {
 			return nil
 		}
@@ -120,7 +111,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager) 
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}))
 	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}, &networkingv1.NetworkPolicy{}} {
-		if err := mgr.GetFieldIndexer().IndexField(ctx, obj, indexShadowFor, shadowForIndex); err != nil {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, obj, shadows.IndexShadowFor, shadows.ShadowForIndex); err != nil {
 			return err
 		}
 		b = b.Watches(obj, podOf)
@@ -152,26 +143,12 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager) 
 	return b.Complete(r)
 }
 
-// shadowForIndex is the value of indexShadowFor: the pod a shadow object stands in for.
-func shadowForIndex(o client.Object) []string {
-	if v := o.GetAnnotations()[inject.AnnotationShadowFor]; v != "" {
-		return []string{v}
-	}
-	return nil
-}
-
 // phaseEnded says whether a pod update moved the pod into a terminal phase, which ends its
 // shadow. Pods never leave Succeeded or Failed, so this is seen once per pod.
 func phaseEnded(oldObj, newObj client.Object) bool {
 	oldPod, ok1 := oldObj.(*corev1.Pod)
 	newPod, ok2 := newObj.(*corev1.Pod)
-	return ok1 && ok2 && oldPod.Status.Phase != newPod.Status.Phase && finished(newPod)
-}
-
-// finished says whether the pod is in a terminal phase: its containers have all stopped and
-// will not be restarted.
-func finished(pod *corev1.Pod) bool {
-	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+	return ok1 && ok2 && oldPod.Status.Phase != newPod.Status.Phase && shadows.Finished(newPod)
 }
 
 // mayHaveShadow mirrors the pod webhooks' matchCondition offloaded-pod
@@ -219,8 +196,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	// A finished pod is stored, so its shadow is no orphan of a refused admission: it goes
 	// at once, without the grace period.
-	done := live && finished(pod)
-	objs, err := r.identity.shadowObjects(ctx, req.String())
+	done := live && shadows.Finished(pod)
+	objs, err := r.identity.Objects(ctx, req.String())
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -384,24 +361,6 @@ func (r *Reconciler) sayIfSecondShadow(ctx context.Context, pod *corev1.Pod, our
 			"(docs/virtual-kubelet.md), so only shadowgate renders shadows", held.Namespace, held.Name)))
 }
 
-// listShadowKinds lists every kind of shadowKinds with opts, in that order.
-func listShadowKinds(ctx context.Context, c client.Reader, opts ...client.ListOption) ([]client.Object, error) {
-	var objs []client.Object
-	for _, list := range shadowKinds() {
-		if err := c.List(ctx, list, opts...); err != nil {
-			return nil, err
-		}
-		err := apimeta.EachListItem(list, func(o runtime.Object) error {
-			objs = append(objs, o.(client.Object))
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	return objs, nil
-}
-
 // deleteObject deletes obj as the cache saw it and says whether this call deleted it: two
 // reconciles of one pod can race to the same object, and only the one that deleted it logs so.
 func (r *Reconciler) deleteObject(ctx context.Context, obj client.Object) (bool, error) {
@@ -497,9 +456,4 @@ func (r *Reconciler) objectKind(obj client.Object) string {
 
 func objectKey(obj client.Object) string {
 	return fmt.Sprintf("%T/%s/%s", obj, obj.GetNamespace(), obj.GetName())
-}
-
-func splitKey(key string) (namespace, name string, ok bool) {
-	namespace, name, ok = strings.Cut(key, "/")
-	return namespace, name, ok && namespace != "" && name != ""
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/drift"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
+	"github.com/interlink-hq/shadowgate/internal/shadows"
 	"github.com/interlink-hq/shadowgate/internal/shadowtest"
 	"github.com/interlink-hq/shadowgate/validate"
 )
@@ -89,7 +90,7 @@ func TestPruneForgetsWhatNoLongerMatters(t *testing.T) {
 
 func TestSplitKey(t *testing.T) {
 	for key, want := range map[string]bool{"user/trainer": true, "user/": false, "/trainer": false, "trainer": false} {
-		if _, _, ok := splitKey(key); ok != want {
+		if _, _, ok := shadows.SplitKey(key); ok != want {
 			t.Errorf("%q: ok %v", key, ok)
 		}
 	}
@@ -201,12 +202,12 @@ func TestReconcilerDeletesTheShadowOfAFinishedPod(t *testing.T) {
 		}
 		b := fake.NewClientBuilder().WithObjects(objs...)
 		for _, kind := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}, &networkingv1.NetworkPolicy{}} {
-			b = b.WithIndex(kind, indexShadowFor, shadowForIndex)
+			b = b.WithIndex(kind, shadows.IndexShadowFor, shadows.ShadowForIndex)
 		}
 		applier := &shadowtest.RecordingApplier{}
 		r := newTestReconciler(time.Hour)
 		r.client, r.policies, r.applier, r.recorder = b.Build(), shadowtest.FixedPolicy{Policy: pol}, applier, &shadowtest.RecordingEvents{}
-		r.identity = shadowIdentity{cache: r.client, namespaces: shadowtest.NamespaceLabels{shadow.Deployment.Namespace: {inject.LabelShadowNamespaceFor: p.Namespace}}}
+		r.identity = shadows.Identity{Cache: r.client, Namespaces: shadowtest.NamespaceLabels{shadow.Deployment.Namespace: {inject.LabelShadowNamespaceFor: p.Namespace}}}
 		res, err := r.Reconcile(t.Context(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)

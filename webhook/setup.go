@@ -20,6 +20,7 @@ import (
 	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/internal/policystore"
 	"github.com/interlink-hq/shadowgate/internal/serving"
+	"github.com/interlink-hq/shadowgate/internal/shadows"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
@@ -87,7 +88,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *metr
 			return nil, err
 		}
 	}
-	shadows := applier.New(applyClient, mgr.GetAPIReader(), mgr.GetScheme(), opts.Policy.Namespace, metrics, sources)
+	shadowApplier := applier.New(applyClient, mgr.GetAPIReader(), mgr.GetScheme(), opts.Policy.Namespace, metrics, sources)
 	events := newPodEvents(mgr.GetClient(), recorder)
 	fixed := validate.Config{PolicyRef: opts.Policy, Credentials: opts.Rules}
 	// The namespace informer is asked for now, so it starts and syncs with the manager's cache
@@ -96,7 +97,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *metr
 		return nil, err
 	}
 	namespaces := policystore.CachedNamespaces{Cache: mgr.GetCache(), Live: mgr.GetAPIReader()}
-	identity := shadowIdentity{namespaces: namespaces, cache: mgr.GetClient(), policies: store, rules: opts.Rules}
+	identity := shadows.Identity{Namespaces: namespaces, Cache: mgr.GetClient(), Policies: store, Rules: opts.Rules}
 	unconfirmed := newUnconfirmedShadows(opts.MaxUnconfirmedShadows, opts.UnconfirmedShare, opts.ShadowGracePeriod, metrics)
 	// Every replica's cache sees every pod stored: the one whose admission applied its
 	// shadow stops counting it there.
@@ -114,7 +115,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *metr
 	server := mgr.GetWebhookServer()
 	for path, h := range map[string]admission.Handler{
 		PathMutatePods:         NewPodMutator(store, fixed, namespaces),
-		PathValidatePods:       NewPodValidator(store, fixed, namespaces, mgr.GetAPIReader(), boundedApplier{shadows, unconfirmed}, events),
+		PathValidatePods:       NewPodValidator(store, fixed, namespaces, mgr.GetAPIReader(), boundedApplier{shadowApplier, unconfirmed}, events),
 		PathValidateConfigMaps: NewConfigMapValidator(store, fixed),
 		PathValidateWorkloads:  NewWorkloadValidator(store, fixed, namespaces),
 	} {
@@ -144,7 +145,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *metr
 		identity:   identity,
 		policies:   store,
 		namespaces: namespaces,
-		applier:    shadows,
+		applier:    shadowApplier,
 		grace:      opts.ShadowGracePeriod,
 		rules:      opts.Rules,
 		recorder:   recorder,
@@ -170,7 +171,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *metr
 			shadows:              mgr.GetClient(),
 			identity:             identity,
 			sources:              sources,
-			applier:              shadows,
+			applier:              shadowApplier,
 			policies:             store,
 			credentialsNamespace: opts.Policy.Namespace,
 			recorder:             recorder,
@@ -189,5 +190,5 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *metr
 	if err := mgr.AddReadyzCheck("policy", store.Synced); err != nil {
 		return nil, err
 	}
-	return shadows.Wait, nil
+	return shadowApplier.Wait, nil
 }

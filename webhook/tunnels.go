@@ -29,6 +29,7 @@ import (
 	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/internal/policystore"
 	"github.com/interlink-hq/shadowgate/internal/printable"
+	"github.com/interlink-hq/shadowgate/internal/shadows"
 	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
 	"github.com/interlink-hq/shadowgate/validate"
 )
@@ -61,7 +62,7 @@ const maxShadowEvents = 200
 type TunnelReporter struct {
 	cache    client.Client // the manager's: pods, shadow Deployments, Services, ConfigMaps
 	reader   client.Reader // uncached: Events and credentials, read only when needed
-	identity shadowIdentity
+	identity shadows.Identity
 	writer   client.Client // server-side apply of the annotation
 	policies policystore.Policies
 	recorder events.EventRecorder
@@ -89,7 +90,7 @@ type writtenState struct {
 }
 
 // newTunnelReporter is the reporter of a serving manager.
-func newTunnelReporter(mgr manager.Manager, identity shadowIdentity, writer client.Client, policies policystore.Policies, recorder events.EventRecorder, metrics *metrics.Metrics) *TunnelReporter {
+func newTunnelReporter(mgr manager.Manager, identity shadows.Identity, writer client.Client, policies policystore.Policies, recorder events.EventRecorder, metrics *metrics.Metrics) *TunnelReporter {
 	// Every state is exported from the start, at 0 until a tunnel is in it.
 	for _, s := range []tunnelstate.State{tunnelstate.Starting, tunnelstate.WaitingForNode, tunnelstate.Ready, tunnelstate.Failed} {
 		metrics.Tunnels.WithLabelValues(string(s)).Set(0)
@@ -109,7 +110,7 @@ func (t *TunnelReporter) SetupWithManager(mgr manager.Manager) error {
 	return builder.ControllerManagedBy(mgr).Named("tunnels").Watches(&corev1.Pod{},
 		handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			if isShadowPod(o) {
-				ns, name, ok := splitKey(o.GetAnnotations()[inject.AnnotationShadowFor])
+				ns, name, ok := shadows.SplitKey(o.GetAnnotations()[inject.AnnotationShadowFor])
 				if !ok {
 					return nil
 				}
@@ -157,7 +158,7 @@ func (t *TunnelReporter) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, nil
 	}
 	prev, hadPrev := t.previousState(pod)
-	if finished(pod) {
+	if shadows.Finished(pod) {
 		// The reconciler removes the shadow; what the tunnel came to is said once, on a pod
 		// that had one.
 		t.forget(req.NamespacedName)
@@ -229,7 +230,7 @@ type shadowView struct {
 // shadow), the Deployment's newest live pod, the Service and the node ConfigMap.
 func (t *TunnelReporter) shadowOf(ctx context.Context, pod *corev1.Pod) (*shadowView, error) {
 	key := pod.Namespace + "/" + pod.Name
-	objs, err := t.identity.shadowObjects(ctx, key)
+	objs, err := t.identity.Objects(ctx, key)
 	if err != nil {
 		return nil, err
 	}
@@ -449,7 +450,7 @@ func reach(sh *shadowView, st tunnelstate.Status) string {
 	if sh.service == "" {
 		return "the reverse tunnel" + to + " carries the job's connections into the cluster"
 	}
-	ns, name, _ := splitKey(sh.service)
+	ns, name, _ := shadows.SplitKey(sh.service)
 	ports := make([]string, len(sh.ports))
 	for i, p := range sh.ports {
 		ports[i] = fmt.Sprint(p)

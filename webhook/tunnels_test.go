@@ -25,6 +25,7 @@ import (
 
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
+	"github.com/interlink-hq/shadowgate/internal/shadows"
 	"github.com/interlink-hq/shadowgate/internal/shadowtest"
 	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
 	"github.com/interlink-hq/shadowgate/validate"
@@ -64,10 +65,10 @@ func reporterClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object
 		t.Fatal(err)
 	}
 	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
-		WithIndex(&appsv1.Deployment{}, indexShadowFor, shadowForIndex).
-		WithIndex(&corev1.Service{}, indexShadowFor, shadowForIndex).
-		WithIndex(&corev1.ConfigMap{}, indexShadowFor, shadowForIndex).
-		WithIndex(&networkingv1.NetworkPolicy{}, indexShadowFor, shadowForIndex).
+		WithIndex(&appsv1.Deployment{}, shadows.IndexShadowFor, shadows.ShadowForIndex).
+		WithIndex(&corev1.Service{}, shadows.IndexShadowFor, shadows.ShadowForIndex).
+		WithIndex(&corev1.ConfigMap{}, shadows.IndexShadowFor, shadows.ShadowForIndex).
+		WithIndex(&networkingv1.NetworkPolicy{}, shadows.IndexShadowFor, shadows.ShadowForIndex).
 		WithIndex(&corev1.Event{}, "involvedObject.uid", func(o client.Object) []string {
 			return []string{string(o.(*corev1.Event).InvolvedObject.UID)}
 		}).
@@ -82,7 +83,7 @@ func testReporter(t *testing.T, c client.Client) (*TunnelReporter, *events.FakeR
 		t.Fatal(err)
 	}
 	recorder := events.NewFakeRecorder(10)
-	identity := shadowIdentity{cache: c, namespaces: shadowtest.NamespaceLabels{reporterShadowNS: {inject.LabelShadowNamespaceFor: "user"}}}
+	identity := shadows.Identity{Cache: c, Namespaces: shadowtest.NamespaceLabels{reporterShadowNS: {inject.LabelShadowNamespaceFor: "user"}}}
 	return &TunnelReporter{cache: c, reader: c, identity: identity, writer: c, policies: shadowtest.FixedPolicy{Policy: &policy.Policy{}}, recorder: recorder, metrics: metrics,
 		now: time.Now, states: map[types.NamespacedName]tunnelstate.State{}, written: map[types.NamespacedName]writtenState{}}, recorder
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/applier"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
+	"github.com/interlink-hq/shadowgate/internal/shadows"
 )
 
 // unconfirmedShadows bounds the shadows this process applies at admission for pods the API
@@ -161,7 +162,7 @@ func (b boundedApplier) Apply(ctx context.Context, s *inject.Shadow, dryRun bool
 		return b.applier.Apply(ctx, s, dryRun)
 	}
 	uid := types.UID(s.Deployment.Labels[inject.LabelPodUID])
-	podNamespace, _, _ := splitKey(s.Deployment.Annotations[inject.AnnotationShadowFor])
+	podNamespace, _, _ := shadows.SplitKey(s.Deployment.Annotations[inject.AnnotationShadowFor])
 	if err := b.unconfirmed.reserve(uid, podNamespace); err != nil {
 		return nil, err
 	}

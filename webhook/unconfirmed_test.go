@@ -196,7 +196,7 @@ func TestTheBoundCountsOnlyAdmissionsThatWrite(t *testing.T) {
 				t.Errorf("%d shadows counted, want %d", got, c.wantCount)
 			}
 			if len(inner.Applied) != 1 {
-				t.Fatalf("the applier.Applier was called %d times, want 1", len(inner.Applied))
+				t.Fatalf("the Applier was called %d times, want 1", len(inner.Applied))
 			}
 			if c.wantCount == 1 && u.held["team"] != 1 {
 				t.Errorf("namespaces hold %v, want the pod's namespace team to hold its place", u.held)
@@ -208,7 +208,7 @@ func TestTheBoundCountsOnlyAdmissionsThatWrite(t *testing.T) {
 			}
 		})
 	}
-	t.Run("Past the limit the applier.Applier is not called.", func(t *testing.T) {
+	t.Run("Past the limit the Applier is not called.", func(t *testing.T) {
 		u, _ := testUnconfirmed(t, 1, 1)
 		inner := &shadowtest.RecordingApplier{}
 		b := boundedApplier{applier: inner, unconfirmed: u}
@@ -217,7 +217,7 @@ func TestTheBoundCountsOnlyAdmissionsThatWrite(t *testing.T) {
 			t.Fatal("the second shadow was admitted past a limit of 1")
 		}
 		if len(inner.Applied) != 1 {
-			t.Errorf("the applier.Applier was called %d times, want 1", len(inner.Applied))
+			t.Errorf("the Applier was called %d times, want 1", len(inner.Applied))
 		}
 	})
 }
