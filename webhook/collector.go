@@ -219,35 +219,12 @@ func (c *Collector) shadowUses(ctx context.Context) (shadowMounts, error) {
 			uses[obj.GetNamespace()] = mounts
 		}
 		if d, ok := obj.(*appsv1.Deployment); ok {
-			for _, m := range mountedCredentials(&d.Spec.Template.Spec) {
+			for _, m := range shadows.MountedCredentials(&d.Spec.Template.Spec) {
 				mounts[m] = true
 			}
 		}
 	}
 	return uses, nil
-}
-
-// mountedCredentials names the Secrets and ConfigMaps a pod spec mounts, as "<Kind>/<name>".
-func mountedCredentials(spec *corev1.PodSpec) []string {
-	var out []string
-	for _, v := range spec.Volumes {
-		switch {
-		case v.Secret != nil:
-			out = append(out, "Secret/"+v.Secret.SecretName)
-		case v.ConfigMap != nil:
-			out = append(out, "ConfigMap/"+v.ConfigMap.Name)
-		case v.Projected != nil:
-			for _, s := range v.Projected.Sources {
-				if s.Secret != nil {
-					out = append(out, "Secret/"+s.Secret.Name)
-				}
-				if s.ConfigMap != nil {
-					out = append(out, "ConfigMap/"+s.ConfigMap.Name)
-				}
-			}
-		}
-	}
-	return out
 }
 
 // unusedCopies reads, in each namespace of lookIn, the copies the policy's credentials would
@@ -443,7 +420,7 @@ func (c *Collector) copyUnused(ctx context.Context, k collectKey) (bool, error) 
 		return false, err
 	}
 	for i := range list.Items {
-		if slices.Contains(mountedCredentials(&list.Items[i].Spec.Template.Spec), k.kind+"/"+k.name) {
+		if slices.Contains(shadows.MountedCredentials(&list.Items[i].Spec.Template.Spec), k.kind+"/"+k.name) {
 			return false, nil
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/shadows"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
@@ -99,7 +100,7 @@ func TestMountedCredentialsNamesEveryVolumeSource(t *testing.T) {
 		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 	}}
 	want := []string{"Secret/hpc-ssh-key", "ConfigMap/hpc-known-hosts", "Secret/cern-keytab", "ConfigMap/krb5-config"}
-	if got := mountedCredentials(spec); !slices.Equal(got, want) {
+	if got := shadows.MountedCredentials(spec); !slices.Equal(got, want) {
 		t.Errorf("mountedCredentials = %v, want %v", got, want)
 	}
 }

@@ -85,11 +85,11 @@ func (r *Reconciler) follow(ctx context.Context, pod *corev1.Pod, d *appsv1.Depl
 	if revision(d) > 1 && rollingOut(d) && !r.pacer.isRolling(pod.UID) {
 		r.pacer.adopt(pod.UID, key, hash, now)
 	}
-	pods, err := shadowPods(ctx, r.client, d, pod)
+	pods, err := shadows.Pods(ctx, r.client, d, pod)
 	if err != nil {
 		return 0, err
 	}
-	step, roll := r.pacer.settle(pod.UID, d, allStarted(pods), now)
+	step, roll := r.pacer.settle(pod.UID, d, shadows.AllStarted(pods), now)
 	switch step {
 	case rollRestarting, rollWaiting:
 		if step == rollRestarting {

@@ -97,7 +97,7 @@ func (f *CredentialFollower) SetupWithManager(ctx context.Context, mgr manager.M
 	f.limiter = rate.NewLimiter(followRate, followBurst)
 	f.refusals = map[copyKey]string{}
 	err := mgr.GetFieldIndexer().IndexField(ctx, &appsv1.Deployment{}, indexMounts, func(o client.Object) []string {
-		return mountedCredentials(&o.(*appsv1.Deployment).Spec.Template.Spec)
+		return shadows.MountedCredentials(&o.(*appsv1.Deployment).Spec.Template.Spec)
 	})
 	if err != nil {
 		return err
@@ -186,7 +186,7 @@ func copiesOf(deployments []appsv1.Deployment, mount, credentialsNamespace strin
 	for i := range deployments {
 		d := &deployments[i]
 		k := copyKey{Namespace: d.Namespace, Kind: kind, Name: name}
-		if d.Namespace != credentialsNamespace && !slices.Contains(out, k) && slices.Contains(mountedCredentials(&d.Spec.Template.Spec), mount) {
+		if d.Namespace != credentialsNamespace && !slices.Contains(out, k) && slices.Contains(shadows.MountedCredentials(&d.Spec.Template.Spec), mount) {
 			out = append(out, k)
 		}
 	}
@@ -201,10 +201,10 @@ func mountedCopies(d, old *appsv1.Deployment, replicated map[string]bool, creden
 	}
 	var before []string
 	if old != nil {
-		before = mountedCredentials(&old.Spec.Template.Spec)
+		before = shadows.MountedCredentials(&old.Spec.Template.Spec)
 	}
 	var out []copyKey
-	for _, m := range mountedCredentials(&d.Spec.Template.Spec) {
+	for _, m := range shadows.MountedCredentials(&d.Spec.Template.Spec) {
 		if !replicated[m] || slices.Contains(before, m) {
 			continue
 		}

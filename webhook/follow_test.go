@@ -1,14 +1,27 @@
 package webhook
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"golang.org/x/time/rate"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/applier"
+	"github.com/interlink-hq/shadowgate/internal/metrics"
+	"github.com/interlink-hq/shadowgate/internal/shadows"
 	"github.com/interlink-hq/shadowgate/internal/shadowtest"
 	"github.com/interlink-hq/shadowgate/validate"
 )
@@ -46,7 +59,7 @@ func TestTheFollowerLeavesCredentialsThePolicyDoesNotReplicate(t *testing.T) {
 	if got := replicatedSources(pol); len(got) != 0 {
 		t.Errorf("with ReplicateCredentials: false everywhere the follower checks %v", got)
 	}
-	d := mountingDeployment("user-shadow", "Secret/hpc-ssh-key")
+	d := shadowtest.MountingDeployment("user-shadow", "Secret/hpc-ssh-key")
 	if got := mountedCopies(d, nil, replicatedSources(pol), "shadowgate-system"); len(got) != 0 {
 		t.Errorf("a Deployment mounting a credential the policy does not replicate queues %v", got)
 	}
@@ -55,11 +68,11 @@ func TestTheFollowerLeavesCredentialsThePolicyDoesNotReplicate(t *testing.T) {
 func TestWhichCopiesASourceChangeQueues(t *testing.T) {
 	const src = "Secret/hpc-ssh-key"
 	deployments := []appsv1.Deployment{
-		*mountingDeployment("a-shadow", src, "ConfigMap/hpc-known-hosts"),
-		*mountingDeployment("a-shadow", src), // a second shadow of the namespace shares the copy
-		*mountingDeployment("b-shadow", src),
-		*mountingDeployment("c-shadow", "ConfigMap/hpc-known-hosts"), // mounts another source
-		*mountingDeployment("shadowgate-system", src),                // mounts the source itself
+		*shadowtest.MountingDeployment("a-shadow", src, "ConfigMap/hpc-known-hosts"),
+		*shadowtest.MountingDeployment("a-shadow", src), // a second shadow of the namespace shares the copy
+		*shadowtest.MountingDeployment("b-shadow", src),
+		*shadowtest.MountingDeployment("c-shadow", "ConfigMap/hpc-known-hosts"), // mounts another source
+		*shadowtest.MountingDeployment("shadowgate-system", src),                // mounts the source itself
 	}
 	got := copiesOf(deployments, src, "shadowgate-system")
 	want := []copyKey{{"a-shadow", "Secret", "hpc-ssh-key"}, {"b-shadow", "Secret", "hpc-ssh-key"}}
@@ -72,13 +85,13 @@ func TestWhichCopiesASourceChangeQueues(t *testing.T) {
 // time and must cost nothing.
 func TestADeploymentUpdateQueuesOnlyNewMounts(t *testing.T) {
 	replicated := map[string]bool{"Secret/hpc-ssh-key": true, "ConfigMap/hpc-known-hosts": true}
-	old := mountingDeployment("a-shadow", "Secret/hpc-ssh-key")
+	old := shadowtest.MountingDeployment("a-shadow", "Secret/hpc-ssh-key")
 	same := old.DeepCopy()
 	same.Status.ReadyReplicas = 1
 	if got := mountedCopies(same, old, replicated, "shadowgate-system"); len(got) != 0 {
 		t.Errorf("a status update queues %v", got)
 	}
-	more := mountingDeployment("a-shadow", "Secret/hpc-ssh-key", "ConfigMap/hpc-known-hosts")
+	more := shadowtest.MountingDeployment("a-shadow", "Secret/hpc-ssh-key", "ConfigMap/hpc-known-hosts")
 	want := []copyKey{{"a-shadow", "ConfigMap", "hpc-known-hosts"}}
 	if got := mountedCopies(more, old, replicated, "shadowgate-system"); !slices.Equal(got, want) {
 		t.Errorf("a template mounting one more credential queues %v, want %v", got, want)
@@ -92,21 +105,78 @@ func offloadedOn(node string) *corev1.Pod {
 	return p
 }
 
-// mountingDeployment is a shadow Deployment in namespace mounting mounts ("<Kind>/<name>"),
-// each in a volume of its own, the Secret ones through a projected volume as the shadow does.
-func mountingDeployment(namespace string, mounts ...string) *appsv1.Deployment {
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "shadow"}}
-	for _, m := range mounts {
-		var v corev1.Volume
-		switch kind, name, _ := strings.Cut(m, "/"); kind {
-		case "Secret":
-			v.Projected = &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}}
-		default:
-			v.ConfigMap = &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}
-		}
-		d.Spec.Template.Spec.Volumes = append(d.Spec.Template.Spec.Volumes, v)
-	}
-	return d
-}
-
 func compareKeys(a, b copyKey) int { return strings.Compare(a.String(), b.String()) }
+
+// The follower never reads nor writes a Secret in a tenant's namespace, however the tenant
+// labels a Deployment there and annotates the Secret; the same objects in a shadow namespace
+// are followed, the copy overwritten with its source.
+func TestTheFollowerLeavesWhatATenantPlantsAlone(t *testing.T) {
+	_, _, _, _, pol := handlers(t)
+	source := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shadowgate-system", Name: "hpc-ssh-key"}, Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{"id_ed25519": []byte("the site's key")}}
+	for name, c := range map[string]struct {
+		namespace  string
+		namespaces shadowtest.NamespaceLabels
+		followed   bool
+	}{
+		"in a tenant's namespace the tenant's Secret is neither read nor written": {"tenant", shadowtest.NamespaceLabels{"tenant": nil}, false},
+		"in a shadow namespace the copy is overwritten with its source":           {"tenant-shadow", shadowtest.NamespaceLabels{"tenant-shadow": {inject.LabelShadowNamespaceFor: "tenant"}}, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d := shadowtest.MountingDeployment(c.namespace, "Secret/hpc-ssh-key")
+			d.Labels = map[string]string{inject.LabelManagedBy: inject.ManagedBy}
+			planted := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: "hpc-ssh-key",
+				Annotations: map[string]string{validate.AnnotationReplicatedFrom: "shadowgate-system/hpc-ssh-key"}},
+				Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"id_ed25519": []byte("the tenant's own")}}
+			var touched []string
+			api := fake.NewClientBuilder().WithObjects(source, planted).WithInterceptorFuncs(interceptor.Funcs{
+				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if key.Namespace != "shadowgate-system" {
+						touched = append(touched, "get "+key.String())
+					}
+					return c.Get(ctx, key, obj, opts...)
+				},
+			}).Build()
+			cache := fake.NewClientBuilder().WithObjects(d).WithIndex(&appsv1.Deployment{}, indexMounts, func(o client.Object) []string {
+				return shadows.MountedCredentials(&o.(*appsv1.Deployment).Spec.Template.Spec)
+			}).Build()
+			m, err := metrics.New(prometheus.NewRegistry())
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := &CredentialFollower{
+				shadows:              cache,
+				identity:             shadows.Identity{Namespaces: c.namespaces, Cache: cache, Policies: shadowtest.FixedPolicy{Policy: pol}, Rules: validate.CredentialRules{WithoutCopiesInPodNamespaces: true}},
+				sources:              api,
+				applier:              applier.New(api, api, nil, "shadowgate-system", m, nil),
+				policies:             shadowtest.FixedPolicy{Policy: pol},
+				credentialsNamespace: "shadowgate-system",
+				recorder:             &shadowtest.RecordingEvents{},
+				metrics:              m,
+				limiter:              rate.NewLimiter(rate.Inf, 1),
+				refusals:             map[copyKey]string{},
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[copyKey]())
+			defer q.ShutDown()
+			f.enqueue(ctx, q, mountedCopies(d, nil, f.replicated(), f.credentialsNamespace))
+			if queued := q.Len() == 1; queued != c.followed {
+				t.Errorf("the Deployment's copy queued: %v", queued)
+			}
+			if _, err := f.Reconcile(ctx, copyKey{Namespace: c.namespace, Kind: "Secret", Name: "hpc-ssh-key"}); err != nil {
+				t.Fatal(err)
+			}
+			got := &corev1.Secret{}
+			if err := api.Get(ctx, client.ObjectKeyFromObject(planted), got); err != nil {
+				t.Fatal(err)
+			}
+			if followed := string(got.Data["id_ed25519"]) == "the site's key"; followed != c.followed {
+				t.Errorf("the Secret holds %q", got.Data["id_ed25519"])
+			}
+			if !c.followed && len(touched) > 1 { // the last is the test's own read above
+				t.Errorf("the follower read %v", touched[:len(touched)-1])
+			}
+		})
+	}
+}

@@ -3,7 +3,6 @@ package webhook
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -94,7 +93,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager) 
 		},
 		// Other pod updates change no shadow: the webhook judges pods on CREATE only.
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if phaseEnded(e.ObjectOld, e.ObjectNew) {
+			if shadows.PhaseEnded(e.ObjectOld, e.ObjectNew) {
 				q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.ObjectNew)})
 			}
 		},
@@ -103,11 +102,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager) 
 			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)})
 		},
 	}, builder.WithPredicates(predicate.Funcs{
-		CreateFunc: func(e event.CreateEvent) bool { return mayHaveShadow(e.Object, r.isVirtualNode) },
-		UpdateFunc: func(e event.UpdateEvent) bool { return mayHaveShadow(e.ObjectNew, r.isVirtualNode) },
+		CreateFunc: func(e event.CreateEvent) bool { return shadows.MayHaveShadow(e.Object, r.isVirtualNode) },
+		UpdateFunc: func(e event.UpdateEvent) bool { return shadows.MayHaveShadow(e.ObjectNew, r.isVirtualNode) },
 		// Any node: a pod bound to a virtual node since taken out of the policy still had its
 		// shadow, and its deletion is what lets the shadow go at once.
-		DeleteFunc:  func(e event.DeleteEvent) bool { return mayHaveShadow(e.Object, anyNode) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return shadows.MayHaveShadow(e.Object, shadows.AnyNode) },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}))
 	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}, &networkingv1.NetworkPolicy{}} {
@@ -142,42 +141,6 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager) 
 	}
 	return b.Complete(r)
 }
-
-// phaseEnded says whether a pod update moved the pod into a terminal phase, which ends its
-// shadow. Pods never leave Succeeded or Failed, so this is seen once per pod.
-func phaseEnded(oldObj, newObj client.Object) bool {
-	oldPod, ok1 := oldObj.(*corev1.Pod)
-	newPod, ok2 := newObj.(*corev1.Pod)
-	return ok1 && ok2 && oldPod.Status.Phase != newPod.Status.Phase && shadows.Finished(newPod)
-}
-
-// mayHaveShadow mirrors the pod webhooks' matchCondition offloaded-pod
-// (manifests/base/webhooks.yaml; the tests' offloadedPodCondition holds its text): a pod
-// with no interLink annotation (interlink.eu/shadow-for, a shadow pod's, does not count), no
-// toleration of the virtual node's taint and no spec.nodeName was never sent to /validate-pods,
-// so it has no shadow, and most of a cluster's pods need no reconciling. Where the condition
-// sends every pod with a spec.nodeName, isVirtualNode narrows it to those on a node the policy
-// lists: every pod is bound to a node once scheduled, and a pod elsewhere has no shadow.
-func mayHaveShadow(o client.Object, isVirtualNode func(string) bool) bool {
-	for k := range o.GetAnnotations() {
-		if (strings.HasPrefix(k, "interlink.eu/") && k != inject.AnnotationShadowFor) || k == validate.AnnotationPreExec {
-			return true
-		}
-	}
-	pod, ok := o.(*corev1.Pod)
-	if !ok {
-		return false
-	}
-	for _, t := range pod.Spec.Tolerations {
-		if t.Key == validate.TolerationVirtualNode || (t.Key == "" && t.Operator == corev1.TolerationOpExists) {
-			return true
-		}
-	}
-	return pod.Spec.NodeName != "" && isVirtualNode(pod.Spec.NodeName)
-}
-
-// anyNode takes every node for a virtual node.
-func anyNode(string) bool { return true }
 
 // isVirtualNode says whether the policy in force lists the node.
 func (r *Reconciler) isVirtualNode(name string) bool {

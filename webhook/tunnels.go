@@ -119,15 +119,19 @@ func (t *TunnelReporter) SetupWithManager(mgr manager.Manager) error {
 			return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
 		}),
 		builder.WithPredicates(predicate.Funcs{
-			CreateFunc: func(e event.CreateEvent) bool { return isShadowPod(e.Object) || mayHaveShadow(e.Object, anyNode) },
+			CreateFunc: func(e event.CreateEvent) bool {
+				return isShadowPod(e.Object) || shadows.MayHaveShadow(e.Object, shadows.AnyNode)
+			},
 			// Of an offloaded pod's own updates its finishing matters, and a change of the
 			// annotation: the virtual kubelet's status updates carry the pod as its provider
 			// keeps it, and pods/status writes its annotations too, so one can put back an
 			// older tunnel state or none. Its shadow pod's are what the state is read from.
 			UpdateFunc: func(e event.UpdateEvent) bool {
-				return isShadowPod(e.ObjectNew) || phaseEnded(e.ObjectOld, e.ObjectNew) || tunnelStateChanged(e.ObjectOld, e.ObjectNew)
+				return isShadowPod(e.ObjectNew) || shadows.PhaseEnded(e.ObjectOld, e.ObjectNew) || tunnelStateChanged(e.ObjectOld, e.ObjectNew)
 			},
-			DeleteFunc:  func(e event.DeleteEvent) bool { return isShadowPod(e.Object) || mayHaveShadow(e.Object, anyNode) },
+			DeleteFunc: func(e event.DeleteEvent) bool {
+				return isShadowPod(e.Object) || shadows.MayHaveShadow(e.Object, shadows.AnyNode)
+			},
 			GenericFunc: func(event.GenericEvent) bool { return false },
 		})).Complete(t)
 }
@@ -264,7 +268,7 @@ func (t *TunnelReporter) shadowOf(ctx context.Context, pod *corev1.Pod) (*shadow
 		sh.context = tunnelstate.Context{Node: node, SSH: ssh}
 	}
 	sh.context.ShadowNamespace, sh.context.Shadow, sh.context.Ports = d.Namespace, d.Name, sh.ports
-	pods, err := shadowPods(ctx, t.cache, d, pod)
+	pods, err := shadows.Pods(ctx, t.cache, d, pod)
 	if err != nil {
 		return nil, err
 	}
@@ -274,52 +278,6 @@ func (t *TunnelReporter) shadowOf(ctx context.Context, pod *corev1.Pod) (*shadow
 		}
 	}
 	return sh, nil
-}
-
-// shadowPods are the live pods of pod's shadow Deployment d in the cache: selected by it, owned
-// by one of its ReplicaSets, and labelled and annotated for pod. Anyone who may create pods in
-// d's namespace can label one so; only the ReplicaSet's own are believed.
-func shadowPods(ctx context.Context, cache client.Reader, d *appsv1.Deployment, pod *corev1.Pod) ([]*corev1.Pod, error) {
-	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
-	if err != nil || sel.Empty() {
-		return nil, nil //nolint:nilerr // a shadow Deployment without a usable selector has no pod to read
-	}
-	list := &corev1.PodList{}
-	if err := cache.List(ctx, list, client.InNamespace(d.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return nil, err
-	}
-	key := pod.Namespace + "/" + pod.Name
-	var pods []*corev1.Pod
-	for i := range list.Items {
-		p := &list.Items[i]
-		if p.DeletionTimestamp == nil && types.UID(p.Labels[inject.LabelPodUID]) == pod.UID && p.Annotations[inject.AnnotationShadowFor] == key && ownedByDeployment(p, d) {
-			pods = append(pods, p)
-		}
-	}
-	return pods, nil
-}
-
-// allStarted says whether there are pods and every container of each has started (running,
-// ready or not).
-func allStarted(pods []*corev1.Pod) bool {
-	for _, p := range pods {
-		if len(p.Status.ContainerStatuses) < len(p.Spec.Containers) {
-			return false
-		}
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.State.Running == nil {
-				return false
-			}
-		}
-	}
-	return len(pods) > 0
-}
-
-// ownedByDeployment says whether pod's controller is a ReplicaSet of d: the Deployment
-// controller names them <deployment>-<hash>.
-func ownedByDeployment(pod *corev1.Pod, d *appsv1.Deployment) bool {
-	ref := metav1.GetControllerOf(pod)
-	return ref != nil && ref.Kind == "ReplicaSet" && strings.HasPrefix(ref.Name, d.Name+"-")
 }
 
 // shadowEvents lists the Events on the shadow pod, read only when it waits for its volumes
@@ -342,7 +300,7 @@ func (t *TunnelReporter) shadowEvents(ctx context.Context, shadow *corev1.Pod) (
 // kubelet said when the mount failed.
 func (t *TunnelReporter) missingCredentials(ctx context.Context, shadow *corev1.Pod, evs []corev1.Event) ([]string, error) {
 	var missing []string
-	for _, mounted := range mountedCredentials(&shadow.Spec) {
+	for _, mounted := range shadows.MountedCredentials(&shadow.Spec) {
 		kind, name, _ := strings.Cut(mounted, "/")
 		obj := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: kind}}
 		err := t.reader.Get(ctx, types.NamespacedName{Namespace: shadow.Namespace, Name: name}, obj)

@@ -1,6 +1,7 @@
 package applier
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/validate"
@@ -107,5 +109,31 @@ func TestMissingSourceIsAProperNotFound(t *testing.T) {
 	}
 	if !strings.HasPrefix(err.Error(), "secret shadowgate-system/hpc-ssh-key not found: ") {
 		t.Errorf("message %q", err.Error())
+	}
+}
+
+// A source Secret of a type no key or keytab is kept in is not copied: the copy is refused,
+// naming the Secret, its type and what to do, before anything is read in the shadow's namespace.
+func TestASourceOfAnotherTypeIsNotCopied(t *testing.T) {
+	for _, typ := range []corev1.SecretType{corev1.SecretTypeServiceAccountToken, corev1.SecretTypeTLS, corev1.SecretTypeDockerConfigJson} {
+		src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shadowgate-system", Name: "hpc-ssh-key"}, Type: typ}
+		api := fake.NewClientBuilder().WithObjects(src).Build()
+		a := &Applier{client: api, reader: api, credentialsNamespace: "shadowgate-system"}
+		action, err := a.CopyCredential(context.Background(), inject.Credential{Kind: "Secret", Name: "hpc-ssh-key", Namespace: "user-shadow"}, false, true)
+		want := `secret shadowgate-system/hpc-ssh-key is of type "` + string(typ) + `", and shadowgate copies only Secrets of type Opaque or kubernetes.io/ssh-auth`
+		if action != CopyStuck || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "kubectl create secret generic hpc-ssh-key -n shadowgate-system") {
+			t.Errorf("%s: %v, %v; want CopyStuck and a Forbidden saying %q and the remedy", typ, action, err, want)
+		}
+		if err := api.Get(context.Background(), client.ObjectKey{Namespace: "user-shadow", Name: "hpc-ssh-key"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s: a copy was written: %v", typ, err)
+		}
+	}
+	for _, typ := range CopyableSecretTypes {
+		src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shadowgate-system", Name: "hpc-ssh-key"}, Type: typ}
+		api := fake.NewClientBuilder().WithObjects(src).Build()
+		a := &Applier{client: api, reader: api, credentialsNamespace: "shadowgate-system"}
+		if action, err := a.CopyCredential(context.Background(), inject.Credential{Kind: "Secret", Name: "hpc-ssh-key", Namespace: "user-shadow"}, false, true); err != nil || action != CopyCreate {
+			t.Errorf("%s: %v, %v; want it copied", typ, action, err)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -127,6 +128,23 @@ func (n NamespaceLabels) Labels(_ context.Context, name string) (map[string]stri
 		return nil, apierrors.NewNotFound(corev1.Resource("namespaces"), name)
 	}
 	return l, nil
+}
+
+// MountingDeployment is a shadow Deployment in namespace mounting mounts ("<Kind>/<name>"),
+// each in a volume of its own, the Secret ones through a projected volume as the shadow does.
+func MountingDeployment(namespace string, mounts ...string) *appsv1.Deployment {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "shadow"}}
+	for _, m := range mounts {
+		var v corev1.Volume
+		switch kind, name, _ := strings.Cut(m, "/"); kind {
+		case "Secret":
+			v.Projected = &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}}
+		default:
+			v.ConfigMap = &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}
+		}
+		d.Spec.Template.Spec.Volumes = append(d.Spec.Template.Spec.Volumes, v)
+	}
+	return d
 }
 
 // root is the repository's top folder, where this file's is internal/shadowtest.
