@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/interlink-hq/shadowgate/controllers/collector"
 	"github.com/interlink-hq/shadowgate/internal/applier"
 	"github.com/interlink-hq/shadowgate/internal/drift"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
@@ -121,18 +122,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *metr
 	} {
 		server.Register(path, serving.Route(path, h, decisions))
 	}
-	collector := &Collector{
-		cache:                mgr.GetClient(),
-		reader:               mgr.GetAPIReader(),
-		identity:             identity,
-		writer:               mgr.GetClient(),
-		policies:             store,
-		credentialsNamespace: opts.Policy.Namespace,
-		period:               opts.ShadowGracePeriod,
-		metrics:              metrics,
-		unused:               map[collectKey]objectVersion{},
-		held:                 map[string]time.Time{},
-	}
+	collector := collector.New(mgr.GetClient(), mgr.GetAPIReader(), identity, mgr.GetClient(), store, opts.Policy.Namespace, opts.ShadowGracePeriod, metrics)
 	for _, r := range []manager.Runnable{store, events, collector} {
 		if err := mgr.Add(r); err != nil {
 			return nil, err

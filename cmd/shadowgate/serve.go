@@ -33,6 +33,7 @@ import (
 	"github.com/interlink-hq/shadowgate/certs"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/internal/serving"
+	"github.com/interlink-hq/shadowgate/internal/shadows"
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
 	"github.com/interlink-hq/shadowgate/webhook"
@@ -232,7 +233,7 @@ func (o *serveOptions) restConfig() (*rest.Config, error) {
 func (o *serveOptions) managerOptions(namespace string, webhookServer ctrlwebhook.Server, logger logr.Logger) manager.Options {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme) // registering built-in types into a new scheme cannot fail
-	shadows := cache.ByObject{Label: webhook.ShadowObjects}
+	shadows := cache.ByObject{Label: shadows.Selector}
 	return manager.Options{
 		Scheme: scheme,
 		Logger: logger,

@@ -8,10 +8,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/validate"
 )
 
 // IndexShadowFor indexes cached shadow objects by the pod they stand in for (<ns>/<pod>).
@@ -58,3 +61,14 @@ func SplitKey(key string) (namespace, name string, ok bool) {
 	namespace, name, ok = strings.Cut(key, "/")
 	return namespace, name, ok && namespace != "" && name != ""
 }
+
+// Selector selects the objects of shadows: shadowgate's, but not the scripts ConfigMaps,
+// which belong to no shadow, are most of the bytes shadowgate writes, and are read only by
+// the collector, from the API server. The manager's cache holds what it selects.
+var Selector = func() labels.Selector {
+	notScripts, err := labels.NewRequirement(validate.LabelShadowRole, selection.NotEquals, []string{inject.ShadowRoleScripts})
+	if err != nil {
+		panic(err) // a constant label and value
+	}
+	return labels.SelectorFromSet(labels.Set{inject.LabelManagedBy: inject.ManagedBy}).Add(*notScripts)
+}()

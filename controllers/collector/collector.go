@@ -1,4 +1,4 @@
-package webhook
+package collector
 
 import (
 	"context"
@@ -11,8 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -26,26 +24,7 @@ import (
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
-// Collector deletes what shadowgate created for shadows once no shadow uses it: a shadow
-// namespace it created that holds no shadow object and whose pod namespace is gone, a
-// credential copy it created that no shadow Deployment of its namespace mounts, and a scripts
-// ConfigMap no shadow Deployment of its namespace mounts (an upgrade leaves the old scripts
-// behind). The Reconciler collects shadows whose pod never came; this collects what they
-// leave, so a made-up review, whose pod is never stored, leaves nothing behind. Of namespaces
-// and copies only what carries inject.LabelCreatedByShadowgate is collected: a namespace an
-// admin handed over, or a copy shadowgate adopted, is never deleted; of ConfigMaps named as
-// scripts ConfigMaps only those labelled as one (inject.IsScriptsConfigMap). A scripts
-// ConfigMap that shadows of its namespace mount but that is gone (deleted by hand) it applies
-// again, so their pods can start. Copies are looked for only where identity says copies may be
-// (holdsCopies): shadow namespaces, and pod namespaces with shadows beside their pods when the
-// rules allow copies there; a namespace holding objects that merely carry shadowgate's labels
-// is not looked in.
-//
-// It sweeps every period on the leader. Something is deleted only when two sweeps in a row
-// found it unused: a shadow being applied (its namespace and copies first, its Deployment
-// moments later) is never caught between the two. What is to go is read once more from the
-// API server before it goes, and every delete is conditional on the UID the sweeps saw (and, for a
-// copy, its resourceVersion), so an object recreated or changed meanwhile stays.
+// Collector is the collector of the package doc.
 type Collector struct {
 	cache                client.Reader // the manager's: namespaces (metadata) and shadow objects
 	reader               client.Reader // uncached
@@ -62,6 +41,13 @@ type Collector struct {
 	// the copies a shadow mounted in a pod namespace (credentials in pod namespaces) are looked
 	// for there after the shadow has gone.
 	held map[string]time.Time
+}
+
+// New is the collector of what shadows of credentialsNamespace's credentials leave, sweeping
+// every period: cache is the manager's, reader uncached, writer deletes.
+func New(cache, reader client.Reader, identity shadows.Identity, writer client.Client, policies policystore.Policies, credentialsNamespace string, period time.Duration, metrics *metrics.Metrics) *Collector {
+	return &Collector{cache: cache, reader: reader, identity: identity, writer: writer, policies: policies, credentialsNamespace: credentialsNamespace,
+		period: period, metrics: metrics, unused: map[collectKey]objectVersion{}, held: map[string]time.Time{}}
 }
 
 var (
@@ -93,17 +79,6 @@ const (
 	// maxHeldNamespaces bounds held; past it the oldest are forgotten first.
 	maxHeldNamespaces = 4096
 )
-
-// ShadowObjects selects the objects of shadows: shadowgate's, but not the scripts ConfigMaps,
-// which belong to no shadow, are most of the bytes shadowgate writes, and are read only by
-// the Collector, from the API server. The manager's cache holds what it selects.
-var ShadowObjects = func() labels.Selector {
-	notScripts, err := labels.NewRequirement(validate.LabelShadowRole, selection.NotEquals, []string{inject.ShadowRoleScripts})
-	if err != nil {
-		panic(err) // a constant label and value
-	}
-	return labels.SelectorFromSet(labels.Set{inject.LabelManagedBy: inject.ManagedBy}).Add(*notScripts)
-}()
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: one replica sweeps.
 func (c *Collector) NeedLeaderElection() bool { return true }
@@ -207,7 +182,7 @@ type shadowMounts map[string]map[string]bool
 
 // shadowUses reads the cache's shadow objects, by namespace.
 func (c *Collector) shadowUses(ctx context.Context) (shadowMounts, error) {
-	objs, err := shadows.ListKinds(ctx, c.cache, client.MatchingLabelsSelector{Selector: ShadowObjects})
+	objs, err := shadows.ListKinds(ctx, c.cache, client.MatchingLabelsSelector{Selector: shadows.Selector})
 	if err != nil {
 		return nil, err
 	}
@@ -408,7 +383,7 @@ func (c *Collector) namespaceUnused(ctx context.Context, ns string) (bool, error
 	if live, err := c.podNamespaceLives(ctx, c.reader, obj.Labels[inject.LabelShadowNamespaceFor]); err != nil || live {
 		return false, err
 	}
-	objs, err := shadows.ListKinds(ctx, c.reader, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: ShadowObjects}, client.Limit(1))
+	objs, err := shadows.ListKinds(ctx, c.reader, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: shadows.Selector}, client.Limit(1))
 	return err == nil && len(objs) == 0, err
 }
 
