@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/interlink-hq/shadowgate/controllers/collector"
+	"github.com/interlink-hq/shadowgate/controllers/follower"
 	"github.com/interlink-hq/shadowgate/internal/applier"
 	"github.com/interlink-hq/shadowgate/internal/drift"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
@@ -157,16 +158,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *metr
 		return nil, err
 	}
 	if sources != nil {
-		follower := &CredentialFollower{
-			shadows:              mgr.GetClient(),
-			identity:             identity,
-			sources:              sources,
-			applier:              shadowApplier,
-			policies:             store,
-			credentialsNamespace: opts.Policy.Namespace,
-			recorder:             recorder,
-			metrics:              metrics,
-		}
+		follower := follower.New(mgr.GetClient(), identity, sources, shadowApplier, store, opts.Policy.Namespace, recorder, metrics)
 		if err := follower.SetupWithManager(ctx, mgr, sources.Cache()); err != nil {
 			return nil, err
 		}

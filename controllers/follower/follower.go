@@ -1,4 +1,4 @@
-package webhook
+package follower
 
 import (
 	"context"
@@ -54,6 +54,10 @@ const (
 // ("Secret/<name>", "ConfigMap/<name>": mountedCredentials).
 const indexMounts = "mountedCredential"
 
+// ReasonCopyNotFollowing: on a credential source, a copy of it that cannot take its new
+// content (someone else's object, an immutable copy, a changed Secret type).
+const ReasonCopyNotFollowing = "CopyNotFollowing"
+
 // copyKey names one credential copy: the follower's unit of work.
 type copyKey struct{ Namespace, Kind, Name string }
 
@@ -63,17 +67,7 @@ func (k copyKey) credential() inject.Credential {
 	return inject.Credential{Kind: k.Kind, Name: k.Name, Namespace: k.Namespace}
 }
 
-// CredentialFollower keeps the credential copies shadowgate makes equal to their sources: a
-// change of a Secret or ConfigMap in the credentials namespace that the policy replicates
-// queues a check of its copy in every namespace whose shadow Deployments mount it, and so
-// does a new shadow Deployment for the copies it mounts (a copy written at admission from a
-// source read a moment before its change, or while the leader was away, is caught there).
-// Each check is applier.CopyCredential, the admission's own decision: a copy that differs is
-// updated, marker kept; one that cannot follow is left alone and said so, with a Warning
-// Event on the source, a log line naming the copy and the remedy, and a metric. It runs on
-// the leader; the queue keeps one entry per copy however often it is asked for. A copy is
-// queued, read and written only where identity says a copy may be (mayHoldCopy): a Deployment
-// anywhere else that mounts a Secret of the source's name is no shadow, whatever its labels.
+// CredentialFollower is the follower of the package doc.
 type CredentialFollower struct {
 	shadows              client.Reader // the manager's cache: shadow Deployments, indexed by indexMounts
 	identity             shadows.Identity
@@ -89,6 +83,13 @@ type CredentialFollower struct {
 	// refusals holds, per copy that cannot follow, the refusal last said, so a recheck that
 	// finds the same says nothing again.
 	refusals map[copyKey]string
+}
+
+// New is the follower of the copies of credentialsNamespace's sources, which it reads through
+// sources, copying with applier; shadowCache is the manager's cache.
+func New(shadowCache client.Reader, identity shadows.Identity, sources *applier.CredentialSources, copier *applier.Applier, policies policystore.Policies, credentialsNamespace string, recorder events.EventRecorder, metrics *metrics.Metrics) *CredentialFollower {
+	return &CredentialFollower{shadows: shadowCache, identity: identity, sources: sources, applier: copier, policies: policies,
+		credentialsNamespace: credentialsNamespace, recorder: recorder, metrics: metrics}
 }
 
 // SetupWithManager indexes shadow Deployments by what they mount and starts the follower on

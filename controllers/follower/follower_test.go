@@ -1,4 +1,4 @@
-package webhook
+package follower
 
 import (
 	"context"
@@ -29,7 +29,7 @@ import (
 // The follower checks exactly the copies admission made: what a rendered shadow Deployment
 // mounts of the policy's replicated credentials is what its shadow copies.
 func TestTheFollowerChecksTheCopiesAShadowMounts(t *testing.T) {
-	_, _, _, _, pol := handlers(t)
+	pol := shadowtest.ExamplePolicy(t)
 	for _, node := range []string{"hpc-vk", "cern-vk"} {
 		p := shadowtest.Mutated(t, offloadedOn(node), pol)
 		shadow := shadowtest.ShadowOf(t, p, pol)
@@ -111,7 +111,7 @@ func compareKeys(a, b copyKey) int { return strings.Compare(a.String(), b.String
 // labels a Deployment there and annotates the Secret; the same objects in a shadow namespace
 // are followed, the copy overwritten with its source.
 func TestTheFollowerLeavesWhatATenantPlantsAlone(t *testing.T) {
-	_, _, _, _, pol := handlers(t)
+	pol := shadowtest.ExamplePolicy(t)
 	source := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shadowgate-system", Name: "hpc-ssh-key"}, Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{"id_ed25519": []byte("the site's key")}}
 	for name, c := range map[string]struct {
