@@ -17,6 +17,7 @@ import (
 
 	"github.com/interlink-hq/shadowgate/controllers/collector"
 	"github.com/interlink-hq/shadowgate/controllers/follower"
+	"github.com/interlink-hq/shadowgate/controllers/tunnels"
 	"github.com/interlink-hq/shadowgate/internal/applier"
 	"github.com/interlink-hq/shadowgate/internal/drift"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
@@ -154,7 +155,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *metr
 	if err := reconciler.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err
 	}
-	if err := newTunnelReporter(mgr, identity, applyClient, store, recorder, metrics).SetupWithManager(mgr); err != nil {
+	if err := tunnels.New(mgr, identity, applyClient, store, recorder, metrics).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 	if sources != nil {

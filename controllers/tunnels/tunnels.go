@@ -1,4 +1,4 @@
-package webhook
+package tunnels
 
 import (
 	"context"
@@ -53,12 +53,7 @@ const tunnelResync = 10 * time.Second
 // repeats of a probe failure into one Event, so a pod has few.
 const maxShadowEvents = 200
 
-// TunnelReporter says on each offloaded pod how its tunnel is doing, from the shadow pod that
-// carries it: an Event per change (TunnelWaitingForNode, TunnelReady, TunnelFailed with the
-// reason and its remedy, TunnelRecovered) and the interlink.eu/tunnel-state annotation with
-// the current state. The previous state is the annotation itself, so a restart or a new
-// leader records no Event twice. It writes that one annotation with a field manager of its
-// own and nothing else of the pod: its status is the virtual kubelet's.
+// TunnelReporter is the reporter of the package doc.
 type TunnelReporter struct {
 	cache    client.Client // the manager's: pods, shadow Deployments, Services, ConfigMaps
 	reader   client.Reader // uncached: Events and credentials, read only when needed
@@ -89,8 +84,8 @@ type writtenState struct {
 	said string
 }
 
-// newTunnelReporter is the reporter of a serving manager.
-func newTunnelReporter(mgr manager.Manager, identity shadows.Identity, writer client.Client, policies policystore.Policies, recorder events.EventRecorder, metrics *metrics.Metrics) *TunnelReporter {
+// New is the reporter of a serving manager.
+func New(mgr manager.Manager, identity shadows.Identity, writer client.Client, policies policystore.Policies, recorder events.EventRecorder, metrics *metrics.Metrics) *TunnelReporter {
 	// Every state is exported from the start, at 0 until a tunnel is in it.
 	for _, s := range []tunnelstate.State{tunnelstate.Starting, tunnelstate.WaitingForNode, tunnelstate.Ready, tunnelstate.Failed} {
 		metrics.Tunnels.WithLabelValues(string(s)).Set(0)
