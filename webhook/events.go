@@ -16,15 +16,9 @@ import (
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
-// Event reasons.
+// Event reasons of the admission handlers.
 const (
 	ReasonReverseSocksProxy = "ReverseSocksProxy"
-	// ReasonShadowNotReapplied: the reconciler leaves a pod's missing shadow objects missing,
-	// as the credential rules now in force would refuse the pod.
-	ReasonShadowNotReapplied = "ShadowNotReapplied"
-	// ReasonSecondShadow: the reconciler found the pod's shadow Deployment rewritten by
-	// another controller, the virtual kubelet rendering a shadow of its own.
-	ReasonSecondShadow = "SecondShadow"
 )
 
 // storedWait is how long PodEvents waits for an admitted pod to be stored. Beyond the API

@@ -7,19 +7,17 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/interlink-hq/shadowgate/controllers/collector"
 	"github.com/interlink-hq/shadowgate/controllers/follower"
+	"github.com/interlink-hq/shadowgate/controllers/reconciler"
 	"github.com/interlink-hq/shadowgate/controllers/tunnels"
 	"github.com/interlink-hq/shadowgate/internal/applier"
-	"github.com/interlink-hq/shadowgate/internal/drift"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/internal/policystore"
 	"github.com/interlink-hq/shadowgate/internal/serving"
@@ -130,28 +128,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *metr
 			return nil, err
 		}
 	}
-	wakes := make(chan event.GenericEvent)
-	reconciler := &Reconciler{
-		client:     mgr.GetClient(),
-		reader:     mgr.GetAPIReader(),
-		identity:   identity,
-		policies:   store,
-		namespaces: namespaces,
-		applier:    shadowApplier,
-		grace:      opts.ShadowGracePeriod,
-		rules:      opts.Rules,
-		recorder:   recorder,
-		writer:     applyClient,
-		pacer:      newRollPacer(opts.MaxRollingShadows, metrics, func(pod types.NamespacedName) { go wakeUp(ctx, wakes, pod) }),
-		wakes:      wakes,
-		gone:       map[types.UID]time.Time{},
-		orphaned:   map[types.UID]time.Time{},
-		drifts:     map[types.UID]drift.Status{},
-
-		driftWrites:   newDriftWrites(),
-		writeTurns:    map[types.UID]time.Time{},
-		policyChanges: store,
-	}
+	reconciler := reconciler.New(ctx, mgr, identity, store, namespaces, shadowApplier, applyClient, recorder, metrics, opts.ShadowGracePeriod, opts.Rules, opts.MaxRollingShadows)
 	if err := reconciler.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err
 	}

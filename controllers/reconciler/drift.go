@@ -1,4 +1,4 @@
-package webhook
+package reconciler
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package webhook
+package reconciler
 
 import (
 	"context"
@@ -31,19 +31,24 @@ import (
 	"github.com/interlink-hq/shadowgate/internal/applier"
 	"github.com/interlink-hq/shadowgate/internal/drift"
 	"github.com/interlink-hq/shadowgate/internal/eventnote"
+	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/internal/policystore"
 	"github.com/interlink-hq/shadowgate/internal/printable"
 	"github.com/interlink-hq/shadowgate/internal/shadows"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
-// Reconciler keeps shadows and pods in step, keyed by pod. A shadow object whose pod is gone
-// is deleted: at once when this process saw the pod deleted, else after the grace period,
-// since /validate-pods applies a shadow before its pod is stored and a later admission step
-// may still refuse the pod. A pod that has finished (phase Succeeded or Failed: a completed
-// Job's pod) counts as gone, its shadow deleted at once and never re-applied: its job has
-// left the compute node, and its shadow would hold SSH sessions to the login node for
-// nothing. A shadow object deleted while its pod lives is re-applied.
+// Event reasons of the reconciler's re-applies, recorded on the offloaded pod.
+const (
+	// ReasonShadowNotReapplied: the reconciler leaves a pod's missing shadow objects missing,
+	// as the credential rules now in force would refuse the pod.
+	ReasonShadowNotReapplied = "ShadowNotReapplied"
+	// ReasonSecondShadow: the reconciler found the pod's shadow Deployment rewritten by
+	// another controller, the virtual kubelet rendering a shadow of its own.
+	ReasonSecondShadow = "SecondShadow"
+)
+
+// Reconciler is the reconciler of the package doc.
 type Reconciler struct {
 	client   client.Client // the manager's: cached reads of pods and shadow objects
 	reader   client.Reader // uncached: what holds a shadow's name when the cache has none of ours
@@ -77,6 +82,38 @@ type Reconciler struct {
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
+
+// New is the reconciler of a serving manager: it reads through mgr's cache and API reader,
+// re-applies with shadowApplier, writes the drift annotation with writer (server-side apply),
+// and rolls at most maxRolling shadows at a time to a policy of policies.
+func New(ctx context.Context, mgr manager.Manager, identity shadows.Identity, policies interface {
+	policystore.Policies
+	OnChange(func())
+}, namespaces policystore.Namespaces, shadowApplier applier.ShadowApplier, writer client.Client, recorder events.EventRecorder,
+	m *metrics.Metrics, grace time.Duration, rules validate.CredentialRules, maxRolling int) *Reconciler {
+	wakes := make(chan event.GenericEvent)
+	return &Reconciler{
+		client:     mgr.GetClient(),
+		reader:     mgr.GetAPIReader(),
+		identity:   identity,
+		policies:   policies,
+		namespaces: namespaces,
+		applier:    shadowApplier,
+		grace:      grace,
+		rules:      rules,
+		recorder:   recorder,
+		writer:     writer,
+		pacer:      newRollPacer(maxRolling, m, func(pod types.NamespacedName) { go wakeUp(ctx, wakes, pod) }),
+		wakes:      wakes,
+		gone:       map[types.UID]time.Time{},
+		orphaned:   map[types.UID]time.Time{},
+		drifts:     map[types.UID]drift.Status{},
+
+		driftWrites:   newDriftWrites(),
+		writeTurns:    map[types.UID]time.Time{},
+		policyChanges: policies,
+	}
+}
 
 // SetupWithManager indexes shadow objects by pod and starts the controller on the leader.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager) error {

@@ -1,4 +1,4 @@
-package webhook
+package reconciler
 
 import (
 	"slices"
@@ -109,7 +109,7 @@ func TestDeleteObjectSaysWhetherItDeleted(t *testing.T) {
 // once, though the pod is stored and the grace period is long, and none is applied again.
 // A running pod keeps its shadow and has what is missing of it re-applied.
 func TestReconcilerDeletesTheShadowOfAFinishedPod(t *testing.T) {
-	_, _, _, _, pol := handlers(t)
+	pol := shadowtest.ExamplePolicy(t)
 	p := shadowtest.Mutated(t, shadowtest.Pod("trainer", nil), pol)
 	shadow := shadowtest.ShadowOf(t, p, pol)
 	if shadow == nil || shadow.Service == nil {
@@ -175,7 +175,7 @@ func TestReconcilerDeletesTheShadowOfAFinishedPod(t *testing.T) {
 // which holds the compute node; then, once its Deployment has replaced the shadow pod, the
 // pod is told so once and the drift state goes. A current shadow writes nothing.
 func TestReconcilerRollsAShadowRenderedUnderAnotherPolicy(t *testing.T) {
-	_, _, _, _, pol := handlers(t)
+	pol := shadowtest.ExamplePolicy(t)
 	p := shadowtest.Mutated(t, shadowtest.Pod("notebook", nil), pol)
 	shadow := shadowtest.ShadowOf(t, p, pol)
 	for sentence, tc := range map[string]struct {
@@ -247,7 +247,7 @@ func TestReconcilerRollsAShadowRenderedUnderAnotherPolicy(t *testing.T) {
 // its shadow's Deployment is settled, and one whose Deployment replaces its pod for a later pod
 // template holds one, whatever its pod says. Starting a held shadow is no roll.
 func TestANewLeaderAdoptsRollsFromTheDeploymentNotThePod(t *testing.T) {
-	_, _, _, _, pol := handlers(t)
+	pol := shadowtest.ExamplePolicy(t)
 	for sentence, tc := range map[string]struct {
 		annotation string
 		rollingOut bool
