@@ -36,7 +36,6 @@ import (
 	"github.com/interlink-hq/shadowgate/internal/shadows"
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
-	"github.com/interlink-hq/shadowgate/webhook"
 )
 
 // exitServeFailed is serve's exit code when it cannot start or stops on an error.
@@ -173,7 +172,7 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 	signalled, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx := serving.DrainThenStop(signalled, stop, webhooks, o.shutdownDelay, logger)
-	opts := webhook.Options{
+	opts := setupOptions{
 		Policy:                validate.PolicyRef{Namespace: namespace, Name: o.policyConfigMap},
 		ShadowGracePeriod:     o.grace,
 		Rules:                 o.credentials.rules(),
@@ -181,7 +180,7 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 		UnconfirmedShare:      o.maxPerNamespace,
 		MaxRollingShadows:     o.maxRolling,
 	}
-	waitForCleanups, err := webhook.Setup(ctx, mgr, opts, metrics, decisions)
+	waitForCleanups, err := setup(ctx, mgr, opts, metrics, decisions)
 	if err != nil {
 		return &exitError{code: exitServeFailed, msg: err.Error()}
 	}
