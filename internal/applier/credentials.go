@@ -32,7 +32,7 @@ func (a *Applier) replicate(ctx context.Context, c inject.Credential, dryRun boo
 // without forced ownership and never blindly: a missing one is created, and an existing one
 // updated at the resourceVersion the decision was made on, so an object created or changed in
 // between makes the write fail and the decision is taken again on what is there now. The
-// caller has made sure c is a place for a copy (shadowIdentity). The source is read
+// caller has made sure c is a place for a copy (shadows.Identity). The source is read
 // through a.sources when set (CredentialSources: a cache of the credentials namespace), the
 // copy always from the API server, as shadowgate caches no Secret outside its own namespace.
 func (a *Applier) CopyCredential(ctx context.Context, c inject.Credential, dryRun, create bool) (CopyAction, error) {
@@ -102,16 +102,16 @@ func (a *Applier) CopyCredential(ctx context.Context, c inject.Credential, dryRu
 		fmt.Errorf("it changed %d times while shadowgate was copying %s into it; try again", writeRounds, from))
 }
 
-// CopyableSecretTypes are the types of Secret a key or keytab is kept in, the only ones
+// copyableSecretTypes are the types of Secret a key or keytab is kept in, the only ones
 // shadowgate copies; the least-privilege policy (manifests/base/least-privilege-policy.yaml)
 // refuses its account a Secret of any other type, a service-account token above all.
-var CopyableSecretTypes = []corev1.SecretType{corev1.SecretTypeOpaque, corev1.SecretTypeSSHAuth}
+var copyableSecretTypes = []corev1.SecretType{corev1.SecretTypeOpaque, corev1.SecretTypeSSHAuth}
 
 // uncopyableType refuses a source Secret of a type shadowgate does not copy, saying what to do;
 // nil for one it copies, and for a ConfigMap.
 func uncopyableType(src client.Object) error {
 	s, ok := src.(*corev1.Secret)
-	if !ok || slices.Contains(CopyableSecretTypes, s.Type) {
+	if !ok || slices.Contains(copyableSecretTypes, s.Type) {
 		return nil
 	}
 	return &apierrors.StatusError{ErrStatus: metav1.Status{
@@ -121,7 +121,7 @@ func uncopyableType(src client.Object) error {
 		Details: &metav1.StatusDetails{Kind: "secrets", Name: s.Name},
 		Message: fmt.Sprintf("secret %s/%s is of type %q, and shadowgate copies only Secrets of type %s or %s, the types a key or keytab is kept in: "+
 			"ask the cluster admin to create it again as one of those (kubectl create secret generic %s -n %s --from-file=<key>=<file>)",
-			s.Namespace, s.Name, s.Type, CopyableSecretTypes[0], CopyableSecretTypes[1], s.Name, s.Namespace),
+			s.Namespace, s.Name, s.Type, copyableSecretTypes[0], copyableSecretTypes[1], s.Name, s.Namespace),
 	}}
 }
 

@@ -128,7 +128,7 @@ func TestASourceOfAnotherTypeIsNotCopied(t *testing.T) {
 			t.Errorf("%s: a copy was written: %v", typ, err)
 		}
 	}
-	for _, typ := range CopyableSecretTypes {
+	for _, typ := range copyableSecretTypes {
 		src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shadowgate-system", Name: "hpc-ssh-key"}, Type: typ}
 		api := fake.NewClientBuilder().WithObjects(src).Build()
 		a := &Applier{client: api, reader: api, credentialsNamespace: "shadowgate-system"}

@@ -17,7 +17,7 @@ import (
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
-// identityWorld is what a shadowIdentity sees: namespaces, the cache's pods and shadow
+// identityWorld is what an Identity sees: namespaces, the cache's pods and shadow
 // Deployments, the policy and the rules.
 type identityWorld struct {
 	namespaces shadowtest.NamespaceLabels
