@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/interlink-hq/shadowgate/webhook"
+	"github.com/interlink-hq/shadowgate/internal/applier"
 )
 
 // A tenant whose offloaded pods its namespace's ResourceQuota refuses (the plugin runs after the
@@ -53,8 +53,8 @@ func TestATenantRefusedAfterAdmissionFillsOnlyItsShare(t *testing.T) {
 	}
 	for _, p := range refusedByQuota {
 		held := jsonpath(t, "{.spec.replicas} {.metadata.labels}", "deployment", p.shadowName(), "-n", p.shadowNamespace())
-		if !strings.HasPrefix(held, "0 ") || !strings.Contains(held, webhook.LabelAwaitingPod) {
-			t.Errorf("the shadow of %s, refused by the quota, has replicas and labels %q: want no replicas, %s", p.name, held, webhook.LabelAwaitingPod)
+		if !strings.HasPrefix(held, "0 ") || !strings.Contains(held, applier.LabelAwaitingPod) {
+			t.Errorf("the shadow of %s, refused by the quota, has replicas and labels %q: want no replicas, %s", p.name, held, applier.LabelAwaitingPod)
 		}
 	}
 
@@ -64,7 +64,7 @@ func TestATenantRefusedAfterAdmissionFillsOnlyItsShare(t *testing.T) {
 	}
 	eventually(t, gracePeriod/2, "the stored pod's shadow is started", func() (bool, string) {
 		got := jsonpath(t, "{.spec.replicas} {.metadata.labels}", "deployment", honest.shadowName(), "-n", honest.shadowNamespace())
-		return strings.HasPrefix(got, "1 ") && !strings.Contains(got, webhook.LabelAwaitingPod), got
+		return strings.HasPrefix(got, "1 ") && !strings.Contains(got, applier.LabelAwaitingPod), got
 	})
 	// The reconciler, which started it, left the refused pods' shadows held.
 	for _, p := range refusedByQuota {

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/interlink-hq/shadowgate/internal/policystore"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
@@ -16,15 +17,15 @@ var configMapVersionKind = corev1.SchemeGroupVersion.WithKind("ConfigMap")
 // policy, and a node ConfigMap's compute-node must be a hostname or IP literal, since the
 // shadow passes it to ssh.
 type ConfigMapValidator struct {
-	configs configs
+	configs policystore.Configs
 }
 
 var _ admission.Handler = (*ConfigMapValidator)(nil)
 
 // NewConfigMapValidator is /validate-configmaps' handler, deciding by the policy policies
 // holds and by fixed, whose PolicyRef names the policy ConfigMap.
-func NewConfigMapValidator(policies Policies, fixed validate.Config) *ConfigMapValidator {
-	return &ConfigMapValidator{configs: configs{policies: policies, fixed: fixed}}
+func NewConfigMapValidator(policies policystore.Policies, fixed validate.Config) *ConfigMapValidator {
+	return &ConfigMapValidator{configs: policystore.Configs{Policies: policies, Fixed: fixed}}
 }
 
 // Handle implements admission.Handler.
@@ -36,7 +37,7 @@ func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) 
 	// A valid policy this serve cannot carry out would be refused at its next reload, so it is
 	// refused here too. No namespace's labels are read: neither the policy ConfigMap's rules
 	// nor a node ConfigMap's compute node depend on them.
-	cfg, _ := v.configs.now(ctx, "")
+	cfg, _ := v.configs.Now(ctx, "")
 	d, inTime := decideBy(ctx, func() validate.Decision { d, _ := validate.Object(cm, cfg); return d })
 	if !inTime {
 		return tooLate(ctx)

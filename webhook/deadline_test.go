@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/interlink-hq/shadowgate/internal/shadowtest"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
@@ -19,7 +20,7 @@ import (
 // 504 naming it, not a decision the API server would no longer read.
 func TestHandlersAnswerWithinTheCallsDeadline(t *testing.T) {
 	mut, podV, workV, cmV, _ := handlers(t)
-	p := pod("trainer", map[string]string{validate.AnnotationReverseForwards: "minio:9000"})
+	p := shadowtest.Pod("trainer", map[string]string{validate.AnnotationReverseForwards: "minio:9000"})
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shadow-x-node", Namespace: "user-shadow"}, Data: map[string]string{validate.ComputeNodeKey: "node07"}}
 	deploy := map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "d", "namespace": "user"},
 		"spec": map[string]any{"selector": map[string]any{}, "template": map[string]any{"spec": map[string]any{"containers": []any{}}}}}

@@ -1,9 +1,11 @@
-// Package webhook is `shadowgate serve` less its HTTP plumbing (internal/serving): the
-// admission handlers, which decode a request, call validate or inject's phases and respond;
-// the policy store (a watch of the policy ConfigMap); the server-side applier of shadows and
-// credentials; the Events on pods; and the reconciler that keeps shadows and pods in step.
-// Every decision is taken by validate and inject, the same functions the CLI calls; this
-// package adds only what needs the API server.
+// Package webhook is the admission handlers of `shadowgate serve`, less their HTTP plumbing
+// (internal/serving): each decodes a request, calls validate or inject's phases and responds;
+// /validate-pods applies the admitted pod's shadow (internal/applier) behind the bound on
+// shadows of pods not stored yet, and records the pod's Events once it is stored. Every
+// decision is taken by validate and inject, the same functions the CLI calls; this package
+// adds only what needs the API server. The controllers that keep shadows in step after
+// admission are in controllers/.
 //
-// It may import validate, inject, internal/serving, controller-runtime and client-go.
+// It may import validate, inject, internal/serving, internal/applier, internal/policystore,
+// internal/metrics, internal/shadows, controller-runtime and client-go.
 package webhook

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/interlink-hq/shadowgate/internal/serving"
+	"github.com/interlink-hq/shadowgate/internal/shadowtest"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
@@ -44,7 +45,7 @@ func serveReview(t *testing.T, h admission.Handler, contentType string, body []b
 // asked in with the request's UID, and the patch applies to the object as sent.
 func TestEndpointAnswersInTheRequestsVersion(t *testing.T) {
 	mut, _, _, _, _ := handlers(t)
-	p := pod("trainer", map[string]string{validate.AnnotationReverseForwards: "minio:9000"})
+	p := shadowtest.Pod("trainer", map[string]string{validate.AnnotationReverseForwards: "minio:9000"})
 	for _, version := range []string{"admission.k8s.io/v1", "admission.k8s.io/v1beta1"} {
 		req := request(t, admissionv1.Create, podGVK, p)
 		body, err := json.Marshal(admissionv1.AdmissionReview{Request: &req.AdmissionRequest})

@@ -16,20 +16,9 @@ import (
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
-// Event reasons.
+// Event reasons of the admission handlers.
 const (
 	ReasonReverseSocksProxy = "ReverseSocksProxy"
-	ReasonInvalidPolicy     = "InvalidPolicy"
-	ReasonPolicyDeleted     = "PolicyDeleted"
-	// ReasonShadowNotReapplied: the reconciler leaves a pod's missing shadow objects missing,
-	// as the credential rules now in force would refuse the pod.
-	ReasonShadowNotReapplied = "ShadowNotReapplied"
-	// ReasonSecondShadow: the reconciler found the pod's shadow Deployment rewritten by
-	// another controller, the virtual kubelet rendering a shadow of its own.
-	ReasonSecondShadow = "SecondShadow"
-	// ReasonCopyNotFollowing: on a credential source, a copy of it that cannot take its new
-	// content (someone else's object, an immutable copy, a changed Secret type).
-	ReasonCopyNotFollowing = "CopyNotFollowing"
 )
 
 // storedWait is how long PodEvents waits for an admitted pod to be stored. Beyond the API

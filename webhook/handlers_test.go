@@ -17,25 +17,18 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/interlink-hq/shadowgate/internal/serving"
+	"github.com/interlink-hq/shadowgate/internal/shadowtest"
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
-
-// fixedPolicy is a Policies that never changes.
-type fixedPolicy struct{ p *policy.Policy }
-
-func (f fixedPolicy) Current() *policy.Policy { return f.p }
 
 // handlers builds the validation handlers around the example policy. The pod validator has no
 // Applier: these tests only reach refusals and UPDATEs, which apply nothing.
 func handlers(t testing.TB) (*PodMutator, *PodValidator, *WorkloadValidator, *ConfigMapValidator, *policy.Policy) {
 	t.Helper()
-	pol, errs := validate.PolicyConfigMap(examplePolicyConfigMap(t, unchanged), validate.CredentialRules{})
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
+	pol := shadowtest.ExamplePolicy(t)
 	fixed := validate.Config{PolicyRef: validate.PolicyRef{Namespace: "shadowgate-system", Name: policy.ConfigMapName}}
-	src := fixedPolicy{pol}
+	src := shadowtest.FixedPolicy{Policy: pol}
 	return NewPodMutator(src, fixed, nil), NewPodValidator(src, fixed, nil, nil, nil, nil),
 		NewWorkloadValidator(src, fixed, nil), NewConfigMapValidator(src, fixed), pol
 }
@@ -53,17 +46,6 @@ func request(t testing.TB, op admissionv1.Operation, kind metav1.GroupVersionKin
 
 // podGVK is podVersionKind as an admission request names it.
 var podGVK = metav1.GroupVersionKind(podVersionKind)
-
-func pod(name string, annotations map[string]string) *corev1.Pod {
-	return &corev1.Pod{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "user", UID: "pod-uid", Annotations: annotations},
-		Spec: corev1.PodSpec{
-			NodeSelector: map[string]string{validate.LabelHostname: "hpc-vk"},
-			Containers:   []corev1.Container{{Name: "main", Image: "busybox", Ports: []corev1.ContainerPort{{ContainerPort: 8888}}}},
-		},
-	}
-}
 
 // causes are the field causes of a denial, as kubectl prints them.
 func causes(t *testing.T, resp admission.Response) []string {
@@ -109,7 +91,7 @@ func TestHandlersDecideAsValidateObject(t *testing.T) {
 	ref := validate.PolicyRef{Namespace: "shadowgate-system", Name: policy.ConfigMapName}
 	ctx := context.Background()
 
-	refusedPod := pod("trainer", map[string]string{
+	refusedPod := shadowtest.Pod("trainer", map[string]string{
 		validate.AnnotationReverseForwards:  "minio:http 80:web:8080",
 		validate.AnnotationReverseBind:      "127.0.0.1",
 		validate.AnnotationReverseOwnerOnly: "true",
@@ -163,7 +145,7 @@ func TestMutatorPatchesOnceAndIsIdempotent(t *testing.T) {
 	mut, _, _, _, _ := handlers(t)
 	wh := serving.Webhook(mut)
 	ctx := context.Background()
-	p := pod("trainer", map[string]string{validate.AnnotationReverseForwards: "minio:9000"})
+	p := shadowtest.Pod("trainer", map[string]string{validate.AnnotationReverseForwards: "minio:9000"})
 	req := request(t, admissionv1.Create, podGVK, p)
 	resp := wh.Handle(ctx, req)
 	if !resp.Allowed || len(resp.Patch) == 0 || resp.PatchType == nil {
@@ -191,11 +173,11 @@ func TestMutatorPatchesOnceAndIsIdempotent(t *testing.T) {
 		t.Fatalf("reinvocation patched again: %s", again.Patch)
 	}
 
-	plain := pod("web", nil)
+	plain := shadowtest.Pod("web", nil)
 	if resp := wh.Handle(ctx, request(t, admissionv1.Create, podGVK, plain)); !resp.Allowed || len(resp.Patch) != 0 {
 		t.Fatalf("a pod asking for no reverse tunnel was patched: %s", resp.Patch)
 	}
-	refused := pod("bad", map[string]string{validate.AnnotationReverseForwards: "minio:http"})
+	refused := shadowtest.Pod("bad", map[string]string{validate.AnnotationReverseForwards: "minio:http"})
 	if resp := wh.Handle(ctx, request(t, admissionv1.Create, podGVK, refused)); !resp.Allowed || len(resp.Patch) != 0 {
 		t.Fatalf("the mutator must leave refusals to /validate-pods: %+v", resp)
 	}
@@ -205,7 +187,7 @@ func TestMutatorPatchesOnceAndIsIdempotent(t *testing.T) {
 // validator here has no Applier, so reaching it would panic).
 func TestPodValidatorAppliesNothingOnUpdate(t *testing.T) {
 	_, podV, _, _, _ := handlers(t)
-	p := pod("trainer", map[string]string{validate.AnnotationReverseForwards: "minio:9000"})
+	p := shadowtest.Pod("trainer", map[string]string{validate.AnnotationReverseForwards: "minio:9000"})
 	resp := podV.Handle(context.Background(), request(t, admissionv1.Update, podGVK, p))
 	if !resp.Allowed {
 		t.Fatalf("refused: %+v", resp.Result)
@@ -216,7 +198,7 @@ func TestPodValidatorAppliesNothingOnUpdate(t *testing.T) {
 // any shadow is applied: its job would run without the tunnel it asks for.
 func TestPodValidatorRefusesAPodTheMutatingWebhookDidNotPrepare(t *testing.T) {
 	_, podV, _, _, _ := handlers(t)
-	p := pod("trainer", map[string]string{validate.AnnotationReverseForwards: "minio:9000"})
+	p := shadowtest.Pod("trainer", map[string]string{validate.AnnotationReverseForwards: "minio:9000"})
 	got := causes(t, podV.Handle(context.Background(), request(t, admissionv1.Create, podGVK, p)))
 	if len(got) != 1 || !strings.HasPrefix(got[0], "metadata.annotations[interlink.eu/reverse-bind]: Required value: ") ||
 		!strings.Contains(got[0], "mutating webhook (/mutate-pods) did not run") {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/interlink-hq/shadowgate/e2e/bench"
 	"github.com/interlink-hq/shadowgate/internal/serving"
+	"github.com/interlink-hq/shadowgate/internal/shadows"
+	"github.com/interlink-hq/shadowgate/internal/shadowtest"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
@@ -56,7 +58,7 @@ func TestPodWebhooksMatchWhatMayHaveShadowMirrors(t *testing.T) {
 	for _, name := range []string{"mutate-pods.shadowgate.interlink.eu", "validate-pods.shadowgate.interlink.eu"} {
 		got := conditions[name]
 		if len(got) != 1 || got[0] != want[0] {
-			t.Errorf("%s has matchConditions %+v, want %+v: change offloadedPodCondition and mayHaveShadow with the manifests", name, got, want)
+			t.Errorf("%s has matchConditions %+v, want %+v: change offloadedPodCondition and shadows.MayHaveShadow with the manifests", name, got, want)
 		}
 	}
 }
@@ -101,14 +103,14 @@ func TestMutatorLeavesAloneWhatItsMatchConditionSkips(t *testing.T) {
 		}
 		pod.Spec.Tolerations = kept
 		pod.Spec.NodeName = ""
-		if mayHaveShadow(pod, anyNode) {
+		if shadows.MayHaveShadow(pod, shadows.AnyNode) {
 			t.Fatalf("%s: still matched once stripped: %+v", name, pod.ObjectMeta)
 		}
 		raw, err := json.Marshal(pod)
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp := serving.Webhook(NewPodMutator(fixedPolicy{in.pol}, validate.Config{}, nil)).Handle(t.Context(), admission.Request{
+		resp := serving.Webhook(NewPodMutator(shadowtest.FixedPolicy{Policy: in.pol}, validate.Config{}, nil)).Handle(t.Context(), admission.Request{
 			AdmissionRequest: admissionv1.AdmissionRequest{UID: "req", Operation: admissionv1.Create, Kind: podGVK, Object: runtime.RawExtension{Raw: raw}}})
 		if !resp.Allowed || len(resp.Patch) > 0 || len(resp.Warnings) > 0 {
 			t.Errorf("%s: allowed %v, patch %s, warnings %q: want it admitted as it is", name, resp.Allowed, resp.Patch, resp.Warnings)

@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/applier"
+	"github.com/interlink-hq/shadowgate/internal/policystore"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
@@ -22,22 +24,17 @@ var (
 	podMeta        = metav1.TypeMeta{APIVersion: podVersionKind.GroupVersion().String(), Kind: podVersionKind.Kind}
 )
 
-// ShadowApplier applies a pod's shadow before the pod is stored: the Applier when serving.
-type ShadowApplier interface {
-	Apply(ctx context.Context, s *inject.Shadow, dryRun bool) (warnings []string, err error)
-}
-
 // PodMutator serves /mutate-pods: inject.Mutate decides, and its annotations are the patch.
 type PodMutator struct {
-	configs configs
+	configs policystore.Configs
 }
 
 var _ admission.Handler = (*PodMutator)(nil)
 
 // NewPodMutator is /mutate-pods' handler, deciding by the policy policies holds, by fixed and
 // by the labels namespaces reads.
-func NewPodMutator(policies Policies, fixed validate.Config, namespaces Namespaces) *PodMutator {
-	return &PodMutator{configs: configs{policies: policies, fixed: fixed, namespaces: namespaces}}
+func NewPodMutator(policies policystore.Policies, fixed validate.Config, namespaces policystore.Namespaces) *PodMutator {
+	return &PodMutator{configs: policystore.Configs{Policies: policies, Fixed: fixed, Namespaces: namespaces}}
 }
 
 // Handle implements admission.Handler.
@@ -46,7 +43,7 @@ func (m *PodMutator) Handle(ctx context.Context, req admission.Request) admissio
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	cfg, err := m.configs.now(ctx, pod.Namespace)
+	cfg, err := m.configs.Now(ctx, pod.Namespace)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
@@ -66,9 +63,9 @@ func (m *PodMutator) Handle(ctx context.Context, req admission.Request) admissio
 // needs a shadow gets it applied before the pod is stored; a pod whose shadow cannot be
 // applied is refused. Any other operation is judged by validate.Pod alone.
 type PodValidator struct {
-	configs configs
+	configs policystore.Configs
 	reader  client.Reader // uncached: whether a pod of the same name is already stored
-	shadows ShadowApplier
+	shadows applier.ShadowApplier
 	events  *PodEvents
 }
 
@@ -77,8 +74,8 @@ var _ admission.Handler = (*PodValidator)(nil)
 // NewPodValidator is /validate-pods' handler: it decides by the policy policies holds and by
 // fixed and the labels namespaces reads, asks reader whether a pod's name is taken, applies shadows with shadows, and records
 // the SOCKS proxy's Event with events (none when nil).
-func NewPodValidator(policies Policies, fixed validate.Config, namespaces Namespaces, reader client.Reader, shadows ShadowApplier, events *PodEvents) *PodValidator {
-	return &PodValidator{configs: configs{policies: policies, fixed: fixed, namespaces: namespaces}, reader: reader, shadows: shadows, events: events}
+func NewPodValidator(policies policystore.Policies, fixed validate.Config, namespaces policystore.Namespaces, reader client.Reader, shadows applier.ShadowApplier, events *PodEvents) *PodValidator {
+	return &PodValidator{configs: policystore.Configs{Policies: policies, Fixed: fixed, Namespaces: namespaces}, reader: reader, shadows: shadows, events: events}
 }
 
 // Handle implements admission.Handler.
@@ -87,7 +84,7 @@ func (v *PodValidator) Handle(ctx context.Context, req admission.Request) admiss
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	cfg, err := v.configs.now(ctx, pod.Namespace)
+	cfg, err := v.configs.Now(ctx, pod.Namespace)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}

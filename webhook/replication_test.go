@@ -2,55 +2,17 @@ package webhook
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"os"
-	"slices"
-	"strings"
 	"testing"
-	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/client-go/tools/events"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/yaml"
 
-	"golang.org/x/time/rate"
-
-	"github.com/interlink-hq/shadowgate/inject"
-	"github.com/interlink-hq/shadowgate/internal/drift"
+	"github.com/interlink-hq/shadowgate/internal/shadowtest"
 	"github.com/interlink-hq/shadowgate/validate"
-	"github.com/interlink-hq/shadowgate/validate/policy"
 )
-
-// examplePolicyConfigMap is manifests/examples/policy.yaml with edit applied to its document.
-func examplePolicyConfigMap(t testing.TB, edit func(doc string) string) *corev1.ConfigMap {
-	t.Helper()
-	b, err := os.ReadFile("../manifests/examples/policy.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := &corev1.ConfigMap{}
-	if err := yaml.Unmarshal(b, cm); err != nil {
-		t.Fatal(err)
-	}
-	cm.Data[policy.DataKey] = edit(cm.Data[policy.DataKey])
-	return cm
-}
-
-// replicationOff is the example policy with ReplicateCredentials: false on both its nodes.
-func replicationOff(doc string) string {
-	return strings.ReplaceAll(doc, "      SSH:\n", "      SSH:\n        ReplicateCredentials: false\n")
-}
-
-func unchanged(doc string) string { return doc }
 
 // The rules themselves are tested in package validate; these check that each endpoint and the
 // reconciler keep to them.
@@ -59,10 +21,10 @@ func unchanged(doc string) string { return doc }
 // are judged as ever, whatever their data.
 func TestConfigMapValidatorRefusesAPolicyItCannotCarryOut(t *testing.T) {
 	_, _, _, cmV, _ := handlers(t)
-	cmV.configs.fixed.Credentials = validate.CredentialRules{WithoutReplication: true}
+	cmV.configs.Fixed.Credentials = validate.CredentialRules{WithoutReplication: true}
 	kind := metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
-	refused := examplePolicyConfigMap(t, unchanged)
-	_, errs := validate.PolicyConfigMap(refused, cmV.configs.fixed.Credentials)
+	refused := shadowtest.ExamplePolicyConfigMap(t, shadowtest.Unchanged)
+	_, errs := validate.PolicyConfigMap(refused, cmV.configs.Fixed.Credentials)
 	var want []string
 	for _, e := range errs {
 		want = append(want, e.Field+": "+e.ErrorBody())
@@ -71,7 +33,7 @@ func TestConfigMapValidatorRefusesAPolicyItCannotCarryOut(t *testing.T) {
 		t.Fatalf("the rules refuse %d nodes of the example policy, want both: %q", len(want), want)
 	}
 	sameLines(t, causes(t, cmV.Handle(context.Background(), request(t, admissionv1.Create, kind, refused))), want)
-	if resp := cmV.Handle(context.Background(), request(t, admissionv1.Create, kind, examplePolicyConfigMap(t, replicationOff))); !resp.Allowed {
+	if resp := cmV.Handle(context.Background(), request(t, admissionv1.Create, kind, shadowtest.ExamplePolicyConfigMap(t, shadowtest.ReplicationOff))); !resp.Allowed {
 		t.Errorf("refused a policy that replicates nothing: %+v", resp.Result)
 	}
 	other := refused.DeepCopy()
@@ -96,7 +58,7 @@ func sameNSRefusal(meta *field.Path) string {
 // template's path; both admit them by default.
 func TestPodAndWorkloadValidatorsRefuseSecretsInThePodsNamespace(t *testing.T) {
 	_, podV, workV, _, _ := handlers(t)
-	p := pod("notebook", map[string]string{validate.AnnotationShadowSameNS: "true"})
+	p := shadowtest.Pod("notebook", map[string]string{validate.AnnotationShadowSameNS: "true"})
 	deploy := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: metav1.ObjectMeta{Name: "notebooks", Namespace: "user"},
@@ -106,202 +68,10 @@ func TestPodAndWorkloadValidatorsRefuseSecretsInThePodsNamespace(t *testing.T) {
 	if resp := workV.Handle(context.Background(), request(t, admissionv1.Create, deployGVK, deploy)); !resp.Allowed {
 		t.Errorf("by default the template is refused: %+v", resp.Result)
 	}
-	podV.configs.fixed.Credentials = validate.CredentialRules{WithoutCopiesInPodNamespaces: true}
-	workV.configs.fixed.Credentials = podV.configs.fixed.Credentials
+	podV.configs.Fixed.Credentials = validate.CredentialRules{WithoutCopiesInPodNamespaces: true}
+	workV.configs.Fixed.Credentials = podV.configs.Fixed.Credentials
 	sameLines(t, causes(t, podV.Handle(context.Background(), request(t, admissionv1.Create, podGVK, p))),
 		[]string{sameNSRefusal(field.NewPath("metadata"))})
 	sameLines(t, causes(t, workV.Handle(context.Background(), request(t, admissionv1.Create, deployGVK, deploy))),
 		[]string{sameNSRefusal(field.NewPath("spec", "template", "metadata"))})
-}
-
-// recordingApplier records the shadows it is asked to apply, and answers err.
-type recordingApplier struct {
-	applied []*inject.Shadow
-	err     error
-}
-
-func (a *recordingApplier) Apply(_ context.Context, s *inject.Shadow, _ bool) ([]string, error) {
-	a.applied = append(a.applied, s)
-	return nil, a.err
-}
-
-// The reconciler keeps to the same rule: it does not re-apply the missing shadow of such a pod,
-// admitted before serve refused the copy, and says why on the pod; by default it does.
-func TestReconcilerAppliesNoSecretsInThePodsNamespace(t *testing.T) {
-	_, _, _, _, pol := handlers(t)
-	p := pod("notebook", map[string]string{validate.AnnotationShadowSameNS: "true"})
-	for name, c := range map[string]struct {
-		rules     validate.CredentialRules
-		applied   int
-		wantEvent bool
-	}{
-		"by default the missing shadow is applied again":                                        {validate.CredentialRules{}, 1, false},
-		"without copies into pod namespaces it is not, and a Warning Event on the pod says why": {validate.CredentialRules{WithoutCopiesInPodNamespaces: true}, 0, true},
-	} {
-		applier, recorder := &recordingApplier{}, &recordingEvents{}
-		r := newTestReconciler(time.Hour)
-		r.policies = fixedPolicy{pol}
-		r.applier = applier
-		r.rules = c.rules
-		r.recorder = recorder
-		if _, err := r.ensure(context.Background(), mutated(t, p, pol), nil); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if len(applier.applied) != c.applied {
-			t.Errorf("%s: applied %d shadows, want %d", name, len(applier.applied), c.applied)
-		}
-		if got := len(recorder.reasons) > 0; got != c.wantEvent || (got && recorder.reasons[0] != ReasonShadowNotReapplied) {
-			t.Errorf("%s: Events %q, want one %s: %v", name, recorder.reasons, ReasonShadowNotReapplied, c.wantEvent)
-		}
-	}
-}
-
-// A complete shadow of a pod the rules in force refuse is left alone, and said so once on the
-// pod (a Warning Event, the Refused drift state), however often the pod is reconciled.
-func TestReconcilerSaysOnceThatItLeavesTheShadowOfARefusedPod(t *testing.T) {
-	_, _, _, _, pol := handlers(t)
-	p := mutated(t, pod("notebook", map[string]string{validate.AnnotationShadowSameNS: "true"}), pol)
-	shadow := shadowOf(t, p, pol)
-	have := []client.Object{shadow.NodeConfigMap, shadow.Service, shadow.Deployment}
-	recorder := &recordingEvents{}
-	r := newTestReconciler(time.Hour)
-	r.policies = fixedPolicy{pol}
-	r.applier = failingApplier{}
-	r.rules = validate.CredentialRules{WithoutCopiesInPodNamespaces: true}
-	r.recorder = recorder
-	r.writer = fake.NewClientBuilder().WithObjects(p.DeepCopy()).Build()
-	for range 3 {
-		if _, err := r.ensure(context.Background(), p, have); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if !slices.Equal(recorder.reasons, []string{ReasonShadowRefusedByPolicy}) {
-		t.Errorf("Events %q, want one %s", recorder.reasons, ReasonShadowRefusedByPolicy)
-	}
-	stored := &corev1.Pod{}
-	if err := r.writer.Get(context.Background(), client.ObjectKeyFromObject(p), stored); err != nil {
-		t.Fatal(err)
-	}
-	if st, err := drift.Of(stored.Annotations); err != nil || st.State != drift.Refused || !strings.Contains(st.Reason, "interlink.eu/shadow-same-ns") {
-		t.Errorf("drift %+v (%v), want Refused naming the annotation", st, err)
-	}
-}
-
-// failingApplier fails every apply: a test using it expects none.
-type failingApplier struct{}
-
-func (failingApplier) Apply(context.Context, *inject.Shadow, bool) ([]string, error) {
-	return nil, errors.New("nothing should be applied")
-}
-
-// mutated is p as the mutating webhook stores it, which the reconciler requires.
-func mutated(t *testing.T, p *corev1.Pod, pol *policy.Policy) *corev1.Pod {
-	t.Helper()
-	p = p.DeepCopy()
-	o, d := validate.Pod(p, validate.Config{Policy: pol})
-	if !d.Allowed() || o == nil {
-		t.Fatalf("the test pod is refused: %v", d.Errors)
-	}
-	inject.Mutate(p, validate.Config{Policy: pol}).Apply(p)
-	return p
-}
-
-// shadowOf is the shadow the validating phase builds for p, which must be mutated already.
-func shadowOf(t *testing.T, p *corev1.Pod, pol *policy.Policy) *inject.Shadow {
-	t.Helper()
-	a := inject.Admit(p, validate.Config{Policy: pol})
-	if !a.Decision.Allowed() {
-		t.Fatalf("the test pod is refused: %v", a.Decision.Errors)
-	}
-	return a.Shadow
-}
-
-// recordingEvents records the reasons of the Events it is given.
-type recordingEvents struct{ reasons []string }
-
-var _ events.EventRecorder = (*recordingEvents)(nil)
-
-func (e *recordingEvents) Eventf(_ runtime.Object, _ runtime.Object, _, reason, _, _ string, _ ...any) {
-	e.reasons = append(e.reasons, reason)
-}
-
-// heldBy is an API server holding one Deployment, with labels.
-type heldBy struct {
-	client.Reader
-	labels map[string]string
-}
-
-func (h heldBy) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
-	d := obj.(*appsv1.Deployment)
-	d.Name, d.Namespace, d.Labels = key.Name, key.Namespace, h.labels
-	return nil
-}
-
-// A shadow Deployment the virtual kubelet rewrote into its own (the cache of shadowgate's
-// objects lost it, the name is held by one without shadowgate's label) is applied again, and
-// a Warning Event on the pod names the second shadow and the VK setting to change; one that
-// is merely missing is applied again without a word.
-func TestReconcilerSaysWhenTheVirtualKubeletRendersASecondShadow(t *testing.T) {
-	_, _, _, _, pol := handlers(t)
-	p := mutated(t, pod("notebook", nil), pol)
-	for name, c := range map[string]struct {
-		labels    map[string]string
-		wantEvent bool
-	}{
-		"a Deployment of the VK's holds the name":         {map[string]string{"app.kubernetes.io/component": "notebook-user"}, true},
-		"shadowgate's own holds it, not yet in the cache": {map[string]string{inject.LabelManagedBy: inject.ManagedBy}, false},
-	} {
-		applier, recorder := &recordingApplier{}, &recordingEvents{}
-		r := newTestReconciler(time.Hour)
-		r.policies = fixedPolicy{pol}
-		r.applier = applier
-		r.reader = heldBy{labels: c.labels}
-		r.recorder = recorder
-		if _, err := r.ensure(context.Background(), p, nil); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if len(applier.applied) != 1 {
-			t.Errorf("%s: applied %d shadows, want 1", name, len(applier.applied))
-		}
-		if got := len(recorder.reasons) == 1 && recorder.reasons[0] == ReasonSecondShadow; got != c.wantEvent {
-			t.Errorf("%s: Events %q, want one %s: %v", name, recorder.reasons, ReasonSecondShadow, c.wantEvent)
-		}
-	}
-}
-
-// Past its rate, a pod the policy in force refuses is neither written nor told yet: its
-// reconcile comes back when a write is free, and then says it once.
-func TestDriftWritesAreHeldBackPastTheirRate(t *testing.T) {
-	_, _, _, _, pol := handlers(t)
-	const burst = 2
-	recorder := &recordingEvents{}
-	r := newTestReconciler(time.Hour)
-	r.policies, r.applier, r.recorder = fixedPolicy{pol}, failingApplier{}, recorder
-	r.rules = validate.CredentialRules{WithoutCopiesInPodNamespaces: true}
-	r.driftWrites = rate.NewLimiter(rate.Every(time.Minute), burst)
-	var pods []*corev1.Pod
-	var stored []client.Object
-	for i := range burst + 1 {
-		p := mutated(t, pod(fmt.Sprintf("notebook-%d", i), map[string]string{validate.AnnotationShadowSameNS: "true"}), pol)
-		p.UID = types.UID(fmt.Sprintf("uid-%d", i))
-		pods, stored = append(pods, p), append(stored, p.DeepCopy())
-	}
-	r.writer = fake.NewClientBuilder().WithObjects(stored...).Build()
-	var held []time.Duration
-	for _, p := range pods {
-		shadow := shadowOf(t, p, pol)
-		wait, err := r.ensure(context.Background(), p, []client.Object{shadow.NodeConfigMap, shadow.Service, shadow.Deployment})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if wait > 0 {
-			held = append(held, wait)
-		}
-	}
-	if len(held) != 1 || held[0] > time.Minute {
-		t.Errorf("held back %v, want one write for at most the minute a token takes", held)
-	}
-	if len(recorder.reasons) != burst {
-		t.Errorf("%d Events, want %d: the held-back pod is told when its write is made", len(recorder.reasons), burst)
-	}
 }

@@ -2,20 +2,17 @@ package webhook
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/interlink-hq/shadowgate/internal/drift"
+	"github.com/interlink-hq/shadowgate/internal/applier"
+	"github.com/interlink-hq/shadowgate/internal/metrics"
+	"github.com/interlink-hq/shadowgate/internal/policystore"
 	"github.com/interlink-hq/shadowgate/internal/serving"
 	"github.com/interlink-hq/shadowgate/validate"
 )
@@ -31,167 +28,53 @@ const (
 // EventReporter names shadowgate as the reporting controller of its Events.
 const EventReporter = "shadowgate"
 
-// Options configure the webhook and the reconciler.
+// Options configure the admission handlers.
 type Options struct {
 	// Policy names the policy ConfigMap; its namespace is also where credentials are copied from.
 	Policy validate.PolicyRef
-	// ShadowGracePeriod is how long a shadow whose pod was never seen waits before deletion.
-	ShadowGracePeriod time.Duration
 	// Rules are what this serve may do with credentials; a policy or pod that needs more is refused.
 	Rules validate.CredentialRules
+	// ShadowGracePeriod is how long a shadow applied for a pod not stored yet counts against
+	// the bound: the reconciler deletes it after as long.
+	ShadowGracePeriod time.Duration
 	// MaxUnconfirmedShadows bounds the shadows applied at admission for pods not stored yet.
 	MaxUnconfirmedShadows int
 	// UnconfirmedShare is how many of those the pods of one namespace may hold.
 	UnconfirmedShare int
-	// MaxRollingShadows bounds the shadows rolled at a time to a changed policy (rollPacer).
-	MaxRollingShadows int
 }
 
-// Setup reads the policy (an error when it is missing or invalid), then registers the
-// admission endpoints, the policy watch, the pod Event recorder, the reconciler, the
-// credential follower (with replication) and the readiness checks with mgr. The endpoints
-// answer on every replica; the reconciler and the follower run on the leader. The returned
-// wait blocks until the removals of refused pods' shadow objects, which run after the denial
-// is sent, have finished: call it once mgr has stopped, since the webhook server can start
-// more of them until then.
-func Setup(ctx context.Context, mgr manager.Manager, opts Options, metrics *Metrics, decisions *serving.Decisions) (wait func(), err error) {
-	if opts.ShadowGracePeriod <= 0 {
-		return nil, errors.New("the shadow grace period must be positive")
-	}
-	if opts.MaxUnconfirmedShadows <= 0 || opts.UnconfirmedShare <= 0 {
-		return nil, errors.New("the bounds on unconfirmed shadows must be positive")
-	}
-	if opts.MaxRollingShadows <= 0 {
-		return nil, errors.New("the bound on shadows rolled at a time must be positive")
-	}
-	cs, err := kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
-	if err != nil {
-		return nil, err
-	}
-	recorder := mgr.GetEventRecorder(EventReporter)
-	store, err := NewPolicyStore(ctx, cs, opts.Policy, opts.Rules, recorder, metrics, mgr.GetLogger().WithName("policy"))
-	if err != nil {
-		return nil, err
-	}
-	applyClient, err := newApplyClient(mgr)
-	if err != nil {
-		return nil, err
-	}
-	applier := &Applier{
-		client:               applyClient,
-		reader:               mgr.GetAPIReader(),
-		scheme:               mgr.GetScheme(),
-		credentialsNamespace: opts.Policy.Namespace,
-		metrics:              metrics,
-	}
-	var sources *credentialSources
-	if !opts.Rules.WithoutReplication {
-		// Without replication shadowgate may not read Secrets, and has no copy to keep.
-		if sources, err = newCredentialSources(ctx, mgr, opts.Policy.Namespace); err != nil {
-			return nil, err
-		}
-		applier.sources = sources
-	}
+// Setup registers with mgr the admission endpoints, deciding by the policy policies holds and
+// the labels namespaces reads and applying admitted pods' shadows with shadows behind the bound
+// on unconfirmed ones, the recorder of Events on admitted pods, and the webhook server's
+// readiness check. The endpoints answer on every replica. The bounds must be positive.
+func Setup(ctx context.Context, mgr manager.Manager, opts Options, policies policystore.Policies, namespaces policystore.Namespaces, shadows applier.ShadowApplier, recorder events.EventRecorder, metrics *metrics.Metrics, decisions *serving.Decisions) error {
 	events := newPodEvents(mgr.GetClient(), recorder)
 	fixed := validate.Config{PolicyRef: opts.Policy, Credentials: opts.Rules}
-	// The namespace informer is asked for now, so it starts and syncs with the manager's cache
-	// rather than on the first pod; it holds the namespaces' metadata only.
-	if _, err := mgr.GetCache().GetInformer(ctx, &metav1.PartialObjectMetadata{TypeMeta: namespaceMeta}); err != nil {
-		return nil, err
-	}
-	namespaces := cachedNamespaces{cache: mgr.GetCache(), live: mgr.GetAPIReader()}
-	identity := shadowIdentity{namespaces: namespaces, cache: mgr.GetClient(), policies: store, rules: opts.Rules}
 	unconfirmed := newUnconfirmedShadows(opts.MaxUnconfirmedShadows, opts.UnconfirmedShare, opts.ShadowGracePeriod, metrics)
 	// Every replica's cache sees every pod stored: the one whose admission applied its
 	// shadow stops counting it there.
 	pods, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := pods.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
 		if p, ok := obj.(*corev1.Pod); ok {
 			unconfirmed.release(p.UID)
 		}
 	}}); err != nil {
-		return nil, err
+		return err
 	}
 	server := mgr.GetWebhookServer()
 	for path, h := range map[string]admission.Handler{
-		PathMutatePods:         NewPodMutator(store, fixed, namespaces),
-		PathValidatePods:       NewPodValidator(store, fixed, namespaces, mgr.GetAPIReader(), boundedApplier{applier, unconfirmed}, events),
-		PathValidateConfigMaps: NewConfigMapValidator(store, fixed),
-		PathValidateWorkloads:  NewWorkloadValidator(store, fixed, namespaces),
+		PathMutatePods:         NewPodMutator(policies, fixed, namespaces),
+		PathValidatePods:       NewPodValidator(policies, fixed, namespaces, mgr.GetAPIReader(), boundedApplier{shadows, unconfirmed}, events),
+		PathValidateConfigMaps: NewConfigMapValidator(policies, fixed),
+		PathValidateWorkloads:  NewWorkloadValidator(policies, fixed, namespaces),
 	} {
 		server.Register(path, serving.Route(path, h, decisions))
 	}
-	collector := &Collector{
-		cache:                mgr.GetClient(),
-		reader:               mgr.GetAPIReader(),
-		identity:             identity,
-		writer:               mgr.GetClient(),
-		policies:             store,
-		credentialsNamespace: opts.Policy.Namespace,
-		period:               opts.ShadowGracePeriod,
-		metrics:              metrics,
-		unused:               map[collectKey]objectVersion{},
-		held:                 map[string]time.Time{},
+	if err := mgr.Add(events); err != nil {
+		return err
 	}
-	for _, r := range []manager.Runnable{store, events, collector} {
-		if err := mgr.Add(r); err != nil {
-			return nil, err
-		}
-	}
-	wakes := make(chan event.GenericEvent)
-	reconciler := &Reconciler{
-		client:     mgr.GetClient(),
-		reader:     mgr.GetAPIReader(),
-		identity:   identity,
-		policies:   store,
-		namespaces: namespaces,
-		applier:    applier,
-		grace:      opts.ShadowGracePeriod,
-		rules:      opts.Rules,
-		recorder:   recorder,
-		writer:     applyClient,
-		pacer:      newRollPacer(opts.MaxRollingShadows, metrics, func(pod types.NamespacedName) { go wakeUp(ctx, wakes, pod) }),
-		wakes:      wakes,
-		gone:       map[types.UID]time.Time{},
-		orphaned:   map[types.UID]time.Time{},
-		drifts:     map[types.UID]drift.Status{},
-
-		driftWrites:   newDriftWrites(),
-		writeTurns:    map[types.UID]time.Time{},
-		policyChanges: store,
-	}
-	if err := reconciler.SetupWithManager(ctx, mgr); err != nil {
-		return nil, err
-	}
-	if err := newTunnelReporter(mgr, identity, applyClient, store, recorder, metrics).SetupWithManager(mgr); err != nil {
-		return nil, err
-	}
-	if sources != nil {
-		follower := &CredentialFollower{
-			shadows:              mgr.GetClient(),
-			identity:             identity,
-			sources:              sources,
-			applier:              applier,
-			policies:             store,
-			credentialsNamespace: opts.Policy.Namespace,
-			recorder:             recorder,
-			metrics:              metrics,
-		}
-		if err := follower.SetupWithManager(ctx, mgr, sources.cache); err != nil {
-			return nil, err
-		}
-	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, err
-	}
-	if err := mgr.AddReadyzCheck("webhook-server", server.StartedChecker()); err != nil {
-		return nil, err
-	}
-	if err := mgr.AddReadyzCheck("policy", store.Synced); err != nil {
-		return nil, err
-	}
-	return applier.Wait, nil
+	return mgr.AddReadyzCheck("webhook-server", server.StartedChecker())
 }

@@ -7,14 +7,14 @@ import (
 	"sync"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/applier"
+	"github.com/interlink-hq/shadowgate/internal/metrics"
+	"github.com/interlink-hq/shadowgate/internal/shadows"
 )
 
 // unconfirmedShadows bounds the shadows this process applies at admission for pods the API
@@ -29,7 +29,7 @@ import (
 type unconfirmedShadows struct {
 	limit, perNamespace int
 	ttl                 time.Duration
-	metrics             *Metrics
+	metrics             *metrics.Metrics
 	// now is the clock, time.Now when nil; tests set it.
 	now func() time.Time
 
@@ -45,7 +45,7 @@ type pendingShadow struct {
 	at        time.Time
 }
 
-func newUnconfirmedShadows(limit, perNamespace int, ttl time.Duration, metrics *Metrics) *unconfirmedShadows {
+func newUnconfirmedShadows(limit, perNamespace int, ttl time.Duration, metrics *metrics.Metrics) *unconfirmedShadows {
 	return &unconfirmedShadows{limit: limit, perNamespace: perNamespace, ttl: ttl, metrics: metrics,
 		pending: map[types.UID]pendingShadow{}, held: map[string]int{}}
 }
@@ -75,16 +75,16 @@ func (u *unconfirmedShadows) reserve(uid types.UID, namespace string) error {
 	}
 	switch {
 	case u.held[namespace] >= u.perNamespace:
-		u.metrics.unconfirmedRefusals.Inc()
+		u.metrics.UnconfirmedRefusals.Inc()
 		return &TooManyUnconfirmedError{Namespace: namespace, Held: u.held[namespace], Limit: u.perNamespace, Share: true, Within: u.ttl}
 	case len(u.pending) >= u.limit:
-		u.metrics.unconfirmedRefusals.Inc()
+		u.metrics.UnconfirmedRefusals.Inc()
 		most, held := u.most()
 		return &TooManyUnconfirmedError{Namespace: most, Held: held, Limit: u.limit, Within: u.ttl}
 	}
 	u.pending[uid] = pendingShadow{namespace: namespace, at: now}
 	u.held[namespace]++
-	u.metrics.unconfirmed.Set(float64(len(u.pending)))
+	u.metrics.Unconfirmed.Set(float64(len(u.pending)))
 	return nil
 }
 
@@ -115,7 +115,7 @@ func (u *unconfirmedShadows) drop(uid types.UID) {
 	if u.held[p.namespace]--; u.held[p.namespace] <= 0 {
 		delete(u.held, p.namespace)
 	}
-	u.metrics.unconfirmed.Set(float64(len(u.pending)))
+	u.metrics.Unconfirmed.Set(float64(len(u.pending)))
 }
 
 // TooManyUnconfirmedError refuses an admission while too many shadows wait for their pods:
@@ -146,23 +146,15 @@ func (e *TooManyUnconfirmedError) Status() metav1.Status {
 	return metav1.Status{Status: metav1.StatusFailure, Code: http.StatusTooManyRequests, Reason: metav1.StatusReasonTooManyRequests, Message: e.Error()}
 }
 
-// LabelAwaitingPod marks a shadow Deployment applied at admission with no replicas: its pod is
-// not stored yet, so nothing logs in to the site for it. The Reconciler starts it, removing the
-// label, once it sees the pod stored; a pod refused after the webhooks never is, and its shadow
-// is deleted after the grace period without having run. A label, not an annotation: the
-// deployment controller copies a Deployment's annotations onto its ReplicaSets, and an
-// interlink.eu/ annotation there would send them to the webhooks.
-const LabelAwaitingPod = "interlink.eu/shadow-awaiting-pod"
-
 // boundedApplier is the admission's ShadowApplier: the Applier, behind the bound, applying
-// the shadow Deployment with no replicas (LabelAwaitingPod). A dry run writes nothing and is
+// the shadow Deployment with no replicas (applier.LabelAwaitingPod). A dry run writes nothing and is
 // not counted; the reconciler, re-applying a stored pod's shadow, calls the Applier itself.
 type boundedApplier struct {
-	applier     ShadowApplier
+	applier     applier.ShadowApplier
 	unconfirmed *unconfirmedShadows
 }
 
-var _ ShadowApplier = boundedApplier{}
+var _ applier.ShadowApplier = boundedApplier{}
 
 // Apply implements ShadowApplier.
 func (b boundedApplier) Apply(ctx context.Context, s *inject.Shadow, dryRun bool) ([]string, error) {
@@ -170,35 +162,17 @@ func (b boundedApplier) Apply(ctx context.Context, s *inject.Shadow, dryRun bool
 		return b.applier.Apply(ctx, s, dryRun)
 	}
 	uid := types.UID(s.Deployment.Labels[inject.LabelPodUID])
-	podNamespace, _, _ := splitKey(s.Deployment.Annotations[inject.AnnotationShadowFor])
+	podNamespace, _, _ := shadows.SplitKey(s.Deployment.Annotations[inject.AnnotationShadowFor])
 	if err := b.unconfirmed.reserve(uid, podNamespace); err != nil {
 		return nil, err
 	}
 	held := *s
 	held.Deployment = s.Deployment.DeepCopy()
 	held.Deployment.Spec.Replicas = ptr.To[int32](0)
-	metav1.SetMetaDataLabel(&held.Deployment.ObjectMeta, LabelAwaitingPod, "true")
+	metav1.SetMetaDataLabel(&held.Deployment.ObjectMeta, applier.LabelAwaitingPod, "true")
 	warnings, err := b.applier.Apply(ctx, &held, dryRun)
 	if err != nil {
 		b.unconfirmed.release(uid) // what it created is being removed
 	}
 	return warnings, err
-}
-
-// startShadow gives d, the shadow Deployment of a stored pod, the replicas of want, the
-// shadow the policy in force renders for the pod, if it is still held as admission applied
-// it (LabelAwaitingPod); a shadow scaled down by hand is not. The patch is conditional on the
-// resourceVersion read, so a Deployment changed meanwhile is looked at again.
-func startShadow(ctx context.Context, c client.Client, d, want *appsv1.Deployment) error {
-	if _, held := d.Labels[LabelAwaitingPod]; !held {
-		return nil
-	}
-	started := d.DeepCopy()
-	started.Spec.Replicas = want.Spec.Replicas
-	delete(started.Labels, LabelAwaitingPod)
-	err := c.Patch(ctx, started, client.MergeFromWithOptions(d, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldManager))
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("starting the shadow Deployment %s/%s of a stored pod: %w", d.Namespace, d.Name, err)
-	}
-	return nil
 }

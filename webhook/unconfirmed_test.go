@@ -19,11 +19,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/applier"
+	"github.com/interlink-hq/shadowgate/internal/metrics"
+	"github.com/interlink-hq/shadowgate/internal/shadowtest"
 )
 
 func testUnconfirmed(t *testing.T, limit, perNamespace int) (*unconfirmedShadows, *time.Time) {
 	t.Helper()
-	m, err := NewMetrics(prometheus.NewRegistry())
+	m, err := metrics.New(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +100,7 @@ func TestUnconfirmedShadowsAreBoundedWithAShareForEachNamespace(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			u, now := testUnconfirmed(t, 3, 2)
 			c.steps(u, now)
-			before := testutil.ToFloat64(u.metrics.unconfirmedRefusals)
+			before := testutil.ToFloat64(u.metrics.UnconfirmedRefusals)
 			ns, uid, _ := strings.Cut(c.next, "/")
 			err := u.reserve(types.UID(uid), ns)
 			if c.refused != nil {
@@ -109,13 +112,13 @@ func TestUnconfirmedShadowsAreBoundedWithAShareForEachNamespace(t *testing.T) {
 				if *tooMany != *c.refused {
 					t.Errorf("refused with %+v, want %+v", *tooMany, *c.refused)
 				}
-				if got := testutil.ToFloat64(u.metrics.unconfirmedRefusals) - before; got != 1 {
+				if got := testutil.ToFloat64(u.metrics.UnconfirmedRefusals) - before; got != 1 {
 					t.Errorf("refusals counted %v, want 1", got)
 				}
 			} else if err != nil {
 				t.Fatalf("reserve %s: %v", c.next, err)
 			}
-			if got := testutil.ToFloat64(u.metrics.unconfirmed); got != float64(c.wantCount) {
+			if got := testutil.ToFloat64(u.metrics.Unconfirmed); got != float64(c.wantCount) {
 				t.Errorf("shadowgate_unconfirmed_shadows is %v, want %d", got, c.wantCount)
 			}
 			counted := 0
@@ -184,7 +187,7 @@ func TestTheBoundCountsOnlyAdmissionsThatWrite(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			u, _ := testUnconfirmed(t, 1, 1)
-			inner := &recordingApplier{err: c.applyErr}
+			inner := &shadowtest.RecordingApplier{Err: c.applyErr}
 			b := boundedApplier{applier: inner, unconfirmed: u}
 			if _, err := b.Apply(context.Background(), shadowOf("a"), c.dryRun); !errors.Is(err, c.applyErr) {
 				t.Fatalf("Apply: %v, want %v", err, c.applyErr)
@@ -192,29 +195,29 @@ func TestTheBoundCountsOnlyAdmissionsThatWrite(t *testing.T) {
 			if got := len(u.pending); got != c.wantCount {
 				t.Errorf("%d shadows counted, want %d", got, c.wantCount)
 			}
-			if len(inner.applied) != 1 {
-				t.Fatalf("the Applier was called %d times, want 1", len(inner.applied))
+			if len(inner.Applied) != 1 {
+				t.Fatalf("the Applier was called %d times, want 1", len(inner.Applied))
 			}
 			if c.wantCount == 1 && u.held["team"] != 1 {
 				t.Errorf("namespaces hold %v, want the pod's namespace team to hold its place", u.held)
 			}
-			d := inner.applied[0].Deployment
-			_, held := d.Labels[LabelAwaitingPod]
+			d := inner.Applied[0].Deployment
+			_, held := d.Labels[applier.LabelAwaitingPod]
 			if wantHeld := !c.dryRun; held != wantHeld || (*d.Spec.Replicas == 0) != wantHeld {
-				t.Errorf("applied with %d replicas and labels %v; want held (no replicas, %s) %v", *d.Spec.Replicas, d.Labels, LabelAwaitingPod, wantHeld)
+				t.Errorf("applied with %d replicas and labels %v; want held (no replicas, %s) %v", *d.Spec.Replicas, d.Labels, applier.LabelAwaitingPod, wantHeld)
 			}
 		})
 	}
 	t.Run("Past the limit the Applier is not called.", func(t *testing.T) {
 		u, _ := testUnconfirmed(t, 1, 1)
-		inner := &recordingApplier{}
+		inner := &shadowtest.RecordingApplier{}
 		b := boundedApplier{applier: inner, unconfirmed: u}
 		_, _ = b.Apply(context.Background(), shadowOf("a"), false)
 		if _, err := b.Apply(context.Background(), shadowOf("b"), false); err == nil {
 			t.Fatal("the second shadow was admitted past a limit of 1")
 		}
-		if len(inner.applied) != 1 {
-			t.Errorf("the Applier was called %d times, want 1", len(inner.applied))
+		if len(inner.Applied) != 1 {
+			t.Errorf("the Applier was called %d times, want 1", len(inner.Applied))
 		}
 	})
 }
@@ -235,14 +238,14 @@ func TestAStoredPodsHeldShadowIsStarted(t *testing.T) {
 		wantReplicas int32
 	}{
 		"A shadow held at admission is started, and no longer marked held.": {
-			stored: deployment(map[string]string{LabelAwaitingPod: "true", "keep": "me"}), seen: deployment(map[string]string{LabelAwaitingPod: "true", "keep": "me"}),
+			stored: deployment(map[string]string{applier.LabelAwaitingPod: "true", "keep": "me"}), seen: deployment(map[string]string{applier.LabelAwaitingPod: "true", "keep": "me"}),
 			wantReplicas: 1,
 		},
 		"A shadow scaled down by hand stays down.": {
 			stored: deployment(map[string]string{"keep": "me"}), seen: deployment(map[string]string{"keep": "me"}),
 		},
 		"A held shadow deleted meanwhile is no error.": {
-			seen: deployment(map[string]string{LabelAwaitingPod: "true"}),
+			seen: deployment(map[string]string{applier.LabelAwaitingPod: "true"}),
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -256,7 +259,7 @@ func TestAStoredPodsHeldShadowIsStarted(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := startShadow(t.Context(), cl, c.seen, want); err != nil {
+			if err := applier.StartShadow(t.Context(), cl, c.seen, want); err != nil {
 				t.Fatalf("startShadow: %v", err)
 			}
 			if c.stored == nil {
@@ -266,20 +269,20 @@ func TestAStoredPodsHeldShadowIsStarted(t *testing.T) {
 			if err := cl.Get(t.Context(), client.ObjectKeyFromObject(c.stored), got); err != nil {
 				t.Fatal(err)
 			}
-			if _, held := got.Labels[LabelAwaitingPod]; *got.Spec.Replicas != c.wantReplicas || held || got.Labels["keep"] != "me" {
+			if _, held := got.Labels[applier.LabelAwaitingPod]; *got.Spec.Replicas != c.wantReplicas || held || got.Labels["keep"] != "me" {
 				t.Errorf("stored with %d replicas and labels %v, want %d replicas, not held, other labels kept", *got.Spec.Replicas, got.Labels, c.wantReplicas)
 			}
 		})
 	}
 	t.Run("A shadow changed since it was read is not written over.", func(t *testing.T) {
-		stored := deployment(map[string]string{LabelAwaitingPod: "true"})
+		stored := deployment(map[string]string{applier.LabelAwaitingPod: "true"})
 		cl := fake.NewClientBuilder().WithObjects(stored).Build()
 		seen := &appsv1.Deployment{}
 		if err := cl.Get(t.Context(), client.ObjectKeyFromObject(stored), seen); err != nil {
 			t.Fatal(err)
 		}
 		seen.ResourceVersion = "1"
-		if err := startShadow(t.Context(), cl, seen, want); !apierrors.IsConflict(err) {
+		if err := applier.StartShadow(t.Context(), cl, seen, want); !apierrors.IsConflict(err) {
 			t.Errorf("startShadow over a changed Deployment: %v, want a conflict", err)
 		}
 	})

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/interlink-hq/shadowgate/internal/policystore"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
@@ -20,15 +21,15 @@ import (
 // StatefulSet, DaemonSet, ReplicaSet, Job or CronJob is judged as its pods will be, so a bad
 // template is refused at apply rather than in every pod the controller tries to create.
 type WorkloadValidator struct {
-	configs configs
+	configs policystore.Configs
 }
 
 var _ admission.Handler = (*WorkloadValidator)(nil)
 
 // NewWorkloadValidator is /validate-workloads' handler, deciding by the policy policies holds
 // by fixed and by the labels namespaces reads.
-func NewWorkloadValidator(policies Policies, fixed validate.Config, namespaces Namespaces) *WorkloadValidator {
-	return &WorkloadValidator{configs: configs{policies: policies, fixed: fixed, namespaces: namespaces}}
+func NewWorkloadValidator(policies policystore.Policies, fixed validate.Config, namespaces policystore.Namespaces) *WorkloadValidator {
+	return &WorkloadValidator{configs: policystore.Configs{Policies: policies, Fixed: fixed, Namespaces: namespaces}}
 }
 
 // workloadKinds are the kinds /validate-workloads judges, as the webhook configurations'
@@ -82,7 +83,7 @@ func (v *WorkloadValidator) Handle(ctx context.Context, req admission.Request) a
 	}
 	// Every workload kind is judged: the template's pods, and the credentials they would
 	// have copied, under the template's path.
-	cfg, err := v.configs.now(ctx, req.Namespace)
+	cfg, err := v.configs.Now(ctx, req.Namespace)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}

@@ -186,7 +186,7 @@ func TestWorkloadUpdatesAreJudgedOnlyWhenTheTemplateChanges(t *testing.T) {
 		if err := json.Unmarshal(req.Object.Raw, obj); err != nil {
 			t.Fatal(err)
 		}
-		d, _ := validate.Object(obj, validate.Config{Policy: pol, PolicyRef: workV.configs.fixed.PolicyRef, Credentials: workV.configs.fixed.Credentials})
+		d, _ := validate.Object(obj, validate.Config{Policy: pol, PolicyRef: workV.configs.Fixed.PolicyRef, Credentials: workV.configs.Fixed.Credentials})
 		// Each case has something to say: errors, or for an admitted template warnings.
 		if len(d.Errors) == 0 && (c.want != admitted || len(d.Warnings) == 0) {
 			t.Fatalf("%s: the policy admits the template without a word; the case is wrong", sentence)

@@ -31,10 +31,11 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/interlink-hq/shadowgate/certs"
+	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/internal/serving"
+	"github.com/interlink-hq/shadowgate/internal/shadows"
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
-	"github.com/interlink-hq/shadowgate/webhook"
 )
 
 // exitServeFailed is serve's exit code when it cannot start or stops on an error.
@@ -160,7 +161,7 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 			return &exitError{code: exitServeFailed, msg: err.Error()}
 		}
 	}
-	metrics, err := webhook.NewMetrics(ctrlmetrics.Registry)
+	metrics, err := metrics.New(ctrlmetrics.Registry)
 	if err != nil {
 		return &exitError{code: exitServeFailed, msg: err.Error()}
 	}
@@ -171,7 +172,7 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 	signalled, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx := serving.DrainThenStop(signalled, stop, webhooks, o.shutdownDelay, logger)
-	opts := webhook.Options{
+	opts := setupOptions{
 		Policy:                validate.PolicyRef{Namespace: namespace, Name: o.policyConfigMap},
 		ShadowGracePeriod:     o.grace,
 		Rules:                 o.credentials.rules(),
@@ -179,7 +180,7 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 		UnconfirmedShare:      o.maxPerNamespace,
 		MaxRollingShadows:     o.maxRolling,
 	}
-	waitForCleanups, err := webhook.Setup(ctx, mgr, opts, metrics, decisions)
+	waitForCleanups, err := setup(ctx, mgr, opts, metrics, decisions)
 	if err != nil {
 		return &exitError{code: exitServeFailed, msg: err.Error()}
 	}
@@ -231,7 +232,7 @@ func (o *serveOptions) restConfig() (*rest.Config, error) {
 func (o *serveOptions) managerOptions(namespace string, webhookServer ctrlwebhook.Server, logger logr.Logger) manager.Options {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme) // registering built-in types into a new scheme cannot fail
-	shadows := cache.ByObject{Label: webhook.ShadowObjects}
+	shadows := cache.ByObject{Label: shadows.Selector}
 	return manager.Options{
 		Scheme: scheme,
 		Logger: logger,

@@ -1,0 +1,120 @@
+package collector
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/shadows"
+	"github.com/interlink-hq/shadowgate/validate"
+)
+
+func TestOnlyWhatTwoSweepsFoundUnusedIsCollected(t *testing.T) {
+	ns := collectKey{kind: "Namespace", name: "a-shadow"}
+	cp := collectKey{kind: "Secret", namespace: "b-shadow", name: "hpc-ssh-key"}
+	for name, c := range map[string]struct {
+		last, now map[collectKey]objectVersion
+		want      []collectKey
+	}{
+		"Unused once is not collected yet.": {
+			now: map[collectKey]objectVersion{ns: {uid: "1"}},
+		},
+		"Unused twice, as the same object, is collected.": {
+			last: map[collectKey]objectVersion{ns: {uid: "1"}, cp: {uid: "2", resourceVersion: "5"}},
+			now:  map[collectKey]objectVersion{ns: {uid: "1"}, cp: {uid: "2", resourceVersion: "5"}},
+			want: []collectKey{ns, cp},
+		},
+		"An object created again under the same name in between starts over.": {
+			last: map[collectKey]objectVersion{ns: {uid: "1"}},
+			now:  map[collectKey]objectVersion{ns: {uid: "9"}},
+		},
+		"A copy written in between starts over.": {
+			last: map[collectKey]objectVersion{cp: {uid: "2", resourceVersion: "5"}},
+			now:  map[collectKey]objectVersion{cp: {uid: "2", resourceVersion: "6"}},
+		},
+		"Used again in between, it is not collected.": {
+			last: map[collectKey]objectVersion{ns: {uid: "1"}},
+			now:  map[collectKey]objectVersion{},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := twiceUnused(c.last, c.now)
+			sortKeys := func(a, b collectKey) int { return cmpKeys(a, b) }
+			slices.SortFunc(got, sortKeys)
+			slices.SortFunc(c.want, sortKeys)
+			if !slices.Equal(got, c.want) {
+				t.Errorf("collected %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+func cmpKeys(a, b collectKey) int {
+	switch {
+	case a.String() < b.String():
+		return -1
+	case a.String() > b.String():
+		return 1
+	}
+	return 0
+}
+
+func TestOnlyCopiesShadowgateCreatedAreCollectable(t *testing.T) {
+	for name, c := range map[string]struct {
+		labels, annotations map[string]string
+		want                bool
+	}{
+		"A copy shadowgate created is collectable.": {
+			labels:      map[string]string{inject.LabelCreatedByShadowgate: "true"},
+			annotations: map[string]string{validate.AnnotationReplicatedFrom: "shadowgate-system/hpc-ssh-key"},
+			want:        true,
+		},
+		"An adopted copy, marked but not created by shadowgate, is not.": {
+			annotations: map[string]string{validate.AnnotationReplicatedFrom: "shadowgate-system/hpc-ssh-key"},
+		},
+		"A Secret labelled but not marked as a copy is not.": {
+			labels: map[string]string{inject.LabelCreatedByShadowgate: "true"},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			obj := &metav1.ObjectMeta{Labels: c.labels, Annotations: c.annotations}
+			if got := createdCopy(obj); got != c.want {
+				t.Errorf("createdCopy = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestMountedCredentialsNamesEveryVolumeSource(t *testing.T) {
+	spec := &corev1.PodSpec{Volumes: []corev1.Volume{
+		{Name: "key", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "hpc-ssh-key"}}},
+		{Name: "hosts", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "hpc-known-hosts"}}}},
+		{Name: "both", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+			{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "cern-keytab"}}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "krb5-config"}}},
+		}}}},
+		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}}
+	want := []string{"Secret/hpc-ssh-key", "ConfigMap/hpc-known-hosts", "Secret/cern-keytab", "ConfigMap/krb5-config"}
+	if got := shadows.MountedCredentials(spec); !slices.Equal(got, want) {
+		t.Errorf("mountedCredentials = %v, want %v", got, want)
+	}
+}
+
+func TestHeldNamespacesAreForgottenByAgeThenOldestFirst(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	held := map[string]time.Time{
+		"stale":  now.Add(-2 * copiesMemory),
+		"oldest": now.Add(-3 * time.Minute),
+		"older":  now.Add(-2 * time.Minute),
+		"newest": now,
+	}
+	forgetOldest(held, now.Add(-copiesMemory), 2)
+	if _, ok := held["stale"]; ok || len(held) != 2 || held["older"].IsZero() || held["newest"].IsZero() {
+		t.Errorf("kept %v, want older and newest", held)
+	}
+}

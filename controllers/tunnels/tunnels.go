@@ -1,0 +1,442 @@
+package tunnels
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/applier"
+	"github.com/interlink-hq/shadowgate/internal/eventnote"
+	"github.com/interlink-hq/shadowgate/internal/metrics"
+	"github.com/interlink-hq/shadowgate/internal/policystore"
+	"github.com/interlink-hq/shadowgate/internal/printable"
+	"github.com/interlink-hq/shadowgate/internal/shadows"
+	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
+	"github.com/interlink-hq/shadowgate/validate"
+)
+
+// Event reasons of the tunnel reporter, recorded on the offloaded pod.
+const (
+	ReasonTunnelWaitingForNode = "TunnelWaitingForNode"
+	ReasonTunnelReady          = "TunnelReady"
+	ReasonTunnelFailed         = "TunnelFailed"
+	ReasonTunnelRecovered      = "TunnelRecovered"
+)
+
+// tunnelFieldManager writes the tunnel-state annotation, and nothing else, on offloaded pods.
+const tunnelFieldManager = "shadowgate-tunnel-state"
+
+// tunnelResync is how often a tunnel that is not Ready is looked at again: a readiness probe
+// that keeps failing for a new reason changes no pod status, only its Events.
+const tunnelResync = 10 * time.Second
+
+// maxShadowEvents bounds the Events read for one shadow pod: the kubelet's correlator folds
+// repeats of a probe failure into one Event, so a pod has few.
+const maxShadowEvents = 200
+
+// TunnelReporter is the reporter of the package doc.
+type TunnelReporter struct {
+	cache    client.Client // the manager's: pods, shadow Deployments, Services, ConfigMaps
+	reader   client.Reader // uncached: Events and credentials, read only when needed
+	identity shadows.Identity
+	writer   client.Client // server-side apply of the annotation
+	policies policystore.Policies
+	recorder events.EventRecorder
+	metrics  *metrics.Metrics
+	now      func() time.Time
+
+	mu     sync.Mutex
+	states map[types.NamespacedName]tunnelstate.State // for the shadowgate_tunnels gauge
+	// written is the state this process last wrote for each pod, with the pod's UID: the
+	// cache may not hold the annotation yet when the next change comes, and reading the one
+	// before would record its Event again.
+	written map[types.NamespacedName]writtenState
+}
+
+var _ reconcile.Reconciler = (*TunnelReporter)(nil)
+
+type writtenState struct {
+	uid    types.UID
+	status tunnelstate.Status
+	// said is the last Event recorded on the pod, its reason and note: a tunnel that dips
+	// from Ready to Starting while a probe re-checks it and comes back as it was (a real
+	// kubelet runs the readiness probe while the shadow rebuilds in place) is not said Ready
+	// again.
+	said string
+}
+
+// New is the reporter of a serving manager.
+func New(mgr manager.Manager, identity shadows.Identity, writer client.Client, policies policystore.Policies, recorder events.EventRecorder, metrics *metrics.Metrics) *TunnelReporter {
+	// Every state is exported from the start, at 0 until a tunnel is in it.
+	for _, s := range []tunnelstate.State{tunnelstate.Starting, tunnelstate.WaitingForNode, tunnelstate.Ready, tunnelstate.Failed} {
+		metrics.Tunnels.WithLabelValues(string(s)).Set(0)
+	}
+	return &TunnelReporter{
+		cache: mgr.GetClient(), reader: mgr.GetAPIReader(), identity: identity, writer: writer,
+		policies: policies, recorder: recorder, metrics: metrics, now: time.Now,
+		states:  map[types.NamespacedName]tunnelstate.State{},
+		written: map[types.NamespacedName]writtenState{},
+	}
+}
+
+// SetupWithManager starts the reporter on the leader, queued by offloaded pod: a shadow pod's
+// change queues the pod it stands for (by its annotation, checked against the pod in
+// Reconcile), an offloaded pod's creation and deletion queue itself.
+func (t *TunnelReporter) SetupWithManager(mgr manager.Manager) error {
+	return builder.ControllerManagedBy(mgr).Named("tunnels").Watches(&corev1.Pod{},
+		handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if isShadowPod(o) {
+				ns, name, ok := shadows.SplitKey(o.GetAnnotations()[inject.AnnotationShadowFor])
+				if !ok {
+					return nil
+				}
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+			}
+			return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
+		}),
+		builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(e event.CreateEvent) bool {
+				return isShadowPod(e.Object) || shadows.MayHaveShadow(e.Object, shadows.AnyNode)
+			},
+			// Of an offloaded pod's own updates its finishing matters, and a change of the
+			// annotation: the virtual kubelet's status updates carry the pod as its provider
+			// keeps it, and pods/status writes its annotations too, so one can put back an
+			// older tunnel state or none. Its shadow pod's are what the state is read from.
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return isShadowPod(e.ObjectNew) || shadows.PhaseEnded(e.ObjectOld, e.ObjectNew) || tunnelStateChanged(e.ObjectOld, e.ObjectNew)
+			},
+			DeleteFunc: func(e event.DeleteEvent) bool {
+				return isShadowPod(e.Object) || shadows.MayHaveShadow(e.Object, shadows.AnyNode)
+			},
+			GenericFunc: func(event.GenericEvent) bool { return false },
+		})).Complete(t)
+}
+
+// tunnelStateChanged says whether an update changed the pod's tunnel-state annotation.
+func tunnelStateChanged(oldObj, newObj client.Object) bool {
+	return oldObj.GetAnnotations()[tunnelstate.AnnotationTunnelState] != newObj.GetAnnotations()[tunnelstate.AnnotationTunnelState]
+}
+
+// isShadowPod says whether o carries the labels and annotation of a shadow pod. Anyone who
+// may create pods can write those; Reconcile believes a shadow pod only in its shadow's
+// namespace, with the UID of the pod it claims, and selected by that pod's shadow Deployment.
+func isShadowPod(o client.Object) bool {
+	return o.GetLabels()[inject.LabelManagedBy] == inject.ManagedBy && o.GetAnnotations()[inject.AnnotationShadowFor] != ""
+}
+
+// Reconcile implements reconcile.Reconciler for the offloaded pod req names.
+func (t *TunnelReporter) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	pod := &corev1.Pod{}
+	if err := t.cache.Get(ctx, req.NamespacedName, pod); apierrors.IsNotFound(err) {
+		t.forget(req.NamespacedName)
+		return reconcile.Result{}, nil
+	} else if err != nil {
+		return reconcile.Result{}, err
+	}
+	if isShadowPod(pod) || pod.DeletionTimestamp != nil {
+		t.forget(req.NamespacedName)
+		return reconcile.Result{}, nil
+	}
+	prev, hadPrev := t.previousState(pod)
+	if shadows.Finished(pod) {
+		// The reconciler removes the shadow; what the tunnel came to is said once, on a pod
+		// that had one.
+		t.forget(req.NamespacedName)
+		if !hadPrev || prev.State == tunnelstate.Ended || (prev.State == tunnelstate.Failed && prev.Reason == tunnelstate.ReasonNoRunningJob) {
+			return reconcile.Result{}, nil
+		}
+		next := tunnelstate.Finished(pod, prev)
+		next.Since = t.now().UTC().Truncate(time.Second)
+		if err := t.writeState(ctx, pod, next); err != nil {
+			return reconcile.Result{}, err
+		}
+		t.record(pod, &shadowView{service: prev.Service, ports: prev.Ports}, prev, hadPrev, next)
+		return reconcile.Result{}, nil
+	}
+	sh, err := t.shadowOf(ctx, pod)
+	if err != nil || sh == nil {
+		t.forget(req.NamespacedName)
+		return reconcile.Result{}, err
+	}
+	obs := tunnelstate.Observation{Pod: sh.pod, NodeConfigMap: sh.computeNode, Now: t.now()}
+	if sh.pod != nil {
+		if obs.Events, err = t.shadowEvents(ctx, sh.pod); err != nil {
+			return reconcile.Result{}, err
+		}
+		if tunnelstate.WaitsForVolumes(sh.pod) {
+			if obs.MissingCredentials, err = t.missingCredentials(ctx, sh.pod, obs.Events); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+	}
+	next := tunnelstate.Observe(obs)
+	next.ForwardMode, next.Ports, next.Service = sh.forwardMode, sh.ports, sh.service
+	next.Since = obs.Now.UTC().Truncate(time.Second)
+	if hadPrev && !prev.Changed(next) {
+		next.Since = prev.Since
+	}
+	t.count(req.NamespacedName, next.State)
+	// A new message alone is written only where it says something: each write is a pod
+	// update, which the virtual kubelet sees too. What this process wrote is written again
+	// when the pod no longer holds it: a virtual kubelet's status update took it back.
+	informative := next.State == tunnelstate.Failed || next.State == tunnelstate.WaitingForNode
+	overwritten := hadPrev && pod.Annotations[tunnelstate.AnnotationTunnelState] != prev.Encode()
+	if !hadPrev || prev.Changed(next) || (informative && prev.Message != next.Message) || prev.Service != next.Service || overwritten {
+		if err := t.writeState(ctx, pod, next); err != nil {
+			return reconcile.Result{}, err
+		}
+		if !hadPrev || prev.Changed(next) {
+			t.record(pod, sh, prev, hadPrev, next)
+		}
+	}
+	if next.State == tunnelstate.Ready {
+		return reconcile.Result{}, nil
+	}
+	return reconcile.Result{RequeueAfter: tunnelResync}, nil
+}
+
+// shadowView is what the reporter reads of one pod's shadow.
+type shadowView struct {
+	deployment  *appsv1.Deployment
+	pod         *corev1.Pod // newest live shadow pod, nil while there is none
+	computeNode string
+	service     string
+	ports       []int32
+	forwardMode string
+	context     tunnelstate.Context
+}
+
+// shadowOf finds the pod's shadow in the cache: its Deployment (nil when the pod has no
+// shadow), the Deployment's newest live pod, the Service and the node ConfigMap.
+func (t *TunnelReporter) shadowOf(ctx context.Context, pod *corev1.Pod) (*shadowView, error) {
+	key := pod.Namespace + "/" + pod.Name
+	objs, err := t.identity.Objects(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	sh := &shadowView{}
+	for _, obj := range objs {
+		if types.UID(obj.GetLabels()[inject.LabelPodUID]) != pod.UID {
+			continue
+		}
+		switch o := obj.(type) {
+		case *appsv1.Deployment:
+			sh.deployment = o
+		case *corev1.Service:
+			sh.service = o.Namespace + "/" + o.Name
+			for _, p := range o.Spec.Ports {
+				sh.ports = append(sh.ports, p.Port)
+			}
+		case *corev1.ConfigMap:
+			if o.Labels[validate.LabelShadowRole] == validate.ShadowRoleNode {
+				sh.computeNode = strings.TrimSpace(o.Data[validate.ComputeNodeKey])
+			}
+		}
+	}
+	if sh.deployment == nil {
+		return nil, nil
+	}
+	d := sh.deployment
+	pol := t.policies.Current()
+	if node, ok := validate.VirtualNodeFor(&pod.Spec, pol); ok {
+		ssh := pol.VirtualNodes[node].Network.SSH
+		sh.forwardMode = ssh.ForwardMode
+		sh.context = tunnelstate.Context{Node: node, SSH: ssh}
+	}
+	sh.context.ShadowNamespace, sh.context.Shadow, sh.context.Ports = d.Namespace, d.Name, sh.ports
+	pods, err := shadows.Pods(ctx, t.cache, d, pod)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pods {
+		if sh.pod == nil || p.CreationTimestamp.After(sh.pod.CreationTimestamp.Time) {
+			sh.pod = p
+		}
+	}
+	return sh, nil
+}
+
+// shadowEvents lists the Events on the shadow pod, read only when it waits for its volumes
+// or one of its containers runs without being ready: the kubelet says why in Events alone.
+func (t *TunnelReporter) shadowEvents(ctx context.Context, shadow *corev1.Pod) ([]corev1.Event, error) {
+	if !tunnelstate.WaitsForVolumes(shadow) && !slices.ContainsFunc(shadow.Status.ContainerStatuses, func(cs corev1.ContainerStatus) bool {
+		return cs.State.Running != nil && !cs.Ready
+	}) {
+		return nil, nil
+	}
+	list := &corev1.EventList{}
+	err := t.reader.List(ctx, list, client.InNamespace(shadow.Namespace), client.Limit(maxShadowEvents),
+		client.MatchingFields{"involvedObject.uid": string(shadow.UID)})
+	return list.Items, err
+}
+
+// missingCredentials names the Secrets and ConfigMaps the shadow pod mounts that its
+// namespace does not hold. It asks the API server for each, where shadowgate may read it;
+// where it may not (no Secret access without credential replication) it goes by what the
+// kubelet said when the mount failed.
+func (t *TunnelReporter) missingCredentials(ctx context.Context, shadow *corev1.Pod, evs []corev1.Event) ([]string, error) {
+	var missing []string
+	for _, mounted := range shadows.MountedCredentials(&shadow.Spec) {
+		kind, name, _ := strings.Cut(mounted, "/")
+		obj := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: kind}}
+		err := t.reader.Get(ctx, types.NamespacedName{Namespace: shadow.Namespace, Name: name}, obj)
+		switch {
+		case apierrors.IsNotFound(err), apierrors.IsForbidden(err) && tunnelstate.MountFailed(evs, kind, name):
+			missing = append(missing, kind+" "+name)
+		case err != nil && !apierrors.IsForbidden(err):
+			return nil, err
+		}
+	}
+	return missing, nil
+}
+
+// previousState is the state last reported for the pod: what this process wrote, else (a
+// restart, a new leader) what the pod's annotation holds, if it holds a readable one.
+func (t *TunnelReporter) previousState(pod *corev1.Pod) (tunnelstate.Status, bool) {
+	t.mu.Lock()
+	w, ok := t.written[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}]
+	t.mu.Unlock()
+	if ok && w.uid == pod.UID {
+		return w.status, true
+	}
+	v, ok := pod.Annotations[tunnelstate.AnnotationTunnelState]
+	if !ok {
+		return tunnelstate.Status{}, false
+	}
+	s, err := tunnelstate.Decode(v)
+	return s, err == nil
+}
+
+// writeState applies the annotation to the pod (applier.ApplyPodAnnotation).
+func (t *TunnelReporter) writeState(ctx context.Context, pod *corev1.Pod, st tunnelstate.Status) error {
+	written, err := applier.ApplyPodAnnotation(ctx, t.writer, pod, tunnelFieldManager, tunnelstate.AnnotationTunnelState, st.Encode())
+	if written {
+		key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+		t.mu.Lock()
+		w := t.written[key]
+		if w.uid != pod.UID {
+			w = writtenState{uid: pod.UID}
+		}
+		w.status = st
+		t.written[key] = w
+		t.mu.Unlock()
+	}
+	return err
+}
+
+// say records the Event on pod and remembers it; with unlessSaid, not when it is the one this
+// process last recorded there. The note is made printable and cut to an Event's bound: it
+// carries what the shadow's containers said.
+func (t *TunnelReporter) say(pod *corev1.Pod, related runtime.Object, eventtype, reason, note string, unlessSaid bool) {
+	note = eventnote.Truncate(printable.String(note))
+	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+	t.mu.Lock()
+	w, ok := t.written[key]
+	again := unlessSaid && ok && w.uid == pod.UID && w.said == reason+"\x00"+note
+	if ok && w.uid == pod.UID {
+		w.said = reason + "\x00" + note
+		t.written[key] = w
+	}
+	t.mu.Unlock()
+	if !again {
+		t.recorder.Eventf(pod, related, eventtype, reason, "Observe", "%s", note)
+	}
+}
+
+// record says the change on the pod, in the guide's voice.
+func (t *TunnelReporter) record(pod *corev1.Pod, sh *shadowView, prev tunnelstate.Status, hadPrev bool, next tunnelstate.Status) {
+	switch next.State {
+	case tunnelstate.WaitingForNode:
+		t.say(pod, related(sh.pod), corev1.EventTypeNormal, ReasonTunnelWaitingForNode,
+			"Waiting for the compute node: "+next.Message+". This is normal while the job is queued; the tunnel opens once it runs.", false)
+	case tunnelstate.Ready:
+		reason, note := ReasonTunnelReady, "Tunnel ready: "+reach(sh, next)
+		if hadPrev && prev.State == tunnelstate.Failed {
+			reason, note = ReasonTunnelRecovered, fmt.Sprintf("Tunnel recovered from %s: %s", prev.Reason, reach(sh, next))
+		}
+		// Back from a check that found nothing wrong: said already, unless something else
+		// was said meanwhile.
+		t.say(pod, related(sh.pod), corev1.EventTypeNormal, reason, note, hadPrev && prev.State == tunnelstate.Starting)
+	case tunnelstate.Failed:
+		note := fmt.Sprintf("%s: %s.", next.Reason, strings.TrimSuffix(next.Message, "."))
+		if remedy := tunnelstate.Remedy(next.Reason, sh.context); remedy != "" {
+			note += " " + remedy
+		}
+		t.say(pod, related(sh.pod), corev1.EventTypeWarning, ReasonTunnelFailed, note, false)
+	}
+}
+
+// related is the shadow pod an Event names beside the offloaded pod, when there is one: a
+// nil *Pod in the interface would not read as none.
+func related(shadow *corev1.Pod) runtime.Object {
+	if shadow == nil {
+		return nil
+	}
+	return shadow
+}
+
+// reach says how to reach the pod through a Ready tunnel.
+func reach(sh *shadowView, st tunnelstate.Status) string {
+	to := ""
+	if st.ComputeNode != "" {
+		to = " to compute node " + st.ComputeNode
+	}
+	if sh.service == "" {
+		return "the reverse tunnel" + to + " carries the job's connections into the cluster"
+	}
+	ns, name, _ := shadows.SplitKey(sh.service)
+	ports := make([]string, len(sh.ports))
+	for i, p := range sh.ports {
+		ports[i] = fmt.Sprint(p)
+	}
+	mode := ""
+	if st.ForwardMode != "" {
+		mode = " (" + st.ForwardMode + ")"
+	}
+	return fmt.Sprintf("connect to %s.%s.svc port %s, forwarded%s%s", name, ns, strings.Join(ports, ", "), to, mode)
+}
+
+// count keeps the gauge of tunnels by state.
+func (t *TunnelReporter) count(key types.NamespacedName, s tunnelstate.State) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old, had := t.states[key]
+	if had && old == s {
+		return
+	}
+	if had {
+		t.metrics.Tunnels.WithLabelValues(string(old)).Dec()
+	}
+	t.states[key] = s
+	t.metrics.Tunnels.WithLabelValues(string(s)).Inc()
+}
+
+// forget drops a pod that no longer has a tunnel to report from the gauge.
+func (t *TunnelReporter) forget(key types.NamespacedName) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.written, key)
+	if old, ok := t.states[key]; ok {
+		delete(t.states, key)
+		t.metrics.Tunnels.WithLabelValues(string(old)).Dec()
+	}
+}

@@ -1,0 +1,317 @@
+package tunnels
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/internal/metrics"
+	"github.com/interlink-hq/shadowgate/internal/shadows"
+	"github.com/interlink-hq/shadowgate/internal/shadowtest"
+	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
+	"github.com/interlink-hq/shadowgate/validate"
+	"github.com/interlink-hq/shadowgate/validate/policy"
+)
+
+// The fixtures of the reporter's tests: the shadow of pod user/notebook in user-shadow.
+const reporterShadow, reporterShadowNS = "notebook-user", "user-shadow"
+
+// shadowDeploymentOf is the shadow Deployment of user/notebook with pod UID uid.
+func shadowDeploymentOf(uid string) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: reporterShadow, Namespace: reporterShadowNS,
+			Labels:      map[string]string{inject.LabelManagedBy: inject.ManagedBy, inject.LabelPodUID: uid},
+			Annotations: map[string]string{inject.AnnotationShadowFor: "user/notebook"}},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"interlink.eu/shadow": reporterShadow}}},
+	}
+}
+
+// shadowPodOf is a pod labelled and annotated as the shadow pod of user/notebook with pod UID
+// uid, in ns, controlled by the ReplicaSet owner ("" for none).
+func shadowPodOf(name, ns, uid, owner string) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+		Labels:      map[string]string{inject.LabelManagedBy: inject.ManagedBy, inject.LabelPodUID: uid, "interlink.eu/shadow": reporterShadow},
+		Annotations: map[string]string{inject.AnnotationShadowFor: "user/notebook"}}}
+	if owner != "" {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: owner, UID: "rs", Controller: ptr.To(true)}}
+	}
+	return p
+}
+
+// reporterClient is a fake client holding objs, with the reporter's index and funcs.
+func reporterClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) client.WithWatch {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
+		WithIndex(&appsv1.Deployment{}, shadows.IndexShadowFor, shadows.ShadowForIndex).
+		WithIndex(&corev1.Service{}, shadows.IndexShadowFor, shadows.ShadowForIndex).
+		WithIndex(&corev1.ConfigMap{}, shadows.IndexShadowFor, shadows.ShadowForIndex).
+		WithIndex(&networkingv1.NetworkPolicy{}, shadows.IndexShadowFor, shadows.ShadowForIndex).
+		WithIndex(&corev1.Event{}, "involvedObject.uid", func(o client.Object) []string {
+			return []string{string(o.(*corev1.Event).InvolvedObject.UID)}
+		}).
+		WithInterceptorFuncs(funcs).Build()
+}
+
+// testReporter is a reporter reading and writing c, its Events in the fake recorder returned.
+func testReporter(t *testing.T, c client.Client) (*TunnelReporter, *events.FakeRecorder) {
+	t.Helper()
+	metrics, err := metrics.New(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorder := events.NewFakeRecorder(10)
+	identity := shadows.Identity{Cache: c, Namespaces: shadowtest.NamespaceLabels{reporterShadowNS: {inject.LabelShadowNamespaceFor: "user"}}}
+	return &TunnelReporter{cache: c, reader: c, identity: identity, writer: c, policies: shadowtest.FixedPolicy{Policy: &policy.Policy{}}, recorder: recorder, metrics: metrics,
+		now: time.Now, states: map[types.NamespacedName]tunnelstate.State{}, written: map[types.NamespacedName]writtenState{}}, recorder
+}
+
+// A pod labelled and annotated as another tenant's shadow pod is not believed: only a pod in
+// the shadow Deployment's namespace, selected by it, owned by one of its ReplicaSets and
+// labelled with the claimed pod's UID reports on that pod.
+func TestTheTunnelReporterBelievesOnlyTheShadowsOwnPod(t *testing.T) {
+	victim := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "victim-uid"}}
+	deployment := shadowDeploymentOf("victim-uid")
+	for name, tc := range map[string]struct {
+		pods []client.Object
+		want string // the shadow pod believed, "" for none
+	}{
+		"A look-alike in the attacker's own namespace is not believed.": {
+			pods: []client.Object{shadowPodOf("evil", "evil", "victim-uid", reporterShadow+"-abc")},
+		},
+		"A look-alike in the shadow namespace that no ReplicaSet of the shadow owns is not believed.": {
+			pods: []client.Object{shadowPodOf("loose", reporterShadowNS, "victim-uid", "")},
+		},
+		"A pod of the shadow Deployment with another pod's UID is not believed.": {
+			pods: []client.Object{shadowPodOf("other", reporterShadowNS, "other-uid", reporterShadow+"-abc")},
+		},
+		"The shadow Deployment's own pod is believed.": {
+			pods: []client.Object{shadowPodOf("evil", "evil", "victim-uid", reporterShadow+"-abc"), shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "victim-uid", reporterShadow+"-abc")},
+			want: reporterShadow + "-abc-xyz",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := reporterClient(t, interceptor.Funcs{}, append([]client.Object{victim, deployment}, tc.pods...)...)
+			r, _ := testReporter(t, c)
+			sh, err := r.shadowOf(context.Background(), victim)
+			if err != nil || sh == nil {
+				t.Fatalf("shadowOf: %v, %v", sh, err)
+			}
+			got := ""
+			if sh.pod != nil {
+				got = sh.pod.Name
+			}
+			if got != tc.want {
+				t.Errorf("believed shadow pod %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// The virtual kubelet's status updates carry the pod as its provider keeps it, and pods/status
+// writes annotations too: one can take back the tunnel state the reporter wrote. The reporter
+// writes it again, and says the failure once, not again.
+func TestATunnelStateTheVirtualKubeletTookBackIsWrittenAgain(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
+	failing := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
+	failing.CreationTimestamp = metav1.Now()
+	failing.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
+	failing.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ssh-forward",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
+			Message: "SHADOWGATE_REASON=LoginRefused the login node refused the key"}}}}}
+	var writes []string
+	c := reporterClient(t, interceptor.Funcs{Apply: func(ctx context.Context, cl client.WithWatch, obj runtime.ApplyConfiguration, _ ...client.ApplyOption) error {
+		u := obj.(interface{ GetAnnotations() map[string]string })
+		v := u.GetAnnotations()[tunnelstate.AnnotationTunnelState]
+		writes = append(writes, v)
+		p := &corev1.Pod{}
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: "user", Name: "notebook"}, p); err != nil {
+			return err
+		}
+		p.Annotations = map[string]string{tunnelstate.AnnotationTunnelState: v}
+		return cl.Update(ctx, p)
+	}}, pod, shadowDeploymentOf("pod-uid"), failing)
+	r, recorder := testReporter(t, c)
+	key := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "user", Name: "notebook"}}
+	reconcileOnce := func() {
+		t.Helper()
+		if _, err := r.Reconcile(context.Background(), key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconcileOnce()
+	if len(writes) != 1 || !strings.Contains(writes[0], "LoginRefused") {
+		t.Fatalf("writes %q, want one LoginRefused state", writes)
+	}
+	reconcileOnce()
+	if len(writes) != 1 {
+		t.Fatalf("the same state was written again while the pod held it: %q", writes)
+	}
+	// The virtual kubelet's status update, with its provider's copy of the pod.
+	p := &corev1.Pod{}
+	if err := c.Get(context.Background(), key.NamespacedName, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Annotations = nil
+	if err := c.Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	reconcileOnce()
+	if len(writes) != 2 || writes[1] != writes[0] {
+		t.Fatalf("writes %q, want the state written again as it was", writes)
+	}
+	if n := len(recorder.Events); n != 1 {
+		t.Errorf("%d Events recorded, want the one TunnelFailed", n)
+	}
+}
+
+// A real kubelet runs the readiness probe while the shadow rebuilds its tunnel in place (the
+// job's node reached at another address): the shadow pod dips to not Ready, the tunnel to
+// Starting, and comes back as it was. The pod's owner was told TunnelReady once, and is not
+// told it again; a change of what is said (another failure, another node) still is.
+func TestATunnelThatDipsWhileItIsCheckedIsNotSaidReadyAgain(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
+	shadowPod := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
+	shadowPod.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
+	started := metav1.NewTime(time.Now().Add(-time.Hour))
+	setReady := func(ready bool) {
+		shadowPod.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ssh-forward", Ready: ready,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}}}
+	}
+	setReady(true)
+	c := reporterClient(t, interceptor.Funcs{}, pod, shadowDeploymentOf("pod-uid"), shadowPod)
+	r, recorder := testReporter(t, c)
+	key := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "user", Name: "notebook"}}
+	for i, ready := range []bool{true, false, true, false, true} {
+		setReady(ready)
+		if err := c.Status().Update(context.Background(), shadowPod); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Reconcile(context.Background(), key); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+	}
+	var said []string
+	for len(recorder.Events) > 0 {
+		said = append(said, <-recorder.Events)
+	}
+	if len(said) != 1 || !strings.Contains(said[0], ReasonTunnelReady) {
+		t.Errorf("Events %q, want the one TunnelReady", said)
+	}
+}
+
+// Only a Ready that comes back as it was is held back: a failure that comes back after a check
+// is said again, so the pod keeps a current Warning while its tunnel keeps failing.
+func TestAFailureThatComesBackAfterACheckIsSaidAgain(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
+	shadowPod := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
+	shadowPod.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
+	failedState := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
+		Message: "SHADOWGATE_REASON=LoginRefused the login node refused the key"}}
+	checking := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Hour))}}
+	c := reporterClient(t, interceptor.Funcs{}, pod, shadowDeploymentOf("pod-uid"), shadowPod)
+	r, recorder := testReporter(t, c)
+	key := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "user", Name: "notebook"}}
+	for i, state := range []corev1.ContainerState{failedState, checking, failedState} {
+		shadowPod.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ssh-forward", State: state}}}
+		if err := c.Status().Update(context.Background(), shadowPod); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Reconcile(context.Background(), key); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+	}
+	failures := 0
+	for len(recorder.Events) > 0 {
+		if strings.Contains(<-recorder.Events, ReasonTunnelFailed) {
+			failures++
+		}
+	}
+	if failures != 2 {
+		t.Errorf("%d TunnelFailed Events, want 2: the failure, and again when it came back", failures)
+	}
+}
+
+// What a shadow's containers say (termination messages, the compute node they found or were
+// given) reaches the pod's Events and its tunnel-state annotation made printable: an escape
+// sequence or a bidi override is written as a visible escape, never raw.
+func TestWhatTheShadowSaysReachesEventsAndTheAnnotationPrintable(t *testing.T) {
+	hostile := "\x1b[2J\x1b]0;owned\x07\u202eyek eht\u009b31m\x7f"
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Hour))}}
+	for name, tc := range map[string]struct {
+		forward     corev1.ContainerStatus
+		computeNode string // the node ConfigMap's, "" for none
+		reason      string // of the one Event
+	}{
+		"A termination message with control characters is said escaped in TunnelFailed.": {
+			forward: corev1.ContainerStatus{Name: "ssh-forward", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: 1, Reason: "Error", Message: "LoginRefused: " + hostile}}},
+			reason: ReasonTunnelFailed,
+		},
+		"A compute node with control characters is said escaped in TunnelReady.": {
+			forward:     corev1.ContainerStatus{Name: "ssh-forward", Ready: true, State: running},
+			computeNode: "10.0.0.3" + hostile,
+			reason:      ReasonTunnelReady,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
+			shadowPod := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
+			shadowPod.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
+			shadowPod.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{tc.forward}}
+			objs := []client.Object{pod, shadowDeploymentOf("pod-uid"), shadowPod}
+			if tc.computeNode != "" {
+				objs = append(objs, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: reporterShadow + "-node", Namespace: reporterShadowNS,
+					Labels:      map[string]string{inject.LabelManagedBy: inject.ManagedBy, inject.LabelPodUID: "pod-uid", validate.LabelShadowRole: validate.ShadowRoleNode},
+					Annotations: map[string]string{inject.AnnotationShadowFor: "user/notebook"}},
+					Data: map[string]string{validate.ComputeNodeKey: tc.computeNode}})
+			}
+			var state string // the annotation applied, as the API server would store it
+			c := reporterClient(t, interceptor.Funcs{Apply: func(_ context.Context, _ client.WithWatch, obj runtime.ApplyConfiguration, _ ...client.ApplyOption) error {
+				state = obj.(interface{ GetAnnotations() map[string]string }).GetAnnotations()[tunnelstate.AnnotationTunnelState]
+				return nil
+			}}, objs...)
+			r, recorder := testReporter(t, c)
+			key := types.NamespacedName{Namespace: "user", Name: "notebook"}
+			if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key}); err != nil {
+				t.Fatal(err)
+			}
+			if len(recorder.Events) != 1 || state == "" {
+				t.Fatalf("%d Events recorded and annotation %q applied, want one %s and the state", len(recorder.Events), state, tc.reason)
+			}
+			said := <-recorder.Events
+			if !strings.Contains(said, tc.reason) || !strings.Contains(said, `\x1b[2J\x1b]0;owned\a\u202eyek eht\u009b31m\x7f`) {
+				t.Errorf("the Event does not say the %s with what the shadow said escaped: %q", tc.reason, said)
+			}
+			for what, text := range map[string]string{"the Event": said, "the annotation": state} {
+				for _, r := range text {
+					if !unicode.IsPrint(r) {
+						t.Errorf("%s holds %U raw: %q", what, r, text)
+					}
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,102 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/interlink-hq/shadowgate/internal/drift"
+)
+
+// Metrics are shadowgate's own, the admission handlers' and the controllers', served beside
+// controller-runtime's and serving's decision count on the metrics endpoint.
+type Metrics struct {
+	ApplySeconds  *prometheus.HistogramVec
+	PolicyReloads *prometheus.CounterVec
+	Tunnels       *prometheus.GaugeVec
+	// Unconfirmed and UnconfirmedRefusals are the admission bound's (webhook's unconfirmedShadows).
+	Unconfirmed         prometheus.Gauge
+	UnconfirmedRefusals prometheus.Counter
+	Collected           *prometheus.CounterVec
+	CopiesFollowed      *prometheus.CounterVec
+	// ShadowsDrifted and ShadowRolls are the reconciler's (its rollPacer).
+	ShadowsDrifted *prometheus.GaugeVec
+	ShadowRolls    *prometheus.CounterVec
+}
+
+// Label values.
+const (
+	ReloadValid   = "valid"
+	ReloadInvalid = "invalid"
+	ReloadDeleted = "deleted"
+
+	FollowCreated = "created"
+	FollowUpdated = "updated"
+	FollowRefused = "refused"
+
+	RolledRestarted = "restarted"
+	RolledInPlace   = "in-place"
+	RolledStalled   = "stalled"
+)
+
+// New creates the metrics and registers them with reg (controller-runtime's
+// metrics.Registry when serving).
+func New(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		ApplySeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "shadowgate_shadow_apply_duration_seconds",
+			Help:    "Time to server-side apply one pod's shadow, by result (ok, error) and whether the request was a dry run.",
+			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+		}, []string{"result", "dry_run"}),
+		PolicyReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shadowgate_policy_reloads_total",
+			Help: "Policy ConfigMap changes seen by result: valid (now served), invalid (last valid kept), deleted (last valid kept).",
+		}, []string{"result"}),
+	}
+	m.Tunnels = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "shadowgate_tunnels",
+		Help: "Offloaded pods' tunnels by the state the tunnel reporter last saw: Starting, WaitingForNode, Ready, Failed.",
+	}, []string{"state"})
+	m.Unconfirmed = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "shadowgate_unconfirmed_shadows",
+		Help: "Shadows this replica applied at admission for pods the API server has not stored yet (bounded by --max-unconfirmed-shadows).",
+	})
+	m.UnconfirmedRefusals = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shadowgate_unconfirmed_shadow_refusals_total",
+		Help: "Admissions refused because --max-unconfirmed-shadows shadows, or a namespace's --max-unconfirmed-shadows-per-namespace, were waiting for their pods: pods refused after admission (a ResourceQuota), or reviews that no pod follows reaching the webhook.",
+	})
+	m.Collected = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shadowgate_collected_total",
+		Help: "What the collector deleted because no shadow used it, by kind: Namespace (a shadow namespace shadowgate created), Secret or ConfigMap (a credential copy it created).",
+	}, []string{"kind"})
+	for _, kind := range []string{"Namespace", "Secret", "ConfigMap"} {
+		m.Collected.WithLabelValues(kind) // exported at 0 from the start
+	}
+	m.CopiesFollowed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shadowgate_credential_copies_followed_total",
+		Help: "Credential copies the follower brought to their source's content, by kind (Secret, ConfigMap) and result: updated, created (made again once a copy that could not follow was deleted), refused (it cannot follow: a Warning Event CopyNotFollowing on the source says why).",
+	}, []string{"kind", "result"})
+	for _, kind := range []string{"Secret", "ConfigMap"} {
+		for _, result := range []string{FollowCreated, FollowUpdated, FollowRefused} {
+			m.CopiesFollowed.WithLabelValues(kind, result)
+		}
+	}
+	m.ShadowsDrifted = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "shadowgate_shadows_drifted",
+		Help: "Shadows that do not match what the policy in force renders, by state: OutOfDate (waiting for their turn to roll), Rolling (their shadow pod is being replaced), Refused (the policy in force would refuse the pod, or gives it no shadow: left as they are).",
+	}, []string{"state"})
+	for _, state := range []drift.State{drift.OutOfDate, drift.Rolling, drift.Refused} {
+		m.ShadowsDrifted.WithLabelValues(string(state))
+	}
+	m.ShadowRolls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shadowgate_shadow_rolls_total",
+		Help: "Shadows applied again because the policy in force renders them differently, by result: restarted (the pod template changed and the shadow pod was replaced), in-place (only the Service, NetworkPolicy or the Deployment's metadata changed), stalled (the shadow pod was not replaced within 10 minutes: the roll gave up its slot).",
+	}, []string{"result"})
+	for _, result := range []string{RolledRestarted, RolledInPlace, RolledStalled} {
+		m.ShadowRolls.WithLabelValues(result)
+	}
+	for _, c := range []prometheus.Collector{m.ApplySeconds, m.PolicyReloads, m.Tunnels, m.Unconfirmed, m.UnconfirmedRefusals, m.Collected, m.CopiesFollowed, m.ShadowsDrifted, m.ShadowRolls} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
