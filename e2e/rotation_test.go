@@ -13,10 +13,10 @@ import (
 )
 
 // followBound is how soon every copy of a rotated source holds its content, for up to 100
-// shadow namespaces (controllers/follower/follower.go's rate; docs/security.md, "When a source changes").
+// shadow namespaces (internal/controllers/follower/follower.go's rate; docs/security.md, "When a source changes").
 const followBound = 10 * time.Second
 
-// recheck is how often a copy that cannot follow is looked at again (controllers/follower/follower.go).
+// recheck is how often a copy that cannot follow is looked at again (internal/controllers/follower/follower.go).
 const recheck = 30 * time.Second
 
 // The sources of the example policy's hpc-vk, and the keys the copies hold them under.
@@ -278,7 +278,7 @@ func TestCopiesFollowTheirSourceWithinTheBound(t *testing.T) {
 	setSource(t, "secret", keySource, keyKey, base64.StdEncoding.EncodeToString([]byte(newKey)))
 	took := harness.Eventually(t, followBound, fmt.Sprintf("all %d copies hold the rotated key", boundNamespaces), current(newKey))
 	t.Logf("%d shadow namespaces' copies followed the rotated key in %s (bound %s)", boundNamespaces, took.Round(time.Millisecond), followBound)
-	// 20 a second past a burst of 20 (controllers/follower/follower.go): 80 copies wait at least 4 s.
+	// 20 a second past a burst of 20 (internal/controllers/follower/follower.go): 80 copies wait at least 4 s.
 	if paced := 3500 * time.Millisecond; took < paced {
 		t.Errorf("%d copies followed in %s, faster than the follower's rate allows (%s): its writes are not paced", boundNamespaces, took, paced)
 	}
