@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,16 +35,13 @@ const (
 // TestShadowOnTheRealNode runs the shadow's own Deployment, as shadowgate renders it for
 // manifests/examples/notebook.yaml, from the project's shadow image on the real node, through
 // the API server, the kubelet, containerd and runc, for the breaks a real image had: a uid
-// without a passwd entry, TERM to PID 1, a port below 1024, a restarted container's
-// predecessor's Ready. No site runs here: the policy's login host is this machine's end of the
+// without a passwd entry, TERM to PID 1, a port below 1024, an error log over 64 KiB on the
+// read-only root, a restarted container's predecessor's Ready. No site runs here: the policy's login host is this machine's end of the
 // node's link, on a port that refuses (or, for the restart, one that holds the connection
 // without a word). Each case also runs a variant without its fix and shows it breaks there:
 // the rendered objects with the fix's lines cut from the scripts ConfigMap (as the scripts
 // were before ab3c71a: git show 2f909e7:inject/scripts/wait-for-node.sh), or with the sysctl
 // at the kernel's default.
-//
-// Not here: classify over a file of more than 64 KiB on the read-only root, which
-// inject.TestShadowImage runs under runc; the node changes nothing of it.
 func TestShadowOnTheRealNode(t *testing.T) {
 	_, k, node, _ := startNode(t)
 	explain := func() string { return "the node's logs: " + strings.Join(node.LogPaths(), ", ") }
@@ -201,6 +199,52 @@ data: {known_hosts: "login.hpc.example.org ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI
 				}
 			default:
 				t.Logf("without the rendered sysctl this node's containerd sets ip_unprivileged_port_start itself: %q", r.Output())
+			}
+			s.delete(ctx, dep)
+		}
+	})
+
+	t.Run("classify reads an error log over 64 KiB on the read-only root", func(t *testing.T) {
+		// 1,400 refused connections, 78 KB, as an ssh-forward.err grows: classified in the
+		// wait-for-node container, on the image's read-only root, as ssh-forward.sh does.
+		const pipe = `cl_out=$(tr -d '\000' <"$1" 2>/dev/null | classify_lines) || true`
+		// Through pipes alone (wait-for-node mounts nothing writable but /tmp): ssh-forward.sh's
+		// functions, not its main part, and the log.
+		classify := []string{"bash", "-c", `. <(awk '/^[a-z_]+\(\) \{ .*\}$/ { print; next } /^[a-z_]+\(\) \{$/, /^\}$/' /etc/interlink-shadow/scripts/ssh-forward.sh)
+SHADOW_LOGIN_HOST=` + node.HostIP + `
+classify <(for i in $(seq 1400); do echo "ssh: connect to host ` + node.HostIP + ` port 22: Connection refused"; done)
+echo "reason=$cl_reason"`}
+		// The variant: classify as it was, a here-document of the file, on a pod without the
+		// /tmp emptyDir.
+		broken := scripts.DeepCopy()
+		if strings.Count(broken.Data["ssh-forward.sh"], pipe) != 1 {
+			t.Fatalf("ssh-forward.sh holds %q %d times, want once", pipe, strings.Count(broken.Data["ssh-forward.sh"], pipe))
+		}
+		broken.Data["ssh-forward.sh"] = strings.Replace(broken.Data["ssh-forward.sh"], pipe, "cl_out=$(classify_lines <<EOF\n$(tr -d '\\000' <\"$1\" 2>/dev/null)\nEOF\n) || true", 1)
+		broken.Name = inject.ScriptsConfigMapName(broken.Data)
+		s.apply(ctx, broken)
+		for _, c := range []struct {
+			name, scripts, want string
+			noTmp               bool
+		}{
+			{"classify-broken", broken.Name, "cannot create temp file for here-document", true},
+			{"classify", scripts.Name, "reason=LoginUnreachable", false},
+		} {
+			dep := s.render(ctx, c.name, "", func(d *appsv1.Deployment) {
+				setScripts(d, c.scripts)
+				if c.noTmp {
+					spec := &d.Spec.Template.Spec
+					for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+						for i := range cs {
+							cs[i].VolumeMounts = slices.DeleteFunc(cs[i].VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/tmp" })
+						}
+					}
+				}
+			})
+			pod := runningInit(ctx, t, k, dep, explain)
+			r := k.Run(ctx, "", append([]string{"-n", shadowNamespace, "exec", pod, "-c", "wait-for-node", "--"}, classify...)...)
+			if !strings.Contains(r.Output(), c.want) {
+				t.Errorf("classify over 78 KB in %s: %v, %q; want %q", c.name, r.Err, r.Output(), c.want)
 			}
 			s.delete(ctx, dep)
 		}
