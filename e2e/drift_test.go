@@ -167,3 +167,65 @@ func metricSum(t *testing.T, name string, labels ...string) float64 {
 	}
 	return sum
 }
+
+// A pod's owner who writes interlink.eu/shadow-drift: Rolling on its own pods, whose shadows a
+// policy change leaves current, gets no slot for them: where a roll stands is read on the
+// shadow Deployments, which no pod owner can write, never on the pods. Another namespace's
+// shadows, which the same change renders differently, take the slots: serveMaxRolling of them
+// here, all applied.
+func TestAPodOwnersForgedRollsHoldNoSlots(t *testing.T) {
+	const forger, victim, tenant = "drift-forger", "drift-victim", "roll-forger"
+	createNamespaces(t, forger, victim)
+	t.Cleanup(func() {
+		kubectl(t, "", "delete", "namespace", forger, victim, inject.ShadowNamespace(forger, false), inject.ShadowNamespace(victim, false),
+			"--wait=false", "--ignore-not-found")
+	})
+	restoreExamplePolicy(t)
+	grantEdit(t, tenant, forger)
+	var forged, victims []string
+	for i := range serveMaxRolling + 2 {
+		forged = append(forged, offloaded{name: fmt.Sprintf("forged-%d", i), namespace: forger, node: "hpc-vk", ports: []int32{8888}}.json())
+	}
+	for i := range serveMaxRolling {
+		victims = append(victims, offloaded{name: fmt.Sprintf("victim-%d", i), namespace: victim, node: "cern-vk", ports: []int32{8888}}.json())
+	}
+	mustKubectl(t, `{"apiVersion":"v1","kind":"List","items":[`+strings.Join(forged, ",")+`]}`, "--as="+tenant, "apply", "-f", "-")
+	mustKubectl(t, `{"apiVersion":"v1","kind":"List","items":[`+strings.Join(victims, ",")+`]}`, "apply", "-f", "-")
+	rendered := func(ns string) map[string]string {
+		out := mustKubectl(t, "", "get", "deployments", "-n", inject.ShadowNamespace(ns, false), "-o",
+			`jsonpath={range .items[*]}{.metadata.name} {.metadata.annotations.interlink\.eu/shadow-rendered}{"\n"}{end}`)
+		byName := map[string]string{}
+		for line := range strings.Lines(out) {
+			if name, hash, ok := strings.Cut(strings.TrimSpace(line), " "); ok && hash != "" {
+				byName[name] = hash
+			}
+		}
+		return byName
+	}
+	var before map[string]string
+	eventually(t, time.Minute, "every shadow Deployment, each with its hash", func() (bool, string) {
+		before = rendered(victim)
+		n := len(rendered(forger))
+		return len(before) == serveMaxRolling && n == serveMaxRolling+2, fmt.Sprintf("%d of the victim's, %d of the forger's", len(before), n)
+	})
+
+	mustKubectl(t, "", "--as="+tenant, "annotate", "pods", "--all", "-n", forger, drift.Annotation+`={"state":"Rolling"}`)
+	example, err := os.ReadFile(exampleFile("policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.Replace(string(example), "            KeytabSecret: cern-keytab\n", "            KeytabSecret: cern-keytab\n            ExtraOptions: [ServerAliveInterval=15]\n", 1)
+	if changed == string(example) {
+		t.Fatal("the example policy has no cern-vk KeytabSecret line to change beside")
+	}
+	mustKubectl(t, changed, "apply", "-f", "-")
+	eventually(t, time.Minute, fmt.Sprintf("the victim's %d shadows applied under the new policy", serveMaxRolling), func() (bool, string) {
+		rolled := 0
+		for name, hash := range rendered(victim) {
+			if before[name] != hash {
+				rolled++
+			}
+		}
+		return rolled == serveMaxRolling, fmt.Sprintf("%d rolled", rolled)
+	})
+}
