@@ -2,6 +2,7 @@ package shadows
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -37,17 +38,15 @@ func Pods(ctx context.Context, cache client.Reader, d *appsv1.Deployment, pod *c
 	return pods, nil
 }
 
-// AllStarted says whether there are pods and every container of each has started (running,
-// ready or not).
-func AllStarted(pods []*corev1.Pod) bool {
+// Started says whether there are pods and each has started: one of its containers, an init
+// container or not, runs or has exited 0, so its image was pulled and runs. A queued job's
+// shadow pod runs only its wait-for-node.
+func Started(pods []*corev1.Pod) bool {
 	for _, p := range pods {
-		if len(p.Status.ContainerStatuses) < len(p.Spec.Containers) {
+		if !slices.ContainsFunc(slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses), func(cs corev1.ContainerStatus) bool {
+			return cs.State.Running != nil || (cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0)
+		}) {
 			return false
-		}
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.State.Running == nil {
-				return false
-			}
 		}
 	}
 	return len(pods) > 0

@@ -75,3 +75,30 @@ func TestPhaseEndedSeesOnlyTheMoveIntoATerminalPhase(t *testing.T) {
 		t.Error("an update of something other than a pod")
 	}
 }
+
+// A shadow pod has started once one of its containers runs or has exited 0: a queued job's
+// shadow runs its wait-for-node alone; one whose image does not pull has none.
+func TestStarted(t *testing.T) {
+	running := corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+	done := corev1.ContainerStatus{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}}
+	failed := corev1.ContainerStatus{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}
+	pulling := corev1.ContainerStatus{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}}
+	pod := func(inits, containers []corev1.ContainerStatus) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: inits, ContainerStatuses: containers}}
+	}
+	for sentence, c := range map[string]struct {
+		pods []*corev1.Pod
+		want bool
+	}{
+		"A queued job's shadow, its wait-for-node running, has started.":     {[]*corev1.Pod{pod([]corev1.ContainerStatus{running}, []corev1.ContainerStatus{pulling})}, true},
+		"A shadow past its init container, its tunnel failing, has started.": {[]*corev1.Pod{pod([]corev1.ContainerStatus{done}, []corev1.ContainerStatus{failed})}, true},
+		"A shadow whose image does not pull has not started.":                {[]*corev1.Pod{pod([]corev1.ContainerStatus{pulling}, []corev1.ContainerStatus{pulling})}, false},
+		"A shadow whose every container failed has not started.":             {[]*corev1.Pod{pod(nil, []corev1.ContainerStatus{failed})}, false},
+		"No pod has not started.":                                            {nil, false},
+		"Two pods, one of which has not started, have not started.":          {[]*corev1.Pod{pod(nil, []corev1.ContainerStatus{running}), pod(nil, nil)}, false},
+	} {
+		if got := Started(c.pods); got != c.want {
+			t.Errorf("%s Started: %v", sentence, got)
+		}
+	}
+}

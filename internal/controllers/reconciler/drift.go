@@ -83,13 +83,13 @@ func (r *Reconciler) follow(ctx context.Context, pod *corev1.Pod, d *appsv1.Depl
 	// than its first (revision 1, the shadow admission applied; starting a held shadow changes
 	// its replicas alone, and no revision).
 	if revision(d) > 1 && rollingOut(d) && !r.pacer.isRolling(pod.UID) {
-		r.pacer.adopt(pod.UID, key, hash, now)
+		r.pacer.adopt(pod.UID, key, hash, tunnelInUse(pod), now)
 	}
 	pods, err := shadows.Pods(ctx, r.client, d, pod)
 	if err != nil {
 		return 0, err
 	}
-	step, roll := r.pacer.settle(pod.UID, d, shadows.AllStarted(pods), now)
+	step, roll := r.pacer.settle(pod.UID, d, shadows.Started(pods), now)
 	switch step {
 	case rollRestarting, rollWaiting:
 		if step == rollRestarting {

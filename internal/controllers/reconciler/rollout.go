@@ -63,6 +63,9 @@ type roll struct {
 	reserved bool
 	// free says the roll holds no slot: its tunnel was not in use, under a proven policy.
 	free bool
+	// inUse says the tunnel carried traffic when the roll started: it is over once the new
+	// shadow pod is available, not merely running.
+	inUse bool
 }
 
 type waiter struct {
@@ -112,7 +115,7 @@ func (p *rollPacer) take(uid types.UID, pod types.NamespacedName, hash string, g
 		return turnWait
 	}
 	delete(p.waiting, uid)
-	p.rolling[uid] = roll{pod: pod, hash: hash, generation: generation, since: now, free: free && !reserved}
+	p.rolling[uid] = roll{pod: pod, hash: hash, generation: generation, since: now, free: free && !reserved, inUse: inUse}
 	p.setState(uid, drift.Rolling)
 	return turnNow
 }
@@ -136,7 +139,7 @@ func (p *rollPacer) stopped() bool { return p.stalls >= p.max }
 // this pacer did not start it, as after a change of leader: it holds a slot until its shadow
 // pod is replaced or rollTimeout has passed. Rolls another leader started may hold more than
 // max slots for that while; no roll starts until fewer are held.
-func (p *rollPacer) adopt(uid types.UID, pod types.NamespacedName, hash string, now time.Time) {
+func (p *rollPacer) adopt(uid types.UID, pod types.NamespacedName, hash string, inUse bool, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.rolling[uid]; ok {
@@ -144,7 +147,7 @@ func (p *rollPacer) adopt(uid types.UID, pod types.NamespacedName, hash string, 
 	}
 	delete(p.waiting, uid)
 	// generation -1: whichever the Deployment is at, its replacement of the pod was seen.
-	p.rolling[uid] = roll{pod: pod, hash: hash, generation: -1, restarting: true, since: now}
+	p.rolling[uid] = roll{pod: pod, hash: hash, generation: -1, restarting: true, since: now, inUse: inUse}
 	p.setState(uid, drift.Rolling)
 }
 
@@ -193,9 +196,11 @@ const (
 	rollStalled                    // its shadow pod was not replaced within rollTimeout: the slot is given up
 )
 
-// settle is told the Deployment of a shadow whose hash is current, and whether every container
-// of its pods has started, and says where its roll stands at now; a roll that is over frees its
-// slot for the next waiting shadow.
+// settle is told the Deployment of a shadow whose hash is current, and whether each of its pods
+// has started (shadows.Started), and says where its roll stands at now; a roll that is over
+// frees its slot for the next waiting shadow. A roll of a tunnel that carried traffic is over
+// once its new shadow pod is available, one of a tunnel that did not (a queued job's shadow,
+// never ready) once its new pod has started.
 func (p *rollPacer) settle(uid types.UID, d *appsv1.Deployment, started bool, now time.Time) (rollStep, roll) {
 	p.mu.Lock()
 	r, ok := p.rolling[uid]
@@ -216,7 +221,7 @@ func (p *rollPacer) settle(uid types.UID, d *appsv1.Deployment, started bool, no
 	step := rollInPlace
 	switch {
 	case d.Generation == r.generation:
-	case replaced(d, started):
+	case replaced(d, started && !r.inUse):
 		step = rollRestarted
 	case now.Sub(r.since) >= rollTimeout:
 		step = rollStalled
@@ -342,7 +347,7 @@ func rollingOut(d *appsv1.Deployment) bool {
 }
 
 // replaced says whether the Deployment runs its current pod template alone, its pods available
-// or, as a queued job's shadow never is, with every container started.
+// or, as a queued job's shadow never is, started.
 func replaced(d *appsv1.Deployment, started bool) bool {
 	want := replicas(d)
 	return !rollingOut(d) && d.Status.Replicas == want && (d.Status.AvailableReplicas == want || started)

@@ -117,8 +117,9 @@ func TestAtMostMaxShadowsRollAtATimeAndIdleTunnelsGoFirst(t *testing.T) {
 	}
 }
 
-// A roll is over once its Deployment runs the new template alone, every container of its pod
-// started: a queued job's shadow is never ready, and holds no slot for its queue.
+// A roll of a tunnel that carried no traffic is over once its Deployment runs the new template
+// alone, its pod started: a queued job's shadow is never ready, and holds no slot for its
+// queue. One that carried traffic is over once it is available again.
 func TestAQueuedJobsShadowFreesItsSlotOnceReplaced(t *testing.T) {
 	p, woken := testPacer(t, 1)
 	now := time.Now()
@@ -132,6 +133,14 @@ func TestAQueuedJobsShadowFreesItsSlotOnceReplaced(t *testing.T) {
 	}
 	if !slices.Equal(*woken, []string{"b"}) {
 		t.Errorf("woken %v, want [b]", *woken)
+	}
+	// b's tunnel carried traffic: started is not enough, it must carry it again.
+	p.take("b", podKey("b"), "new", 1, true, now)
+	if step, _ := p.settle("b", replacedUnready(2), true, now); step != rollRestarting {
+		t.Errorf("b, in use, started and not ready: step %d, want rollRestarting", step)
+	}
+	if step, _ := p.settle("b", deploymentAt(2, true), true, now); step != rollRestarted {
+		t.Errorf("b available: step %d, want rollRestarted", step)
 	}
 }
 
@@ -223,7 +232,7 @@ func TestAGoneOrFailedShadowFreesItsSlot(t *testing.T) {
 // shadow pod is available, and is then over without a second Event.
 func TestARollStartedByAnotherLeaderHoldsItsSlot(t *testing.T) {
 	p, woken := testPacer(t, 1)
-	p.adopt("a", podKey("a"), "new", time.Now())
+	p.adopt("a", podKey("a"), "new", true, time.Now())
 	if got := p.take("b", podKey("b"), "new", 1, false, time.Now()); got != turnWait {
 		t.Errorf("b took the slot of a's roll: turn %d", got)
 	}
