@@ -24,8 +24,10 @@ const rollBound = 2 * time.Minute
 // are never touched: new known-hosts content reaches the shadow without a restart; new
 // ExtraOptions and Image roll the shadows of the notebook and of a second server beside it,
 // one after the other (serve runs with harness.SiteMaxRollingShadows), each with one
-// ShadowRolled Event and a new shadow pod with both, and both serve through them again; a policy that would now refuse the pod leaves pod
-// and shadow as they are and says so on the pod, in `shadowgate status` as the pod's owner.
+// ShadowRolled Event and a new shadow pod with both, and both serve through them again, while a
+// third pod's job never leaves the queue: its shadow, never Ready, rolls and gives up the slot
+// once its new pod runs; a policy that would now refuse the pod leaves pod and shadow as they
+// are and says so on the pod, in `shadowgate status` as the pod's owner.
 func TestAShadowFollowsThePolicyWithoutTouchingItsPod(t *testing.T) {
 	const ns = "follow-policy"
 	t.Cleanup(func() {
@@ -54,6 +56,14 @@ func TestAShadowFollowsThePolicyWithoutTouchingItsPod(t *testing.T) {
 		return kubectl(t, "", "get", "deployment", s.name, "-n", s.namespace, "-o", "jsonpath={.metadata.generation}")
 	}
 	generationBefore := generation()
+	// A pod whose job never starts: its shadow waits for the compute node, never Ready. It rolls
+	// first (its tunnel carries nothing) and must not hold the one slot for its queue.
+	kubectl(t, offloadedPodNamed(ns, "queued", harness.HPCNode, otherPort+1, map[string]string{"slurm-job.vk.io/flags": harness.PendingJobFlags},
+		"sleep", "infinity"), "apply", "-f", "-")
+	queuedUID := kubectl(t, "", "get", "pod", "-n", ns, "queued", "-o", "jsonpath={.metadata.uid}")
+	queued := shadowOf("queued", ns, false)
+	t.Cleanup(func() { deleteAndWaitGone(t, ns, "queued", queuedUID, queued) })
+	waitForTunnelEvent(t, failureBound, ns, "queued", "TunnelWaitingForNode", "")
 
 	// Known hosts content: the copy follows, the mounted file changes, nothing restarts.
 	knownHosts := kubectl(t, "", "get", "configmap", harness.SiteKnownHostsMap, "-n", "shadowgate-system", "-o", "jsonpath={.data.known_hosts}")
@@ -82,8 +92,9 @@ func TestAShadowFollowsThePolicyWithoutTouchingItsPod(t *testing.T) {
 	}
 	changed := strings.Replace(site.local.Policy, hpcBlock, hpcBlock+"        Image: "+image+"\n        ExtraOptions: [ServerAliveInterval=7]\n", 1)
 	kubectl(t, harness.PolicyConfigMap(changed), "apply", "--server-side", "--force-conflicts", "--field-manager=e2e-install", "-f", "-")
-	seen := watchDrift(t, ns, 2*rollBound, func() bool {
-		return len(tunnelEventsOf(t, ns, "notebook", "ShadowRolled")) > 0 && len(tunnelEventsOf(t, ns, "other", "ShadowRolled")) > 0
+	seen := watchDrift(t, ns, 3*rollBound, func() bool {
+		return len(tunnelEventsOf(t, ns, "notebook", "ShadowRolled")) > 0 && len(tunnelEventsOf(t, ns, "other", "ShadowRolled")) > 0 &&
+			len(tunnelEventsOf(t, ns, "queued", "ShadowRolled")) > 0
 	})
 	if seen.mostRolling > harness.SiteMaxRollingShadows || !seen.outOfDate {
 		t.Errorf("the two shadows rolled %d at a time (at most %d), one waiting OutOfDate: %t; want one after the other",

@@ -38,6 +38,13 @@ func Pods(ctx context.Context, cache client.Reader, d *appsv1.Deployment, pod *c
 	return pods, nil
 }
 
+// IsShadowPod says whether o carries the labels and annotation of a shadow pod. Anyone who may
+// create pods can write those: a shadow pod is believed only as one of its shadow Deployment's
+// own (Pods).
+func IsShadowPod(o client.Object) bool {
+	return o.GetLabels()[inject.LabelManagedBy] == inject.ManagedBy && o.GetAnnotations()[inject.AnnotationShadowFor] != ""
+}
+
 // Started says whether there are pods and each has started: one of its containers, an init
 // container or not, runs or has exited 0, so its image was pulled and runs. A queued job's
 // shadow pod runs only its wait-for-node.

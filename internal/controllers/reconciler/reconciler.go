@@ -146,6 +146,16 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager) 
 		DeleteFunc:  func(e event.DeleteEvent) bool { return shadows.MayHaveShadow(e.Object, shadows.AnyNode) },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}))
+	// A shadow pod that starts, or stops, moves a roll that waits for it to run (Started): the
+	// pod it claims is queued, and Reconcile believes only its shadow Deployment's own pods.
+	b = b.Watches(&corev1.Pod{}, podOf, builder.WithPredicates(predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return shadows.IsShadowPod(e.ObjectNew) && started(e.ObjectOld) != started(e.ObjectNew)
+		},
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}))
 	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}, &networkingv1.NetworkPolicy{}} {
 		if err := mgr.GetFieldIndexer().IndexField(ctx, obj, shadows.IndexShadowFor, shadows.ShadowForIndex); err != nil {
 			return err
@@ -456,4 +466,10 @@ func (r *Reconciler) objectKind(obj client.Object) string {
 
 func objectKey(obj client.Object) string {
 	return fmt.Sprintf("%T/%s/%s", obj, obj.GetNamespace(), obj.GetName())
+}
+
+// started says whether o is a pod that has started (shadows.Started).
+func started(o client.Object) bool {
+	pod, ok := o.(*corev1.Pod)
+	return ok && shadows.Started([]*corev1.Pod{pod})
 }

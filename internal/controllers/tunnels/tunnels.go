@@ -104,7 +104,7 @@ func New(mgr manager.Manager, identity shadows.Identity, writer client.Client, p
 func (t *TunnelReporter) SetupWithManager(mgr manager.Manager) error {
 	return builder.ControllerManagedBy(mgr).Named("tunnels").Watches(&corev1.Pod{},
 		handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			if isShadowPod(o) {
+			if shadows.IsShadowPod(o) {
 				ns, name, ok := shadows.SplitKey(o.GetAnnotations()[inject.AnnotationShadowFor])
 				if !ok {
 					return nil
@@ -115,17 +115,17 @@ func (t *TunnelReporter) SetupWithManager(mgr manager.Manager) error {
 		}),
 		builder.WithPredicates(predicate.Funcs{
 			CreateFunc: func(e event.CreateEvent) bool {
-				return isShadowPod(e.Object) || shadows.MayHaveShadow(e.Object, shadows.AnyNode)
+				return shadows.IsShadowPod(e.Object) || shadows.MayHaveShadow(e.Object, shadows.AnyNode)
 			},
 			// Of an offloaded pod's own updates its finishing matters, and a change of the
 			// annotation: the virtual kubelet's status updates carry the pod as its provider
 			// keeps it, and pods/status writes its annotations too, so one can put back an
 			// older tunnel state or none. Its shadow pod's are what the state is read from.
 			UpdateFunc: func(e event.UpdateEvent) bool {
-				return isShadowPod(e.ObjectNew) || shadows.PhaseEnded(e.ObjectOld, e.ObjectNew) || tunnelStateChanged(e.ObjectOld, e.ObjectNew)
+				return shadows.IsShadowPod(e.ObjectNew) || shadows.PhaseEnded(e.ObjectOld, e.ObjectNew) || tunnelStateChanged(e.ObjectOld, e.ObjectNew)
 			},
 			DeleteFunc: func(e event.DeleteEvent) bool {
-				return isShadowPod(e.Object) || shadows.MayHaveShadow(e.Object, shadows.AnyNode)
+				return shadows.IsShadowPod(e.Object) || shadows.MayHaveShadow(e.Object, shadows.AnyNode)
 			},
 			GenericFunc: func(event.GenericEvent) bool { return false },
 		})).Complete(t)
@@ -134,13 +134,6 @@ func (t *TunnelReporter) SetupWithManager(mgr manager.Manager) error {
 // tunnelStateChanged says whether an update changed the pod's tunnel-state annotation.
 func tunnelStateChanged(oldObj, newObj client.Object) bool {
 	return oldObj.GetAnnotations()[tunnelstate.AnnotationTunnelState] != newObj.GetAnnotations()[tunnelstate.AnnotationTunnelState]
-}
-
-// isShadowPod says whether o carries the labels and annotation of a shadow pod. Anyone who
-// may create pods can write those; Reconcile believes a shadow pod only in its shadow's
-// namespace, with the UID of the pod it claims, and selected by that pod's shadow Deployment.
-func isShadowPod(o client.Object) bool {
-	return o.GetLabels()[inject.LabelManagedBy] == inject.ManagedBy && o.GetAnnotations()[inject.AnnotationShadowFor] != ""
 }
 
 // Reconcile implements reconcile.Reconciler for the offloaded pod req names.
@@ -152,7 +145,7 @@ func (t *TunnelReporter) Reconcile(ctx context.Context, req reconcile.Request) (
 	} else if err != nil {
 		return reconcile.Result{}, err
 	}
-	if isShadowPod(pod) || pod.DeletionTimestamp != nil {
+	if shadows.IsShadowPod(pod) || pod.DeletionTimestamp != nil {
 		t.forget(req.NamespacedName)
 		return reconcile.Result{}, nil
 	}
