@@ -34,18 +34,7 @@ func TestShadowsFollowThePolicyAFewAtATime(t *testing.T) {
 	}
 	mustKubectl(t, `{"apiVersion":"v1","kind":"List","items":[`+strings.Join(pods, ",")+`]}`, "apply", "-f", "-")
 	shadowNS := inject.ShadowNamespace(ns, false)
-	// hashes is each shadow Deployment's interlink.eu/shadow-rendered, by name: a hash of the
-	// pod's own render, so one per pod.
-	hashes := func() map[string]string {
-		out := mustKubectl(t, "", "get", "deployments", "-n", shadowNS, "-o", `jsonpath={range .items[*]}{.metadata.name} {.metadata.annotations.interlink\.eu/shadow-rendered}{"\n"}{end}`)
-		byName := map[string]string{}
-		for line := range strings.Lines(out) {
-			if name, hash, ok := strings.Cut(strings.TrimSpace(line), " "); ok && hash != "" {
-				byName[name] = hash
-			}
-		}
-		return byName
-	}
+	hashes := func() map[string]string { return renderedHashes(t, shadowNS) }
 	// unchanged counts the Deployments whose hash is the one before.
 	var before map[string]string
 	unchanged := func(now map[string]string) int {
@@ -191,17 +180,7 @@ func TestAPodOwnersForgedRollsHoldNoSlots(t *testing.T) {
 	}
 	mustKubectl(t, `{"apiVersion":"v1","kind":"List","items":[`+strings.Join(forged, ",")+`]}`, "--as="+tenant, "apply", "-f", "-")
 	mustKubectl(t, `{"apiVersion":"v1","kind":"List","items":[`+strings.Join(victims, ",")+`]}`, "apply", "-f", "-")
-	rendered := func(ns string) map[string]string {
-		out := mustKubectl(t, "", "get", "deployments", "-n", inject.ShadowNamespace(ns, false), "-o",
-			`jsonpath={range .items[*]}{.metadata.name} {.metadata.annotations.interlink\.eu/shadow-rendered}{"\n"}{end}`)
-		byName := map[string]string{}
-		for line := range strings.Lines(out) {
-			if name, hash, ok := strings.Cut(strings.TrimSpace(line), " "); ok && hash != "" {
-				byName[name] = hash
-			}
-		}
-		return byName
-	}
+	rendered := func(ns string) map[string]string { return renderedHashes(t, inject.ShadowNamespace(ns, false)) }
 	var before map[string]string
 	eventually(t, time.Minute, "every shadow Deployment, each with its hash", func() (bool, string) {
 		before = rendered(victim)
@@ -228,4 +207,18 @@ func TestAPodOwnersForgedRollsHoldNoSlots(t *testing.T) {
 		}
 		return rolled == serveMaxRolling, fmt.Sprintf("%d rolled", rolled)
 	})
+}
+
+// renderedHashes is each shadow Deployment's interlink.eu/shadow-rendered in shadowNS, by name:
+// a hash of the pod's own render, so one per pod.
+func renderedHashes(t *testing.T, shadowNS string) map[string]string {
+	t.Helper()
+	out := mustKubectl(t, "", "get", "deployments", "-n", shadowNS, "-o", `jsonpath={range .items[*]}{.metadata.name} {.metadata.annotations.interlink\.eu/shadow-rendered}{"\n"}{end}`)
+	byName := map[string]string{}
+	for line := range strings.Lines(out) {
+		if name, hash, ok := strings.Cut(strings.TrimSpace(line), " "); ok && hash != "" {
+			byName[name] = hash
+		}
+	}
+	return byName
 }
