@@ -28,6 +28,8 @@ func TestShadowsFollowThePolicyAFewAtATime(t *testing.T) {
 	const ns = "drift"
 	createNamespaces(t, ns)
 	restoreExamplePolicy(t)
+	// Their rolls, which no node completes, give up their slots with the pods.
+	t.Cleanup(func() { kubectl(t, "", "delete", "pods", "--all", "-n", ns, "--wait=false") })
 	var pods []string
 	for i := range currentShadows {
 		pods = append(pods, offloaded{name: fmt.Sprintf("nb-%03d", i), namespace: ns, node: "hpc-vk", ports: []int32{8888}}.json())
@@ -157,17 +159,19 @@ func metricSum(t *testing.T, name string, labels ...string) float64 {
 	return sum
 }
 
-// A pod's owner who writes interlink.eu/shadow-drift: Rolling on its own pods, whose shadows a
-// policy change leaves current, gets no slot for them: where a roll stands is read on the
-// shadow Deployments, which no pod owner can write, never on the pods. Another namespace's
-// shadows, which the same change renders differently, take the slots: serveMaxRolling of them
-// here, all applied.
+// A pod's owner who writes interlink.eu/shadow-drift: Rolling on more of its own pods than there
+// are slots, whose shadows a policy change leaves current, gets no slot for them: where a roll
+// stands is read on the shadow Deployments, which no pod owner can write, never on the pods.
+// Another namespace's shadows, which the same change renders differently, take slots and are
+// all applied (victimShadows, fewer than the slots, so other tests' rolls leave room).
 func TestAPodOwnersForgedRollsHoldNoSlots(t *testing.T) {
+	const victimShadows = 2
 	const forger, victim, tenant = "drift-forger", "drift-victim", "roll-forger"
 	createNamespaces(t, forger, victim)
 	t.Cleanup(func() {
-		kubectl(t, "", "delete", "namespace", forger, victim, inject.ShadowNamespace(forger, false), inject.ShadowNamespace(victim, false),
-			"--wait=false", "--ignore-not-found")
+		for _, ns := range []string{forger, victim} {
+			kubectl(t, "", "delete", "pods", "--all", "-n", ns, "--wait=false")
+		}
 	})
 	restoreExamplePolicy(t)
 	grantEdit(t, tenant, forger)
@@ -175,7 +179,7 @@ func TestAPodOwnersForgedRollsHoldNoSlots(t *testing.T) {
 	for i := range serveMaxRolling + 2 {
 		forged = append(forged, offloaded{name: fmt.Sprintf("forged-%d", i), namespace: forger, node: "hpc-vk", ports: []int32{8888}}.json())
 	}
-	for i := range serveMaxRolling {
+	for i := range victimShadows {
 		victims = append(victims, offloaded{name: fmt.Sprintf("victim-%d", i), namespace: victim, node: "cern-vk", ports: []int32{8888}}.json())
 	}
 	mustKubectl(t, `{"apiVersion":"v1","kind":"List","items":[`+strings.Join(forged, ",")+`]}`, "--as="+tenant, "apply", "-f", "-")
@@ -185,7 +189,7 @@ func TestAPodOwnersForgedRollsHoldNoSlots(t *testing.T) {
 	eventually(t, time.Minute, "every shadow Deployment, each with its hash", func() (bool, string) {
 		before = rendered(victim)
 		n := len(rendered(forger))
-		return len(before) == serveMaxRolling && n == serveMaxRolling+2, fmt.Sprintf("%d of the victim's, %d of the forger's", len(before), n)
+		return len(before) == victimShadows && n == serveMaxRolling+2, fmt.Sprintf("%d of the victim's, %d of the forger's", len(before), n)
 	})
 
 	mustKubectl(t, "", "--as="+tenant, "annotate", "pods", "--all", "-n", forger, drift.Annotation+`={"state":"Rolling"}`)
@@ -198,14 +202,14 @@ func TestAPodOwnersForgedRollsHoldNoSlots(t *testing.T) {
 		t.Fatal("the example policy has no cern-vk KeytabSecret line to change beside")
 	}
 	mustKubectl(t, changed, "apply", "-f", "-")
-	eventually(t, time.Minute, fmt.Sprintf("the victim's %d shadows applied under the new policy", serveMaxRolling), func() (bool, string) {
+	eventually(t, time.Minute, fmt.Sprintf("the victim's %d shadows applied under the new policy", victimShadows), func() (bool, string) {
 		rolled := 0
 		for name, hash := range rendered(victim) {
 			if before[name] != hash {
 				rolled++
 			}
 		}
-		return rolled == serveMaxRolling, fmt.Sprintf("%d rolled", rolled)
+		return rolled == victimShadows, fmt.Sprintf("%d rolled", rolled)
 	})
 }
 
