@@ -30,7 +30,7 @@ test: SHELL := /bin/bash
 test: deps lint e2e-tools node-tools cert-manager helm
 	$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v '^$(MODULE)/e2e\(/\|$$\)')
 	cd e2e/site && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
-	$(call run-e2e,bounded,30m)
+	$(call run-e2e,bounded,45m)
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime=1x ./webhook ./inject
 
 ## e2e-tools: build kube-apiserver, kubectl and etcd from the Go module proxy into bin/, keyed by
