@@ -85,11 +85,17 @@ func (r *Reconciler) follow(ctx context.Context, pod *corev1.Pod, d *appsv1.Depl
 	if revision(d) > 1 && rollingOut(d) && !r.pacer.isRolling(pod.UID) {
 		r.pacer.adopt(pod.UID, key, hash, tunnelInUse(pod), now)
 	}
-	pods, err := shadows.Pods(ctx, r.client, d, pod)
-	if err != nil {
-		return 0, err
+	// The shadow's pods are read only for a roll in progress: a current shadow's reconcile, as
+	// every one after a policy change, lists nothing.
+	started := false
+	if r.pacer.isRolling(pod.UID) {
+		pods, err := shadows.Pods(ctx, r.client, d, pod)
+		if err != nil {
+			return 0, err
+		}
+		started = shadows.Started(pods)
 	}
-	step, roll := r.pacer.settle(pod.UID, d, shadows.Started(pods), now)
+	step, roll := r.pacer.settle(pod.UID, d, started, now)
 	switch step {
 	case rollRestarting, rollWaiting:
 		if step == rollRestarting {
