@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 20s
 
-.PHONY: all build test unit vet lint fmt fuzz deps clean image dev e2e-tools node-tools cert-manager helm shfmt chart-docs bench reliability
+.PHONY: all build test unit vet lint fmt fuzz deps clean image dev e2e-tools node-tools cert-manager helm shfmt chart-docs generate bench reliability
 
 all: build
 
@@ -58,6 +58,11 @@ helm:
 ## (seconds on a fresh machine; later runs reuse it)
 shfmt:
 	@./hack/build-shfmt.sh >/dev/null
+
+## generate: regenerate what controller-gen derives from the API types in api/: their DeepCopy
+## methods and the Tunnel CRD in the kustomize base and the chart (hack/generate.sh)
+generate:
+	./hack/generate.sh
 
 ## chart-docs: regenerate the values table in manifests/chart/shadowgate/README.md
 chart-docs:

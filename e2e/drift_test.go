@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -96,16 +95,14 @@ func TestShadowsFollowThePolicyAFewAtATime(t *testing.T) {
 	// ExtraOptions changed: every shadow renders differently, serveMaxRolling roll.
 	mustKubectl(t, strings.Replace(string(example), "            KeySecret: hpc-ssh-key\n", "            KeySecret: hpc-ssh-key\n            ExtraOptions: [ServerAliveInterval=15]\n", 1), "apply", "-f", "-")
 	states := func() map[drift.State]int {
-		out := mustKubectl(t, "", "get", "pods", "-n", ns, "-o", `jsonpath={range .items[*]}{.metadata.annotations.interlink\.eu/shadow-drift}{"\n"}{end}`)
+		out := mustKubectl(t, "", "get", "tunnels", "-n", ns, "-o", `jsonpath={range .items[*]}{.status.shadow.state}{"\n"}{end}`)
 		counts := map[drift.State]int{}
 		for line := range strings.Lines(out) {
-			st := drift.Status{State: drift.Current}
-			if v := strings.TrimSpace(line); v != "" {
-				if err := json.Unmarshal([]byte(v), &st); err != nil {
-					t.Fatalf("%s: %q", drift.Annotation, v)
-				}
+			st := drift.State(strings.TrimSpace(line))
+			if st == "" {
+				st = drift.Current
 			}
-			counts[st.State]++
+			counts[st]++
 		}
 		return counts
 	}
@@ -159,11 +156,11 @@ func metricSum(t *testing.T, name string, labels ...string) float64 {
 	return sum
 }
 
-// A pod's owner who writes interlink.eu/shadow-drift: Rolling on more of its own pods than there
-// are slots, whose shadows a policy change leaves current, gets no slot for them: where a roll
-// stands is read on the shadow Deployments, which no pod owner can write, never on the pods.
-// Another namespace's shadows, which the same change renders differently, take slots and are
-// all applied (victimShadows, fewer than the slots, so other tests' rolls leave room).
+// A pod's owner cannot say its shadows roll: its edit rights read its pods' Tunnels and write
+// none, nor the shadow Deployments a roll is read on. With more of its own pods than there are
+// slots, whose shadows a policy change leaves current, it holds no slot; another namespace's
+// shadows, which the same change renders differently, take slots and are all applied
+// (victimShadows, fewer than the slots, so other tests' rolls leave room).
 func TestAPodOwnersForgedRollsHoldNoSlots(t *testing.T) {
 	const victimShadows = 2
 	const forger, victim, tenant = "drift-forger", "drift-victim", "roll-forger"
@@ -192,7 +189,19 @@ func TestAPodOwnersForgedRollsHoldNoSlots(t *testing.T) {
 		return len(before) == victimShadows && n == serveMaxRolling+2, fmt.Sprintf("%d of the victim's, %d of the forger's", len(before), n)
 	})
 
-	mustKubectl(t, "", "--as="+tenant, "annotate", "pods", "--all", "-n", forger, drift.Annotation+`={"state":"Rolling"}`)
+	mustKubectl(t, "", "--as="+tenant, "get", "tunnels", "-n", forger)
+	for _, args := range [][]string{
+		{"patch", "tunnel", "forged-0", "-n", forger, "--subresource=status", "--type=merge", "-p", `{"status":{"shadow":{"state":"Rolling"}}}`},
+		{"delete", "tunnel", "forged-0", "-n", forger},
+	} {
+		if r := kubectl(t, "", append([]string{"--as=" + tenant}, args...)...); r.Err == nil || !strings.Contains(r.Stderr, "forbidden") {
+			t.Errorf("kubectl %s as the pods' owner was not forbidden:\n%s", strings.Join(args, " "), r.Output())
+		}
+	}
+	forgedTunnel := `{"apiVersion":"shadowgate.interlink.eu/v1alpha1","kind":"Tunnel","metadata":{"name":"forged-extra","namespace":"` + forger + `"}}`
+	if r := kubectl(t, forgedTunnel, "--as="+tenant, "create", "-f", "-"); r.Err == nil || !strings.Contains(r.Stderr, "forbidden") {
+		t.Errorf("the pods' owner created a Tunnel:\n%s", r.Output())
+	}
 	example, err := os.ReadFile(exampleFile("policy.yaml"))
 	if err != nil {
 		t.Fatal(err)

@@ -95,13 +95,11 @@ func TestShadowgatesServiceAccountIsRefusedWhatNoShadowNeeds(t *testing.T) {
 			"[{name: c, image: docker.io/library/busybox:1.37}]"), args: apply},
 		"a shadow Deployment whose initContainer runs an image outside the allowed prefixes is refused": {want: "runs only images starting with", stdin: shadowDeploymentRunning(ns, "lp-init-image",
 			"      initContainers: [{name: i, image: ghcr.io/interlink-hq/shadowgate/shadow-evil:0.1.0}]\n", "[{name: c, image: "+shadowImage+"}]"), args: apply},
-		"a namespace annotation is refused":                                     {want: "changes only its own labels of a namespace", args: []string{"annotate", "namespace", "lp-ns-foreign", "example.org/owner=shadowgate"}},
-		"a namespace label that is not shadowgate's is refused":                 {want: "changes only its own labels of a namespace", args: []string{"label", "namespace", "lp-ns-foreign", "team=shadowgate"}},
-		"adding interlink.eu/created-by-shadowgate to a namespace is refused":   {want: "never interlink.eu/created-by-shadowgate", args: []string{"label", "namespace", "lp-ns-marked-for", "interlink.eu/created-by-shadowgate=true"}},
-		"deleting a namespace shadowgate did not create is refused":             {want: "deletes only namespaces it created", args: []string{"delete", "namespace", "lp-ns-marked-for", "--wait=false"}},
-		"deleting an unmarked namespace is refused":                             {want: "deletes only namespaces it created", args: []string{"delete", "namespace", "lp-ns-foreign", "--wait=false"}},
-		"a pod annotation other than the tunnel state and the drift is refused": {want: "changes only the interlink.eu/tunnel-state and interlink.eu/shadow-drift annotations", args: []string{"annotate", "pod", "lp-pod", "-n", ns, "example.org/x=y"}},
-		"a pod label is refused":                                                {want: "changes only the interlink.eu/tunnel-state and interlink.eu/shadow-drift annotations", args: []string{"label", "pod", "lp-pod", "-n", ns, "app=lp"}},
+		"a namespace annotation is refused":                                   {want: "changes only its own labels of a namespace", args: []string{"annotate", "namespace", "lp-ns-foreign", "example.org/owner=shadowgate"}},
+		"a namespace label that is not shadowgate's is refused":               {want: "changes only its own labels of a namespace", args: []string{"label", "namespace", "lp-ns-foreign", "team=shadowgate"}},
+		"adding interlink.eu/created-by-shadowgate to a namespace is refused": {want: "never interlink.eu/created-by-shadowgate", args: []string{"label", "namespace", "lp-ns-marked-for", "interlink.eu/created-by-shadowgate=true"}},
+		"deleting a namespace shadowgate did not create is refused":           {want: "deletes only namespaces it created", args: []string{"delete", "namespace", "lp-ns-marked-for", "--wait=false"}},
+		"deleting an unmarked namespace is refused":                           {want: "deletes only namespaces it created", args: []string{"delete", "namespace", "lp-ns-foreign", "--wait=false"}},
 		"marking a foreign ConfigMap and changing its data is refused": {want: "may only update configmaps it marked before", args: []string{"patch", "configmap", "lp-foreign", "-n", ns, "--type=merge",
 			"-p", markingAndData}},
 		"marking a foreign ConfigMap without its data is refused": {want: "may only update configmaps it marked before", args: []string{"patch", "configmap", "lp-foreign", "-n", ns, "--type=merge", "-p", marking}},
@@ -174,8 +172,6 @@ func TestShadowgatesServiceAccountIsRefusedWhatNoShadowNeeds(t *testing.T) {
 		"a copy of the key in a shadow namespace is admitted": {secret("lp-ns-marked-for", "hpc-ssh-key", "", copyAnnotation, ""), []string{"create", "-f", "-"}},
 		"a copy of type kubernetes.io/ssh-auth in a shadow namespace is admitted": {secret("lp-ns-marked-for", "lp-ssh-auth", "kubernetes.io/ssh-auth", copyAnnotation,
 			"{ssh-privatekey: YQ==}"), []string{"create", "-f", "-"}},
-		"the tunnel-state annotation of a pod is admitted":    {"", []string{"annotate", "pod", "lp-pod", "-n", ns, "interlink.eu/tunnel-state=up"}},
-		"the shadow-drift annotation of a pod is admitted":    {"", []string{"annotate", "pod", "lp-pod", "-n", ns, `interlink.eu/shadow-drift={"state":"OutOfDate"}`}},
 		"deleting a namespace shadowgate created is admitted": {"", []string{"delete", "namespace", "lp-ns-created", "--wait=false"}},
 	}
 	for name, c := range admitted {
@@ -186,6 +182,20 @@ func TestShadowgatesServiceAccountIsRefusedWhatNoShadowNeeds(t *testing.T) {
 			}
 		})
 	}
+	// What shadowgate says about a pod goes to its Tunnel: it may write no pod at all, so no
+	// write of its meets the virtual kubelet's status updates.
+	t.Run("a pod write is refused by RBAC", func(t *testing.T) {
+		for _, args := range [][]string{
+			{"annotate", "pod", "lp-pod", "-n", ns, "example.org/x=y"},
+			{"label", "pod", "lp-pod", "-n", ns, "app=lp"},
+			{"delete", "pod", "lp-pod", "-n", ns, "--wait=false"},
+		} {
+			r := kubectlAs(t, cluster.cp.ShadowgateKubeconfig, "", args...)
+			if r.Err == nil || !strings.Contains(r.Stderr, "forbidden") {
+				t.Errorf("kubectl %s as shadowgate was not forbidden:\n%s", strings.Join(args, " "), r.Output())
+			}
+		}
+	})
 }
 
 // secret is a Secret manifest: of type typ (empty: the API server's default, Opaque), with

@@ -30,6 +30,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/interlink-hq/shadowgate/api/v1alpha1"
 	"github.com/interlink-hq/shadowgate/certs"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/internal/serving"
@@ -232,6 +233,7 @@ func (o *serveOptions) restConfig() (*rest.Config, error) {
 func (o *serveOptions) managerOptions(namespace string, webhookServer ctrlwebhook.Server, logger logr.Logger) manager.Options {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme) // registering built-in types into a new scheme cannot fail
+	_ = v1alpha1.AddToScheme(scheme)
 	shadows := cache.ByObject{Label: shadows.Selector}
 	return manager.Options{
 		Scheme: scheme,

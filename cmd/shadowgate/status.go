@@ -13,12 +13,14 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/interlink-hq/shadowgate/api/v1alpha1"
 	"github.com/interlink-hq/shadowgate/internal/drift"
 	"github.com/interlink-hq/shadowgate/internal/printable"
 	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
@@ -38,17 +40,16 @@ func newStatusCommand() *cobra.Command {
 	var o statusOptions
 	cmd := &cobra.Command{
 		Use:   "status [POD]",
-		Short: "Show the tunnel state of offloaded pods, as shadowgate reports it on them",
+		Short: "Show the tunnel state of offloaded pods, as shadowgate reports it in their Tunnels",
 		Long: `Show each offloaded pod's tunnel as shadowgate last saw it: the compute node it leads to,
-the forward mode, the state (Starting, WaitingForNode, Ready, Failed), the reason, how long
-the state has held, and whether the shadow matches the policy in force (SHADOW: Current,
-OutOfDate, Rolling, Refused); for one pod, also the last tunnel Event with its remedy. It reads only
-the pods of one namespace, their interlink.eu/tunnel-state annotation and their Events, with
-your own kubeconfig: nothing in the shadow namespace. A pod whose annotation cannot be read is
-shown as Unreadable, with why, and the others as usual. Every text taken from a pod or an Event
-is printed with its control characters escaped (\x1b, \u202e).
-Exit 0: every tunnel shown is not Failed. Exit 1: at least one is Failed or Unreadable, or the
-pod has no tunnel state. Exit 2: bad flags, or the API server cannot be read.`,
+the forward mode, the state (Starting, WaitingForNode, Ready, Failed, Ended), the reason, how
+long the state has held, and whether the shadow matches the policy in force (SHADOW: Current,
+OutOfDate, Rolling, Refused); for one pod, also the last tunnel Event with its remedy. A
+finished pod keeps its last state until it is deleted. It reads only the pods, Tunnels and
+Events of one namespace, with your own kubeconfig: nothing in the shadow namespace. Every text
+taken from a Tunnel or an Event is printed with its control characters escaped (\x1b, \u202e).
+Exit 0: every tunnel shown is not Failed. Exit 1: at least one is Failed, or the pod has no
+tunnel state. Exit 2: bad flags, or the API server cannot be read.`,
 		Example: "  shadowgate status -n user\n  shadowgate status -n user notebook -o json",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -70,9 +71,6 @@ pod has no tunnel state. Exit 2: bad flags, or the API server cannot be read.`,
 	return cmd
 }
 
-// unreadable is the STATE or SHADOW of a row whose annotation cannot be read.
-const unreadable = "Unreadable"
-
 // podTunnel is one pod's row. Every text in it is printable (printable.String).
 type podTunnel struct {
 	Namespace string              `json:"namespace"`
@@ -83,11 +81,6 @@ type podTunnel struct {
 	Shadow drift.Status `json:"shadow"`
 	// LastEvent is the newest tunnel Event on the pod (one pod only).
 	LastEvent string `json:"lastEvent,omitempty"`
-	// Error says why the pod's tunnel-state or shadow-drift annotation cannot be read; the
-	// tunnel is null, or the shadow Unreadable, then.
-	Error string `json:"error,omitempty"`
-	// tunnelUnreadable: the pod has a tunnel-state annotation that cannot be read.
-	tunnelUnreadable bool
 }
 
 func (o *statusOptions) run(out io.Writer, pod string) error {
@@ -105,13 +98,16 @@ func (o *statusOptions) run(out io.Writer, pod string) error {
 		}
 	}
 	cfg.UserAgent = "shadowgate-status/" + version
-	cs, err := kubernetes.NewForConfig(cfg)
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme) // registering built-in types into a new scheme cannot fail
+	_ = v1alpha1.AddToScheme(scheme)
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return usageError("kubeconfig: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 	defer cancel()
-	rows, err := tunnels(ctx, cs, ns, pod)
+	rows, err := tunnels(ctx, c, ns, pod)
 	if err != nil {
 		return usageError("%v", err)
 	}
@@ -127,46 +123,62 @@ func (o *statusOptions) run(out io.Writer, pod string) error {
 	return exitFor(rows)
 }
 
-// exitFor is exitDenied when a row is Failed, Unreadable, or has no tunnel state.
+// exitFor is exitDenied when a row is Failed or has no tunnel state.
 func exitFor(rows []podTunnel) error {
 	for _, r := range rows {
-		if r.Tunnel == nil || r.Tunnel.State == tunnelstate.Failed || r.Error != "" {
+		if r.Tunnel == nil || r.Tunnel.State == tunnelstate.Failed {
 			return &exitError{code: exitDenied}
 		}
 	}
 	return nil
 }
 
-// tunnels reads the pods of ns with a tunnel state, or the one pod named, with its last
-// tunnel Event.
-func tunnels(ctx context.Context, cs kubernetes.Interface, ns, name string) ([]podTunnel, error) {
+// tunnels reads the pods of ns that have a Tunnel, or the one pod named, with its last tunnel
+// Event. A Tunnel is a pod's when the pod owns it: one left by an earlier pod of the same name
+// (the garbage collector removes it) is none.
+func tunnels(ctx context.Context, c client.Reader, ns, name string) ([]podTunnel, error) {
 	var pods []corev1.Pod
+	var list v1alpha1.TunnelList
 	if name != "" {
-		p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
+		p := corev1.Pod{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("pod %s/%s not found", ns, name)
-		}
-		if err != nil {
+		} else if err != nil {
 			return nil, err
 		}
-		pods = []corev1.Pod{*p}
+		pods = []corev1.Pod{p}
+		t := v1alpha1.Tunnel{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &t); err == nil {
+			list.Items = []v1alpha1.Tunnel{t}
+		} else if !apierrors.IsNotFound(err) {
+			return nil, tunnelsError(err)
+		}
 	} else {
-		list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
+		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return nil, tunnelsError(err)
+		}
+		var all corev1.PodList
+		if err := c.List(ctx, &all, client.InNamespace(ns)); err != nil {
 			return nil, err
 		}
-		for _, p := range list.Items {
-			if _, ok := p.Annotations[tunnelstate.AnnotationTunnelState]; ok {
-				pods = append(pods, p)
-			}
-		}
+		pods = all.Items
 	}
-	rows := make([]podTunnel, 0, len(pods))
+	byPod := map[string]*v1alpha1.Tunnel{}
+	for i := range list.Items {
+		byPod[list.Items[i].Name] = &list.Items[i]
+	}
+	rows := make([]podTunnel, 0, len(list.Items))
 	for i := range pods {
-		rows = append(rows, rowOf(&pods[i]))
+		t := byPod[pods[i].Name]
+		if t != nil && !t.IsFor(&pods[i]) {
+			t = nil
+		}
+		if t != nil || name != "" {
+			rows = append(rows, rowOf(&pods[i], t))
+		}
 	}
 	if name != "" {
-		last, err := lastTunnelEvent(ctx, cs, &pods[0])
+		last, err := lastTunnelEvent(ctx, c, &pods[0])
 		if err != nil {
 			return nil, err
 		}
@@ -176,39 +188,38 @@ func tunnels(ctx context.Context, cs kubernetes.Interface, ns, name string) ([]p
 	return rows, nil
 }
 
-// rowOf is the pod's row, printable. Anyone who may update the pod can write its annotations:
-// one that cannot be read makes this row Unreadable, with why, and no other.
-func rowOf(p *corev1.Pod) podTunnel {
-	row := podTunnel{Namespace: p.Namespace, Name: p.Name, Node: printable.String(p.Spec.NodeName)}
-	var why []string
-	shadow, err := drift.Of(p.Annotations)
-	if err != nil {
-		why = append(why, err.Error())
-		shadow = drift.Status{State: unreadable}
+// tunnelsError says what a failed read of Tunnels means: without the resource, shadowgate is
+// not installed (or is older than its Tunnels).
+func tunnelsError(err error) error {
+	if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+		return fmt.Errorf("the API server has no Tunnels (%s): shadowgate is not installed in this cluster, or is a version from before them: %w", v1alpha1.GroupVersion, err)
 	}
-	shadow.Reason = printable.String(shadow.Reason)
-	row.Shadow = shadow
-	if v, ok := p.Annotations[tunnelstate.AnnotationTunnelState]; ok {
-		st, err := tunnelstate.Decode(v)
-		if err != nil {
-			why = append(why, err.Error())
-			row.tunnelUnreadable = true
-		} else {
-			st.Reason = tunnelstate.Reason(printable.String(string(st.Reason)))
-			st.Message, st.Container = printable.String(st.Message), printable.String(st.Container)
-			st.ComputeNode, st.ForwardMode, st.Service = printable.String(st.ComputeNode), printable.String(st.ForwardMode), printable.String(st.Service)
-			row.Tunnel = &st
-		}
+	return err
+}
+
+// rowOf is the pod's row, with what its Tunnel holds (nil for none), made printable.
+func rowOf(p *corev1.Pod, t *v1alpha1.Tunnel) podTunnel {
+	row := podTunnel{Namespace: p.Namespace, Name: p.Name, Node: printable.String(p.Spec.NodeName), Shadow: drift.Status{State: drift.Current}}
+	if t == nil {
+		return row
 	}
-	row.Error = printable.String(strings.Join(why, "; "))
+	row.Shadow = drift.Of(t.Status.Shadow)
+	row.Shadow.State = drift.State(printable.String(string(row.Shadow.State)))
+	row.Shadow.Reason = printable.String(row.Shadow.Reason)
+	if st, ok := tunnelstate.Of(&t.Status); ok {
+		st.State = tunnelstate.State(printable.String(string(st.State)))
+		st.Reason = tunnelstate.Reason(printable.String(string(st.Reason)))
+		st.Message, st.Container = printable.String(st.Message), printable.String(st.Container)
+		st.ComputeNode, st.ForwardMode, st.Service = printable.String(st.ComputeNode), printable.String(st.ForwardMode), printable.String(st.Service)
+		row.Tunnel = &st
+	}
 	return row
 }
 
 // lastTunnelEvent is "<reason>: <message>" of the newest tunnel Event on the pod.
-func lastTunnelEvent(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod) (string, error) {
-	sel := fields.Set{"involvedObject.uid": string(pod.UID)}.AsSelector().String()
-	list, err := cs.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{FieldSelector: sel})
-	if err != nil {
+func lastTunnelEvent(ctx context.Context, c client.Reader, pod *corev1.Pod) (string, error) {
+	var list corev1.EventList
+	if err := c.List(ctx, &list, client.InNamespace(pod.Namespace), client.MatchingFields{"involvedObject.uid": string(pod.UID)}); err != nil {
 		return "", err
 	}
 	var newest *corev1.Event
@@ -231,17 +242,13 @@ func lastTunnelEvent(ctx context.Context, cs kubernetes.Interface, pod *corev1.P
 
 func printTunnels(out io.Writer, rows []podTunnel, now time.Time) {
 	if len(rows) == 0 {
-		fmt.Fprintln(out, "No pods with a tunnel state in this namespace.")
+		fmt.Fprintln(out, "No pods with a Tunnel in this namespace.")
 		return
 	}
 	w := tabwriter.NewWriter(out, 0, 8, 3, ' ', 0)
 	fmt.Fprintln(w, "POD\tNODE\tCOMPUTE-NODE\tMODE\tSTATE\tREASON\tAGE\tSHADOW")
 	for _, r := range rows {
 		st := r.Tunnel
-		if r.tunnelUnreadable {
-			fmt.Fprintf(w, "%s\t%s\t-\t-\t%s\t%s\t-\t%s\n", r.Name, dash(r.Node), unreadable, oneLine(r.Error, 100), r.Shadow.State)
-			continue
-		}
 		if st == nil {
 			fmt.Fprintf(w, "%s\t%s\t-\t-\t-\tno tunnel state reported\t-\t%s\n", r.Name, dash(r.Node), r.Shadow.State)
 			continue
@@ -256,9 +263,6 @@ func printTunnels(out io.Writer, rows []podTunnel, now time.Time) {
 	_ = w.Flush()
 	if len(rows) == 1 && rows[0].Shadow.State != drift.Current {
 		fmt.Fprintf(out, "\nShadow: %s\n", shadowSentence(rows[0].Shadow))
-	}
-	if len(rows) == 1 && rows[0].Error != "" {
-		fmt.Fprintf(out, "\nUnreadable: %s. shadowgate writes these annotations and never one that reads so: someone else wrote this one.\n", rows[0].Error)
 	}
 	if len(rows) == 1 && rows[0].LastEvent != "" {
 		fmt.Fprintf(out, "\nLast tunnel event: %s\n", rows[0].LastEvent)

@@ -13,11 +13,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/interlink-hq/shadowgate/api/v1alpha1"
 	"github.com/interlink-hq/shadowgate/internal/drift"
+	"github.com/interlink-hq/shadowgate/internal/shadowtest"
 	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
 )
 
@@ -59,7 +60,7 @@ func TestPrintTunnels(t *testing.T) {
 			want: []string{"OutOfDate", "waits for its turn to be rolled"},
 		},
 		"An empty namespace says it has none.": {
-			want: []string{"No pods with a tunnel state"},
+			want: []string{"No pods with a Tunnel"},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -74,15 +75,15 @@ func TestPrintTunnels(t *testing.T) {
 	}
 }
 
-// hostile is text a tenant writes into its pod's annotations, or a shadow container prints: an
+// hostile is text a shadow container prints: an
 // escape sequence that clears the screen and sets the title, a bidi override, a C1 CSI, DEL.
 const hostile = "\x1b[2J\x1b]0;owned\x07\u202eyek eht\u009b31m\x7f"
 
 // hostileEscaped is hostile as status prints it.
 const hostileEscaped = `\x1b[2J\x1b]0;owned\a\u202eyek eht\u009b31m\x7f`
 
-func statusPod(name string, annotations map[string]string) *corev1.Pod {
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "user", UID: types.UID(name + "-uid"), Annotations: annotations},
+func statusPod(name string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "user", UID: types.UID(name + "-uid")},
 		Spec: corev1.PodSpec{NodeName: "hpc-vk"}}
 }
 
@@ -96,31 +97,48 @@ func onlyPrintable(t *testing.T, what, out string) {
 	}
 }
 
-// One pod's annotation that cannot be read makes its row Unreadable, with why, and no other;
-// what a pod's annotations and Events say is printed escaped, in the table and in JSON.
-func TestStatusShowsAnUnreadableRowAndGoesOn(t *testing.T) {
+// statusClient is a fake API server holding objs, with the Events' index status reads by.
+func statusClient(objs ...client.Object) client.Client {
+	return shadowtest.Client(objs...).WithIndex(&corev1.Event{}, "involvedObject.uid", func(o client.Object) []string {
+		return []string{string(o.(*corev1.Event).InvolvedObject.UID)}
+	}).Build()
+}
+
+// tunnelOf is pod's Tunnel holding st, with shadow (nil for none).
+func tunnelOf(pod *corev1.Pod, st tunnelstate.Status, shadow *drift.Status) *v1alpha1.Tunnel {
+	var status v1alpha1.TunnelStatus
+	st.Into(&status)
+	if shadow != nil {
+		status.Shadow = shadow.API()
+	}
+	return shadowtest.TunnelSaying(pod, status)
+}
+
+// status lists the pods of a namespace that have a Tunnel, finished ones too, each with what
+// its own Tunnel holds, printed escaped in the table and in JSON; a Tunnel an earlier pod of
+// the same name left is none of the pod's.
+func TestStatusListsThePodsTunnels(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Second)
-	ready := tunnelstate.Status{State: tunnelstate.Ready, Reason: tunnelstate.ReasonReady, ComputeNode: "10.0.0.3", ForwardMode: "exec", Since: now}.Encode()
+	ready := tunnelstate.Status{State: tunnelstate.Ready, Reason: tunnelstate.ReasonReady, ComputeNode: "10.0.0.3", ForwardMode: "exec", Since: now}
 	failed := tunnelstate.Status{State: tunnelstate.Failed, Reason: tunnelstate.ReasonLoginRefused, Message: "refused " + hostile,
-		ComputeNode: "n" + hostile, Since: now}.Encode()
-	forged, err := json.Marshal(map[string]string{"state": hostile})
+		ComputeNode: "n" + hostile, Since: now}
+	ended := tunnelstate.Status{State: tunnelstate.Ended, Reason: tunnelstate.ReasonNoRunningJob, Since: now}
+	aReady, eHostile, gRefused, hPlain := statusPod("a-ready"), statusPod("e-hostile-message"), statusPod("g-hostile-refusal"), statusPod("h-plain")
+	iFinished, jReplaced := statusPod("i-finished"), statusPod("j-replaced")
+	iFinished.Status.Phase = corev1.PodSucceeded
+	earlier := jReplaced.DeepCopy()
+	earlier.UID = "earlier-uid"
+	objs := []client.Object{aReady, eHostile, gRefused, hPlain, iFinished, jReplaced,
+		tunnelOf(aReady, ready, &drift.Status{State: drift.Current}),
+		tunnelOf(eHostile, failed, nil),
+		tunnelOf(gRefused, ready, &drift.Status{State: drift.Refused, Reason: "no " + hostile, Since: now}),
+		tunnelOf(iFinished, ended, nil),
+		tunnelOf(earlier, ready, nil),
+		tunnelOf(statusPod("k-deleted"), ready, nil),
+	}
+	rows, err := tunnels(context.Background(), statusClient(objs...), "user", "")
 	if err != nil {
 		t.Fatal(err)
-	}
-	pods := []runtime.Object{
-		statusPod("a-ready", map[string]string{tunnelstate.AnnotationTunnelState: ready}),
-		statusPod("b-not-json", map[string]string{tunnelstate.AnnotationTunnelState: "{" + hostile}),
-		statusPod("c-no-state", map[string]string{tunnelstate.AnnotationTunnelState: `{"reason":"Ready"}`}),
-		statusPod("d-forged-state", map[string]string{tunnelstate.AnnotationTunnelState: string(forged)}),
-		statusPod("e-hostile-message", map[string]string{tunnelstate.AnnotationTunnelState: failed}),
-		statusPod("f-bad-drift", map[string]string{tunnelstate.AnnotationTunnelState: ready, drift.Annotation: "{" + hostile}),
-		statusPod("g-hostile-refusal", map[string]string{tunnelstate.AnnotationTunnelState: ready,
-			drift.Annotation: drift.Status{State: drift.Refused, Reason: "no " + hostile, Since: now}.Encode()}),
-		statusPod("h-plain", nil),
-	}
-	rows, err := tunnels(context.Background(), fake.NewClientset(pods...), "user", "")
-	if err != nil {
-		t.Fatalf("one pod's annotation failed the whole namespace: %v", err)
 	}
 	var table bytes.Buffer
 	printTunnels(&table, rows, now)
@@ -131,57 +149,37 @@ func TestStatusShowsAnUnreadableRowAndGoesOn(t *testing.T) {
 			lines[name] = line
 		}
 	}
-	byName := map[string]podTunnel{}
-	for _, r := range rows {
-		byName[r.Name] = r
-	}
 	for name, tc := range map[string]struct {
-		pod   string
-		line  []string // in the pod's line of the table
-		error string   // in the row's error, "" for none
+		pod  string
+		line []string // in the pod's line of the table; nil: the pod is not listed
 	}{
-		"A readable state is shown as it is, beside unreadable ones.": {pod: "a-ready", line: []string{"10.0.0.3", "exec", "Ready", "Current"}},
-		"A state that is not JSON is Unreadable, saying why, escaped.": {
-			pod: "b-not-json", line: []string{"Unreadable", "annotation interlink.eu/tunnel-state"}, error: "interlink.eu/tunnel-state",
-		},
-		"A state without a state is Unreadable.": {pod: "c-no-state", line: []string{"Unreadable", "holds no state"}, error: "holds no state"},
-		"A forged state of no tunnel is Unreadable, its value escaped.": {
-			pod: "d-forged-state", line: []string{"Unreadable", `unknown state "\x1b[2J`}, error: "unknown state",
-		},
-		"A tunnel's message and compute node are shown escaped.": {
-			pod: "e-hostile-message", line: []string{"Failed", "LoginRefused: refused " + hostileEscaped, "n" + hostileEscaped},
-		},
-		"A drift that cannot be read makes the shadow Unreadable, the tunnel still shown.": {
-			pod: "f-bad-drift", line: []string{"Ready", "Unreadable"}, error: "interlink.eu/shadow-drift",
-		},
-		"A pod that has no tunnel state is not listed.": {pod: "h-plain"},
+		"A Ready tunnel is shown as it is.":                           {pod: "a-ready", line: []string{"10.0.0.3", "exec", "Ready", "Current"}},
+		"A tunnel's message and compute node are shown escaped.":      {pod: "e-hostile-message", line: []string{"Failed", "LoginRefused: refused " + hostileEscaped, "n" + hostileEscaped}},
+		"A refused shadow is shown Refused.":                          {pod: "g-hostile-refusal", line: []string{"Ready", "Refused"}},
+		"A finished pod keeps its last state.":                        {pod: "i-finished", line: []string{"Ended", "NoRunningJob"}},
+		"A pod that has no Tunnel is not listed.":                     {pod: "h-plain"},
+		"A pod whose name an earlier pod's Tunnel has is not listed.": {pod: "j-replaced"},
+		"A Tunnel whose pod is gone is not listed.":                   {pod: "k-deleted"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			r, listed := byName[tc.pod]
-			if tc.pod == "h-plain" {
-				if listed {
-					t.Errorf("a pod without a tunnel state is listed: %+v", r)
-				}
-				return
-			}
-			if !listed {
-				t.Fatalf("pod %s is not listed:\n%s", tc.pod, table.String())
+			line, listed := lines[tc.pod]
+			if listed != (tc.line != nil) {
+				t.Fatalf("pod %s listed: %v, want %v:\n%s", tc.pod, listed, tc.line != nil, table.String())
 			}
 			for _, w := range tc.line {
-				if !strings.Contains(lines[tc.pod], w) {
-					t.Errorf("the line of %s lacks %q: %q", tc.pod, w, lines[tc.pod])
+				if !strings.Contains(line, w) {
+					t.Errorf("the line of %s lacks %q: %q", tc.pod, w, line)
 				}
-			}
-			if tc.error == "" && r.Error != "" || !strings.Contains(r.Error, tc.error) {
-				t.Errorf("the row's error is %q, want one saying %q", r.Error, tc.error)
 			}
 		})
 	}
-	if r := byName["g-hostile-refusal"]; r.Shadow.Reason != "no "+hostileEscaped {
-		t.Errorf("a refusal's reason is %q, want it escaped", r.Shadow.Reason)
+	for _, r := range rows {
+		if r.Name == "g-hostile-refusal" && r.Shadow.Reason != "no "+hostileEscaped {
+			t.Errorf("a refusal's reason is %q, want it escaped", r.Shadow.Reason)
+		}
 	}
 	if err := exitFor(rows); err == nil {
-		t.Error("status of unreadable rows exits 0")
+		t.Error("status of a Failed tunnel exits 0")
 	}
 
 	var js bytes.Buffer
@@ -196,13 +194,9 @@ func TestStatusShowsAnUnreadableRowAndGoesOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range decoded.Pods {
-		flat, _ := json.Marshal(p)
 		var strs []string
 		collectStrings(p, &strs)
 		onlyPrintable(t, "the JSON of "+fmt.Sprint(p["name"]), strings.Join(strs, "\n"))
-		if p["name"] == "b-not-json" && (p["tunnel"] != nil || !strings.Contains(fmt.Sprint(p["error"]), "interlink.eu/tunnel-state")) {
-			t.Errorf("the JSON of an unreadable state has no error, or a tunnel: %s", flat)
-		}
 	}
 }
 
@@ -224,10 +218,10 @@ func collectStrings(v any, out *[]string) {
 
 // For one pod, the last tunnel Event is printed escaped too.
 func TestStatusPrintsTheLastEventEscaped(t *testing.T) {
-	pod := statusPod("notebook", map[string]string{tunnelstate.AnnotationTunnelState: tunnelstate.Status{State: tunnelstate.Failed, Since: time.Now()}.Encode()})
+	pod := statusPod("notebook")
 	ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "notebook.1", Namespace: "user"}, Reason: "TunnelFailed", Message: "LoginRefused: " + hostile,
 		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: "notebook", Namespace: "user", UID: pod.UID}, LastTimestamp: metav1.Now()}
-	rows, err := tunnels(context.Background(), fake.NewClientset(pod, ev), "user", "notebook")
+	rows, err := tunnels(context.Background(), statusClient(pod, tunnelOf(pod, tunnelstate.Status{State: tunnelstate.Failed, Since: time.Now()}, nil), ev), "user", "notebook")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,12 +239,11 @@ func TestStatusExitCode(t *testing.T) {
 		rows   []podTunnel
 		denied bool
 	}{
-		"Every tunnel Ready exits 0.":                     {rows: []podTunnel{{Tunnel: ready}, {Tunnel: ready}}},
-		"A Failed tunnel exits 1.":                        {rows: []podTunnel{{Tunnel: ready}, {Tunnel: &tunnelstate.Status{State: tunnelstate.Failed}}}, denied: true},
-		"A pod without a tunnel state exits 1.":           {rows: []podTunnel{{}}, denied: true},
-		"An Unreadable tunnel state exits 1.":             {rows: []podTunnel{{Tunnel: ready}, {tunnelUnreadable: true, Error: "x"}}, denied: true},
-		"A Ready tunnel with an unreadable drift exits 1": {rows: []podTunnel{{Tunnel: ready, Error: "x"}}, denied: true},
-		"No pods exit 0.":                                 {},
+		"Every tunnel Ready exits 0.":           {rows: []podTunnel{{Tunnel: ready}, {Tunnel: ready}}},
+		"A Failed tunnel exits 1.":              {rows: []podTunnel{{Tunnel: ready}, {Tunnel: &tunnelstate.Status{State: tunnelstate.Failed}}}, denied: true},
+		"A pod without a tunnel state exits 1.": {rows: []podTunnel{{}}, denied: true},
+		"An Ended tunnel exits 0.":              {rows: []podTunnel{{Tunnel: &tunnelstate.Status{State: tunnelstate.Ended}}}},
+		"No pods exit 0.":                       {},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := exitFor(tc.rows)

@@ -340,8 +340,18 @@ func applyObjects(ctx context.Context, k Kubectl, objs []*unstructured.Unstructu
 	if err != nil {
 		return err
 	}
-	_, err = k.Must(ctx, string(list), "apply", "--server-side", "--field-manager=e2e-install", "-f", "-")
-	return err
+	if _, err = k.Must(ctx, string(list), "apply", "--server-side", "--field-manager=e2e-install", "-f", "-"); err != nil {
+		return err
+	}
+	// A CRD serves its resource once Established; shadowgate's caches watch it from the start.
+	for _, o := range objs {
+		if o.GetKind() == "CustomResourceDefinition" {
+			if _, err := k.Must(ctx, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/"+o.GetName()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func decodeAll(yamlDocs string) ([]*unstructured.Unstructured, error) {

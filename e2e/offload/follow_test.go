@@ -2,6 +2,7 @@ package offload
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -196,19 +197,19 @@ type driftSeen struct {
 	outOfDate   bool // a pod's shadow waited OutOfDate
 }
 
-// watchDrift reads the drift annotation of ns's pods every quarter second until done says
+// watchDrift reads the shadow's state in ns's Tunnels every quarter second until done says
 // so, or timeout.
 func watchDrift(t *testing.T, ns string, timeout time.Duration, done func() bool) driftSeen {
 	t.Helper()
 	var seen driftSeen
 	for end := time.Now().Add(timeout); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
-		out, err := kubectlOutput("get", "pods", "-n", ns, "-o", `jsonpath={range .items[*]}{.metadata.annotations.interlink\.eu/shadow-drift}{"\n"}{end}`)
+		out, err := kubectlOutput("get", "tunnels", "-n", ns, "-o", `jsonpath={range .items[*]}{.status.shadow.state}{"\n"}{end}`)
 		if err != nil {
 			continue
 		}
-		rolling := strings.Count(out, `"state":"Rolling"`)
-		seen.mostRolling = max(seen.mostRolling, rolling)
-		seen.outOfDate = seen.outOfDate || strings.Contains(out, `"state":"OutOfDate"`)
+		states := strings.Fields(out)
+		seen.mostRolling = max(seen.mostRolling, len(slices.DeleteFunc(slices.Clone(states), func(s string) bool { return s != "Rolling" })))
+		seen.outOfDate = seen.outOfDate || slices.Contains(states, "OutOfDate")
 		if done() {
 			return seen
 		}

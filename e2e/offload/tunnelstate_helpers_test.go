@@ -104,8 +104,9 @@ type statusRow struct {
 	LastEvent string `json:"lastEvent"`
 }
 
-// scientist is a kubeconfig for a user who may read pods and Events in ns and nothing else,
-// as a namespace's owner often may: shadowgate status must work with that.
+// scientist is a kubeconfig for a user who may read ns and nothing else: the built-in view
+// ClusterRole bound in ns, as a namespace's reader holds it. Its Tunnels come with it (the
+// role shadowgate's chart aggregates into view, by the controller-manager's aggregation).
 func scientist(t *testing.T, ns string) string {
 	t.Helper()
 	kubectl(t, fmt.Sprintf(`apiVersion: v1
@@ -113,16 +114,9 @@ kind: ServiceAccount
 metadata: {name: scientist, namespace: %[1]s}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: scientist, namespace: %[1]s}
-rules:
-- {apiGroups: [""], resources: [pods], verbs: [get, list]}
-- {apiGroups: [""], resources: [events], verbs: [list]}
----
-apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {name: scientist, namespace: %[1]s}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: scientist}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}
 subjects: [{kind: ServiceAccount, name: scientist, namespace: %[1]s}]
 `, ns), "apply", "-f", "-")
 	path := filepath.Join(t.TempDir(), "scientist.kubeconfig")
@@ -177,9 +171,9 @@ func shadowPodsAndReporterLog(ns string) string {
 	if err != nil {
 		pods = err.Error()
 	}
-	annotation, err := kubectlOutput("get", "pod", "-n", ns, "notebook", "-o", `jsonpath={.metadata.annotations.interlink\.eu/tunnel-state}`)
+	tunnel, err := kubectlOutput("get", "tunnel", "-n", ns, "notebook", "-o", `jsonpath={.status}`)
 	if err != nil {
-		annotation = err.Error()
+		tunnel = err.Error()
 	}
 	data, _ := os.ReadFile(site.sg.Log)
 	var lines []string
@@ -191,8 +185,8 @@ func shadowPodsAndReporterLog(ns string) string {
 	if len(lines) > 30 {
 		lines = lines[len(lines)-30:]
 	}
-	return fmt.Sprintf("--- the pods of %s:\n%s\n--- the pod's tunnel-state annotation: %s\n--- shadowgate's log about %s:\n%s",
-		shadowNS, pods, annotation, ns, strings.Join(lines, "\n"))
+	return fmt.Sprintf("--- the pods of %s:\n%s\n--- the pod's Tunnel status: %s\n--- shadowgate's log about %s:\n%s",
+		shadowNS, pods, tunnel, ns, strings.Join(lines, "\n"))
 }
 
 // stopLoginUntilUnreachable stops the site's login node hpc and waits for the notebook of ns

@@ -2,9 +2,9 @@
 // namespace, node ConfigMap, Service, NetworkPolicy, scripts ConfigMap and Deployment) and
 // copies the credentials it mounts from the credentials namespace (CopyCredential, the one
 // decision both admission and the credential follower take about a copy), through a client
-// whose applies answer with metadata only (NewClient). It also applies the one annotation a
-// controller owns on an offloaded pod (ApplyPodAnnotation) and starts a shadow held at
+// whose applies answer with metadata only (NewClient). It also writes an offloaded pod's Tunnel,
+// the fields of its status each controller owns (ApplyTunnelStatus), and starts a shadow held at
 // admission once its pod is stored (StartShadow, LabelAwaitingPod).
 //
-// It may import inject, validate, internal/metrics and controller-runtime's client.
+// It may import api/v1alpha1, inject, validate, internal/metrics and controller-runtime's client.
 package applier

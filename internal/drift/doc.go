@@ -1,5 +1,4 @@
-// Package drift owns what shadowgate says on an offloaded pod about its shadow against the
-// policy in force: the interlink.eu/shadow-drift annotation, absent while the shadow is
-// current, which the reconciler writes (webhook's Reconciler) and `shadowgate status` reads.
-// It is pure.
+// Package drift owns what shadowgate says about an offloaded pod's shadow against the policy in
+// force: the shadow field of the pod's Tunnel (api/v1alpha1), which the reconciler writes and
+// `shadowgate status` reads. It is pure.
 package drift

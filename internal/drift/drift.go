@@ -1,20 +1,19 @@
 package drift
 
 import (
-	"encoding/json"
-	"fmt"
 	"time"
-)
 
-// Annotation is the offloaded pod's annotation holding its shadow's Status as JSON, written by
-// shadowgate alone, and only while the shadow does not match what the policy in force renders.
-const Annotation = "interlink.eu/shadow-drift"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/interlink-hq/shadowgate/api/v1alpha1"
+)
 
 // State is where a shadow stands against the policy in force.
 type State string
 
 const (
-	// Current: the shadow is what the policy in force renders. The annotation is absent.
+	// Current: the shadow is what the policy in force renders. A Tunnel without the shadow's
+	// state says so too.
 	Current State = "Current"
 	// OutOfDate: the policy in force renders the shadow differently; it waits for its turn to
 	// be rolled (a bounded number roll at a time, shadows whose tunnel is in use last).
@@ -38,31 +37,23 @@ type Status struct {
 // Same says whether s and next say the same, whenever each was seen.
 func (s Status) Same(next Status) bool { return s.State == next.State && s.Reason == next.Reason }
 
-// Encode is the annotation value of s; Current has none.
-func (s Status) Encode() string {
-	if s.State == Current {
-		return ""
+// API is s as a Tunnel's status holds it.
+func (s Status) API() *v1alpha1.ShadowStatus {
+	st := &v1alpha1.ShadowStatus{State: string(s.State), Reason: s.Reason}
+	if !s.Since.IsZero() {
+		st.Since = &metav1.Time{Time: s.Since}
 	}
-	b, err := json.Marshal(s)
-	if err != nil {
-		panic(err) // strings and a time always marshal
-	}
-	return string(b)
+	return st
 }
 
-// Of reads the status a pod's annotations hold: Current without the annotation.
-func Of(annotations map[string]string) (Status, error) {
-	v, ok := annotations[Annotation]
-	if !ok {
-		return Status{State: Current}, nil
+// Of is the shadow's state a Tunnel's status holds: Current when it holds none.
+func Of(st *v1alpha1.ShadowStatus) Status {
+	if st == nil {
+		return Status{State: Current}
 	}
-	var s Status
-	if err := json.Unmarshal([]byte(v), &s); err != nil {
-		return Status{}, fmt.Errorf("annotation %s: %w", Annotation, err)
+	s := Status{State: State(st.State), Reason: st.Reason}
+	if st.Since != nil {
+		s.Since = st.Since.Time
 	}
-	switch s.State {
-	case OutOfDate, Rolling, Refused:
-		return s, nil
-	}
-	return Status{}, fmt.Errorf("annotation %s: unknown state %q", Annotation, s.State)
+	return s
 }

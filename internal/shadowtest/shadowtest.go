@@ -8,16 +8,18 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/runtime"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/yaml"
 
+	"github.com/interlink-hq/shadowgate/api/v1alpha1"
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
@@ -151,4 +153,38 @@ func MountingDeployment(namespace string, mounts ...string) *appsv1.Deployment {
 func root() string {
 	_, file, _, _ := goruntime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Client is a fake API client holding objs, with shadowgate's own types: the Tunnel, with its
+// status subresource.
+func Client(objs ...client.Object) *fake.ClientBuilder {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme) // registering built-in types into a new scheme cannot fail
+	_ = v1alpha1.AddToScheme(scheme)
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&v1alpha1.Tunnel{})
+}
+
+// TunnelOf is the Tunnel pod's status is in, as a client holds it (nil when there is none).
+func TunnelOf(t *testing.T, c client.Reader, pod *corev1.Pod) *v1alpha1.Tunnel {
+	t.Helper()
+	tunnel := &v1alpha1.Tunnel{}
+	err := c.Get(t.Context(), client.ObjectKeyFromObject(pod), tunnel)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tunnel.IsFor(pod) {
+		t.Fatalf("Tunnel %s/%s is not pod UID %s's: owners %+v", tunnel.Namespace, tunnel.Name, pod.UID, tunnel.OwnerReferences)
+	}
+	return tunnel
+}
+
+// TunnelSaying is pod's Tunnel as shadowgate makes it, with status.
+func TunnelSaying(pod *corev1.Pod, status v1alpha1.TunnelStatus) *v1alpha1.Tunnel {
+	status.PodUID = pod.UID
+	return &v1alpha1.Tunnel{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}}},
+		Status: status}
 }

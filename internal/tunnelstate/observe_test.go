@@ -1,6 +1,7 @@
 package tunnelstate
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/interlink-hq/shadowgate/api/v1alpha1"
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
@@ -205,17 +207,16 @@ func TestEveryFailureHasARemedy(t *testing.T) {
 	}
 }
 
-func TestTheAnnotationRoundTrips(t *testing.T) {
-	in := Status{State: Failed, Reason: ReasonLoginRefused, Message: "m", ComputeNode: "n", ForwardMode: "exec", Service: "a/b", Ports: []int32{8888}, Since: now}
-	out, err := Decode(in.Encode())
-	if err != nil || out.Changed(in) || out.Message != in.Message || !out.Since.Equal(in.Since) || len(out.Ports) != 1 {
-		t.Errorf("Decode(Encode(%+v)) = %+v, %v", in, out, err)
+func TestTheStateRoundTripsThroughATunnelsStatus(t *testing.T) {
+	in := Status{State: Failed, Reason: ReasonLoginRefused, Message: "m", Container: "ssh-forward", ComputeNode: "n", ForwardMode: "exec", Service: "a/b", Ports: []int32{8888}, Since: now}
+	var st v1alpha1.TunnelStatus
+	in.Into(&st)
+	out, ok := Of(&st)
+	if !ok || !reflect.DeepEqual(out, in) {
+		t.Errorf("Of(Into(%+v)) = %+v, %t", in, out, ok)
 	}
-	if _, err := Decode(`{"state":"Owned\u001b[2J"}`); err == nil {
-		t.Error("Decode accepted an annotation with a state of no tunnel")
-	}
-	if _, err := Decode(`{"reason":"x"}`); err == nil {
-		t.Error("Decode accepted an annotation without a state")
+	if _, ok := Of(&v1alpha1.TunnelStatus{Shadow: &v1alpha1.ShadowStatus{State: "Rolling"}}); ok {
+		t.Error("a status with the shadow's state alone holds a tunnel state")
 	}
 }
 

@@ -1,14 +1,12 @@
 package tunnelstate
 
 import (
-	"encoding/json"
-	"fmt"
 	"time"
-)
 
-// AnnotationTunnelState is the offloaded pod's annotation holding its tunnel's Status as JSON,
-// written by shadowgate alone, for tools (shadowgate status).
-const AnnotationTunnelState = "interlink.eu/tunnel-state"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/interlink-hq/shadowgate/api/v1alpha1"
+)
 
 // State is where a tunnel stands.
 type State string
@@ -52,28 +50,27 @@ func (s Status) Changed(next Status) bool {
 	return s.State != next.State || s.Reason != next.Reason || s.ComputeNode != next.ComputeNode
 }
 
-// Encode is the annotation value of s.
-func (s Status) Encode() string {
-	b, err := json.Marshal(s)
-	if err != nil {
-		panic(err) // a struct of strings, ints and a time always marshals
+// Into sets the tunnel reporter's fields of a Tunnel's status to s: every one but PodUID and
+// Shadow.
+func (s Status) Into(st *v1alpha1.TunnelStatus) {
+	st.State, st.Reason, st.Message, st.Container = string(s.State), string(s.Reason), s.Message, s.Container
+	st.ComputeNode, st.ForwardMode, st.Service, st.Ports = s.ComputeNode, s.ForwardMode, s.Service, s.Ports
+	st.Since = nil
+	if !s.Since.IsZero() {
+		st.Since = &metav1.Time{Time: s.Since}
 	}
-	return string(b)
 }
 
-// Decode reads an annotation value written by Encode; one that holds no State of this
-// package's is refused. Anyone who may update the pod can write the annotation, so what a
-// decoded Status holds is printed only made printable.
-func Decode(v string) (Status, error) {
-	var s Status
-	if err := json.Unmarshal([]byte(v), &s); err != nil {
-		return Status{}, fmt.Errorf("annotation %s: %w", AnnotationTunnelState, err)
+// Of is the tunnel state a Tunnel's status holds; false when it holds none yet (the reconciler
+// may write the shadow's state first).
+func Of(st *v1alpha1.TunnelStatus) (Status, bool) {
+	if st.State == "" {
+		return Status{}, false
 	}
-	switch s.State {
-	case Starting, WaitingForNode, Ready, Failed, Ended:
-		return s, nil
-	case "":
-		return Status{}, fmt.Errorf("annotation %s holds no state", AnnotationTunnelState)
+	s := Status{State: State(st.State), Reason: Reason(st.Reason), Message: st.Message, Container: st.Container,
+		ComputeNode: st.ComputeNode, ForwardMode: st.ForwardMode, Service: st.Service, Ports: st.Ports}
+	if st.Since != nil {
+		s.Since = st.Since.Time
 	}
-	return Status{}, fmt.Errorf("annotation %s: unknown state %q", AnnotationTunnelState, s.State)
+	return s, true
 }

@@ -8,7 +8,7 @@
 //
 // It also rolls shadows to the policy in force: when the policy renders a live pod's shadow
 // differently it applies it again, at most --max-rolling-shadows at a time (rollPacer, the
-// roller), and says how the shadow stands in the pod's interlink.eu/shadow-drift annotation
+// roller), and says how the shadow stands in the pod's Tunnel (its status.shadow, api/v1alpha1)
 // and Events (ShadowRolled, ShadowRefusedByPolicy, ShadowRollStalled); and it starts a shadow
 // admission held (applier.StartShadow) once its pod is stored. The roller is part of this
 // package: it has no watch of its own, and paces only this reconciler's applies.
@@ -16,10 +16,11 @@
 // It watches offloaded pods and the shadow objects (Deployments, Services, ConfigMaps,
 // NetworkPolicies) of the manager's cache, indexed by the pod they claim, and is woken for
 // every pod with a shadow when a new policy is put in force. It writes shadow objects (applies
-// and deletes) and the one annotation it owns on offloaded pods. Its identity rule is
+// and deletes) and the shadow's state in pods' Tunnels, which it reads from the cache; never a
+// pod. Its identity rule is
 // internal/shadows': it reads, rolls and deletes only what Identity.Objects gives for the pod.
 //
-// It may import inject, validate, internal/applier, internal/drift, internal/eventnote,
+// It may import api/v1alpha1, inject, validate, internal/applier, internal/drift, internal/eventnote,
 // internal/metrics, internal/policystore, internal/printable, internal/shadows,
 // internal/tunnelstate and controller-runtime.
 package reconciler

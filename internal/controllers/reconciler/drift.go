@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,6 +16,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/interlink-hq/shadowgate/api/v1alpha1"
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/applier"
 	"github.com/interlink-hq/shadowgate/internal/drift"
@@ -37,11 +39,10 @@ const (
 	ReasonShadowRollStalled = "ShadowRollStalled"
 )
 
-// driftFieldManager writes the interlink.eu/shadow-drift annotation, and nothing else, on
-// offloaded pods.
+// driftFieldManager writes the shadow's state in a pod's Tunnel status, and nothing else.
 const driftFieldManager = "shadowgate-shadow-drift"
 
-// driftWritesPerSecond bounds the reconciler's writes of that annotation (with their Events):
+// driftWritesPerSecond bounds the reconciler's writes of that state (with their Events):
 // a policy change marks 1,000 shadows OutOfDate in 50 s rather than in one burst.
 const driftWritesPerSecond = 20
 
@@ -60,7 +61,7 @@ func (r *Reconciler) follow(ctx context.Context, pod *corev1.Pod, d *appsv1.Depl
 	hash := want.Deployment.Annotations[inject.AnnotationRendered]
 	key := client.ObjectKeyFromObject(pod)
 	if d.Annotations[inject.AnnotationRendered] != hash {
-		switch r.pacer.take(pod.UID, key, hash, d.Generation, tunnelInUse(pod), time.Now()) {
+		switch r.pacer.take(pod.UID, key, hash, d.Generation, r.tunnelInUse(ctx, pod), time.Now()) {
 		case turnApplied:
 			return 0, nil // the cache does not show the apply yet
 		case turnWait:
@@ -83,7 +84,7 @@ func (r *Reconciler) follow(ctx context.Context, pod *corev1.Pod, d *appsv1.Depl
 	// than its first (revision 1, the shadow admission applied; starting a held shadow changes
 	// its replicas alone, and no revision).
 	if revision(d) > 1 && rollingOut(d) && !r.pacer.isRolling(pod.UID) {
-		r.pacer.adopt(pod.UID, key, hash, tunnelInUse(pod), now)
+		r.pacer.adopt(pod.UID, key, hash, r.tunnelInUse(ctx, pod), now)
 	}
 	// The shadow's pods are read only for a roll in progress: a current shadow's reconcile, as
 	// every one after a policy change, lists nothing.
@@ -132,16 +133,17 @@ func (r *Reconciler) sayRolled(pod *corev1.Pod, d *appsv1.Deployment) {
 }
 
 // refuse records that the policy in force would refuse the pod with a shadow (or gives it
-// none), for reason: a Warning Event once per reason, the Refused state on the pod, and
-// nothing else. The pod runs on, and its shadow stays as it is: deleting either is the
+// none), for reason: a Warning Event once per reason, the Refused state in the pod's Tunnel,
+// and nothing else. The pod runs on, and its shadow stays as it is: deleting either is the
 // admin's decision, not a policy edit's. The reason, which may quote the pod's annotations, is
-// made printable for the Event and the annotation.
+// made printable for the Event and the Tunnel.
 func (r *Reconciler) refuse(ctx context.Context, pod *corev1.Pod, reason string) (time.Duration, error) {
 	reason = printable.String(reason)
 	r.pacer.refused(pod.UID)
 	st := drift.Status{State: drift.Refused, Reason: eventnote.Truncate(reason)}
-	if said, _ := r.said(pod); said.Same(st) {
-		return 0, nil
+	said, tunnel, err := r.said(ctx, pod)
+	if err != nil || said.Same(st) {
+		return 0, err
 	}
 	if wait := r.holdWrite(pod.UID); wait > 0 {
 		return wait, nil // the Event waits with the write, so each is said once
@@ -149,37 +151,58 @@ func (r *Reconciler) refuse(ctx context.Context, pod *corev1.Pod, reason string)
 	log.FromContext(ctx).Info("the policy in force would refuse a pod with a shadow; leaving both as they are", "pod", pod.Namespace+"/"+pod.Name, "reason", reason)
 	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonShadowRefusedByPolicy, "Reconcile", "%s", eventnote.Truncate(
 		"the policy in force would refuse this pod; it and its shadow are left as they are, and the shadow no longer follows the policy: "+reason))
-	return 0, r.writeDrift(ctx, pod, st)
+	return 0, r.writeDrift(ctx, pod, tunnel, st)
 }
 
-// said is the drift status last said on pod, and whether this process said it: what it
-// wrote, else the annotation.
-func (r *Reconciler) said(pod *corev1.Pod) (st drift.Status, mine bool) {
+// said is the drift status last said about pod: what this process wrote, else what the pod's
+// Tunnel holds (Current without one); with the Tunnel in the cache, nil for none.
+func (r *Reconciler) said(ctx context.Context, pod *corev1.Pod) (drift.Status, *v1alpha1.Tunnel, error) {
+	tunnel, err := r.tunnelOf(ctx, pod)
+	if err != nil {
+		return drift.Status{}, nil, err
+	}
 	r.mu.Lock()
 	w, ok := r.drifts[pod.UID]
 	r.mu.Unlock()
 	if ok {
-		return w, true
+		return w, tunnel, nil
 	}
-	st, err := drift.Of(pod.Annotations)
-	if err != nil {
-		return drift.Status{}, false // unreadable: written again
+	if tunnel == nil {
+		return drift.Status{State: drift.Current}, nil, nil
 	}
-	return st, false
+	return drift.Of(tunnel.Status.Shadow), tunnel, nil
 }
 
-// sayDrift writes st as the pod's interlink.eu/shadow-drift annotation, or removes it for
-// Current, when it says something else now, at the rate driftWrites allows: a policy change
-// that makes every shadow of a large cluster OutOfDate does not send every write at once. Held
-// back, it says how long until the pod's reconcile may try again.
+// tunnelOf is the pod's Tunnel in the cache when it is the pod's, nil when there is none; one
+// that is an earlier pod's is returned too, for the write to replace it, but holds nothing
+// about this pod.
+func (r *Reconciler) tunnelOf(ctx context.Context, pod *corev1.Pod) (*v1alpha1.Tunnel, error) {
+	tunnel := &v1alpha1.Tunnel{}
+	err := r.client.Get(ctx, client.ObjectKeyFromObject(pod), tunnel)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case !tunnel.IsFor(pod):
+		tunnel.Status = v1alpha1.TunnelStatus{}
+	}
+	return tunnel, nil
+}
+
+// sayDrift writes st as the shadow's state in the pod's Tunnel when it says something else
+// now, at the rate driftWrites allows: a policy change that makes every shadow of a large
+// cluster OutOfDate does not send every write at once. Held back, it says how long until the
+// pod's reconcile may try again.
 func (r *Reconciler) sayDrift(ctx context.Context, pod *corev1.Pod, st drift.Status) (time.Duration, error) {
-	if said, _ := r.said(pod); said.Same(st) {
-		return 0, nil
+	said, tunnel, err := r.said(ctx, pod)
+	if err != nil || said.Same(st) {
+		return 0, err
 	}
 	if wait := r.holdWrite(pod.UID); wait > 0 {
 		return wait, nil
 	}
-	return 0, r.writeDrift(ctx, pod, st)
+	return 0, r.writeDrift(ctx, pod, tunnel, st)
 }
 
 // holdWrite gives the pod uid a turn for one drift write: 0 when it may write now, else how
@@ -203,12 +226,12 @@ func (r *Reconciler) holdWrite(uid types.UID) time.Duration {
 	return 0
 }
 
-// writeDrift applies st as the pod's annotation (applier.ApplyPodAnnotation).
-func (r *Reconciler) writeDrift(ctx context.Context, pod *corev1.Pod, st drift.Status) error {
+// writeDrift writes st as the shadow's state in the pod's Tunnel (applier.ApplyTunnelStatus).
+func (r *Reconciler) writeDrift(ctx context.Context, pod *corev1.Pod, tunnel *v1alpha1.Tunnel, st drift.Status) error {
 	st.Since = time.Now().UTC().Truncate(time.Second)
-	written, err := applier.ApplyPodAnnotation(ctx, r.writer, pod, driftFieldManager, drift.Annotation, st.Encode())
+	written, err := applier.ApplyTunnelStatus(ctx, r.writer, pod, tunnel, driftFieldManager, v1alpha1.TunnelStatus{Shadow: st.API()})
 	if err != nil {
-		return fmt.Errorf("writing %s on pod %s/%s: %w", drift.Annotation, pod.Namespace, pod.Name, err)
+		return err
 	}
 	if written {
 		r.mu.Lock()
@@ -219,10 +242,11 @@ func (r *Reconciler) writeDrift(ctx context.Context, pod *corev1.Pod, st drift.S
 }
 
 // tunnelInUse says whether the pod's tunnel carries traffic, as the tunnel reporter last saw
-// it: a roll breaks its connections, so such shadows roll after the others.
-func tunnelInUse(pod *corev1.Pod) bool {
-	st, err := tunnelstate.Decode(pod.Annotations[tunnelstate.AnnotationTunnelState])
-	return err == nil && st.State == tunnelstate.Ready
+// it: a roll breaks its connections, so such shadows roll after the others. A Tunnel the cache
+// cannot give counts as not in use.
+func (r *Reconciler) tunnelInUse(ctx context.Context, pod *corev1.Pod) bool {
+	tunnel, err := r.tunnelOf(ctx, pod)
+	return err == nil && tunnel != nil && tunnel.Status.State == string(tunnelstate.Ready)
 }
 
 // wakeAll asks for a reconcile of every pod with a shadow Deployment in the cache, after a new
@@ -241,7 +265,7 @@ func (r *Reconciler) wakeAll(ctx context.Context) error {
 		}
 		key := types.NamespacedName{Namespace: ns, Name: name}
 		pod := &corev1.Pod{}
-		if err := r.client.Get(ctx, key, pod); err == nil && tunnelInUse(pod) {
+		if err := r.client.Get(ctx, key, pod); err == nil && r.tunnelInUse(ctx, pod) {
 			inUse = append(inUse, key)
 			continue
 		}

@@ -13,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/interlink-hq/shadowgate/api/v1alpha1"
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/drift"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
@@ -92,7 +92,7 @@ func TestPruneForgetsWhatNoLongerMatters(t *testing.T) {
 func TestDeleteObjectSaysWhetherItDeleted(t *testing.T) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "trainer-user-node", Namespace: "user-shadow"}}
 	r := newTestReconciler(time.Minute)
-	r.client = fake.NewClientBuilder().WithObjects(cm.DeepCopy()).Build()
+	r.client = shadowtest.Client().WithObjects(cm.DeepCopy()).Build()
 	stored := &corev1.ConfigMap{}
 	if err := r.client.Get(t.Context(), client.ObjectKeyFromObject(cm), stored); err != nil {
 		t.Fatal(err)
@@ -133,7 +133,7 @@ func TestReconcilerDeletesTheShadowOfAFinishedPod(t *testing.T) {
 		if !c.deploymentGone {
 			objs = append(objs, shadow.Deployment.DeepCopy())
 		}
-		b := fake.NewClientBuilder().WithObjects(objs...)
+		b := shadowtest.Client().WithObjects(objs...)
 		for _, kind := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}, &networkingv1.NetworkPolicy{}} {
 			b = b.WithIndex(kind, shadows.IndexShadowFor, shadows.ShadowForIndex)
 		}
@@ -194,7 +194,7 @@ func TestReconcilerRollsAShadowRenderedUnderAnotherPolicy(t *testing.T) {
 			applier, recorder := &shadowtest.RecordingApplier{}, &shadowtest.RecordingEvents{}
 			r := newTestReconciler(time.Hour)
 			r.policies, r.applier, r.recorder = shadowtest.FixedPolicy{Policy: pol}, applier, recorder
-			r.writer = fake.NewClientBuilder().WithObjects(p.DeepCopy()).Build()
+			r.writer = shadowtest.Client(p.DeepCopy()).Build()
 			r.client = r.writer // no shadow pod: the roll is over once the new one is available
 			if _, err := r.ensure(t.Context(), p, have); err != nil {
 				t.Fatal(err)
@@ -231,31 +231,31 @@ func TestReconcilerRollsAShadowRenderedUnderAnotherPolicy(t *testing.T) {
 			if len(applier.Applied) != 1 {
 				t.Errorf("applied %d times, want once", len(applier.Applied))
 			}
-			stored := &corev1.Pod{}
-			if err := r.writer.Get(t.Context(), client.ObjectKeyFromObject(p), stored); err != nil {
-				t.Fatal(err)
+			tunnel := shadowtest.TunnelOf(t, r.writer, p)
+			if tunnel == nil {
+				t.Fatal("no Tunnel says how the roll went")
 			}
-			if _, ok := stored.Annotations[drift.Annotation]; ok {
-				t.Errorf("drift annotation %q left on a pod whose shadow is current", stored.Annotations[drift.Annotation])
+			if st := drift.Of(tunnel.Status.Shadow); st.State != drift.Current {
+				t.Errorf("the Tunnel says %+v of a shadow that is current", st)
 			}
 		})
 	}
 }
 
-// Where a roll stands, a new leader reads on the shadow Deployment, which the pod's owner
-// cannot write, never on the pod: a pod whose owner annotates it Rolling takes no slot while
-// its shadow's Deployment is settled, and one whose Deployment replaces its pod for a later pod
-// template holds one, whatever its pod says. Starting a held shadow is no roll.
+// Where a roll stands, a new leader reads on the shadow Deployment, never in what was said
+// about it: a pod whose Tunnel says Rolling takes no slot while its shadow's Deployment is
+// settled, and one whose Deployment replaces its pod for a later pod template holds one,
+// whatever its Tunnel says. Starting a held shadow is no roll.
 func TestANewLeaderAdoptsRollsFromTheDeploymentNotThePod(t *testing.T) {
 	pol := shadowtest.ExamplePolicy(t)
 	for sentence, tc := range map[string]struct {
-		annotation string
+		said       drift.State // in the pod's Tunnel, "" for none
 		rollingOut bool
 		revision   string // the Deployment controller's deployment.kubernetes.io/revision
 		wantHeld   bool
 	}{
-		"A pod annotated Rolling by its owner, its Deployment settled, holds no slot.": {
-			annotation: `{"state":"Rolling"}`},
+		"A pod whose Tunnel says Rolling, its Deployment settled, holds no slot.": {
+			said: drift.Rolling},
 		"A Deployment replacing its pod for a later pod template holds a slot, its pod saying nothing.": {
 			rollingOut: true, revision: "2", wantHeld: true},
 		"A held shadow started for its stored pod, its first pod template still, holds no slot.": {
@@ -264,8 +264,9 @@ func TestANewLeaderAdoptsRollsFromTheDeploymentNotThePod(t *testing.T) {
 		t.Run(sentence, func(t *testing.T) {
 			p := shadowtest.Mutated(t, shadowtest.Pod("notebook", nil), pol)
 			shadow := shadowtest.ShadowOf(t, p, pol)
-			if tc.annotation != "" {
-				metav1.SetMetaDataAnnotation(&p.ObjectMeta, drift.Annotation, tc.annotation)
+			objs := []client.Object{p.DeepCopy()}
+			if tc.said != "" {
+				objs = append(objs, shadowtest.TunnelSaying(p, v1alpha1.TunnelStatus{Shadow: drift.Status{State: tc.said}.API()}))
 			}
 			d := shadow.Deployment.DeepCopy()
 			d.Generation = 3
@@ -277,7 +278,7 @@ func TestANewLeaderAdoptsRollsFromTheDeploymentNotThePod(t *testing.T) {
 			r := newTestReconciler(time.Hour)
 			r.pacer = newRollPacer(1, r.pacer.metrics, func(types.NamespacedName) {})
 			r.policies, r.applier, r.recorder = shadowtest.FixedPolicy{Policy: pol}, &shadowtest.RecordingApplier{}, &shadowtest.RecordingEvents{}
-			r.writer = fake.NewClientBuilder().WithObjects(p.DeepCopy()).Build()
+			r.writer = shadowtest.Client(objs...).Build()
 			r.client = r.writer
 			if _, err := r.ensure(t.Context(), p, []client.Object{shadow.NodeConfigMap, shadow.Service, shadow.NetworkPolicy, d}); err != nil {
 				t.Fatal(err)

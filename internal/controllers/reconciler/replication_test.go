@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"golang.org/x/time/rate"
 
@@ -67,7 +66,8 @@ func TestReconcilerSaysOnceThatItLeavesTheShadowOfARefusedPod(t *testing.T) {
 	r.applier = failingApplier{}
 	r.rules = validate.CredentialRules{WithoutCopiesInPodNamespaces: true}
 	r.recorder = recorder
-	r.writer = fake.NewClientBuilder().WithObjects(p.DeepCopy()).Build()
+	r.writer = shadowtest.Client(p.DeepCopy()).Build()
+	r.client = r.writer
 	for range 3 {
 		if _, err := r.ensure(context.Background(), p, have); err != nil {
 			t.Fatal(err)
@@ -76,12 +76,12 @@ func TestReconcilerSaysOnceThatItLeavesTheShadowOfARefusedPod(t *testing.T) {
 	if !slices.Equal(recorder.Reasons, []string{ReasonShadowRefusedByPolicy}) {
 		t.Errorf("Events %q, want one %s", recorder.Reasons, ReasonShadowRefusedByPolicy)
 	}
-	stored := &corev1.Pod{}
-	if err := r.writer.Get(context.Background(), client.ObjectKeyFromObject(p), stored); err != nil {
-		t.Fatal(err)
+	tunnel := shadowtest.TunnelOf(t, r.writer, p)
+	if tunnel == nil {
+		t.Fatal("no Tunnel says the shadow is refused")
 	}
-	if st, err := drift.Of(stored.Annotations); err != nil || st.State != drift.Refused || !strings.Contains(st.Reason, "interlink.eu/shadow-same-ns") {
-		t.Errorf("drift %+v (%v), want Refused naming the annotation", st, err)
+	if st := drift.Of(tunnel.Status.Shadow); st.State != drift.Refused || !strings.Contains(st.Reason, "interlink.eu/shadow-same-ns") {
+		t.Errorf("the Tunnel says %+v, want Refused naming the annotation", st)
 	}
 }
 
@@ -153,7 +153,8 @@ func TestDriftWritesAreHeldBackPastTheirRate(t *testing.T) {
 		p.UID = types.UID(fmt.Sprintf("uid-%d", i))
 		pods, stored = append(pods, p), append(stored, p.DeepCopy())
 	}
-	r.writer = fake.NewClientBuilder().WithObjects(stored...).Build()
+	r.writer = shadowtest.Client().WithObjects(stored...).Build()
+	r.client = r.writer
 	var held []time.Duration
 	for _, p := range pods {
 		shadow := shadowtest.ShadowOf(t, p, pol)

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/interlink-hq/shadowgate/api/v1alpha1"
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/applier"
 	"github.com/interlink-hq/shadowgate/internal/eventnote"
@@ -42,7 +43,7 @@ const (
 	ReasonTunnelRecovered      = "TunnelRecovered"
 )
 
-// tunnelFieldManager writes the tunnel-state annotation, and nothing else, on offloaded pods.
+// tunnelFieldManager writes the tunnel's fields of a pod's Tunnel status, and nothing else.
 const tunnelFieldManager = "shadowgate-tunnel-state"
 
 // tunnelResync is how often a tunnel that is not Ready is looked at again: a readiness probe
@@ -58,7 +59,7 @@ type TunnelReporter struct {
 	cache    client.Client // the manager's: pods, shadow Deployments, Services, ConfigMaps
 	reader   client.Reader // uncached: Events and credentials, read only when needed
 	identity shadows.Identity
-	writer   client.Client // server-side apply of the annotation
+	writer   client.Client // the Tunnels' writes
 	policies policystore.Policies
 	recorder events.EventRecorder
 	metrics  *metrics.Metrics
@@ -67,8 +68,8 @@ type TunnelReporter struct {
 	mu     sync.Mutex
 	states map[types.NamespacedName]tunnelstate.State // for the shadowgate_tunnels gauge
 	// written is the state this process last wrote for each pod, with the pod's UID: the
-	// cache may not hold the annotation yet when the next change comes, and reading the one
-	// before would record its Event again.
+	// cache may not hold the Tunnel's new status yet when the next change comes, and reading
+	// the one before would record its Event again.
 	written map[types.NamespacedName]writtenState
 }
 
@@ -100,40 +101,41 @@ func New(mgr manager.Manager, identity shadows.Identity, writer client.Client, p
 
 // SetupWithManager starts the reporter on the leader, queued by offloaded pod: a shadow pod's
 // change queues the pod it stands for (by its annotation, checked against the pod in
-// Reconcile), an offloaded pod's creation and deletion queue itself.
+// Reconcile), an offloaded pod's creation, finishing and deletion queue itself, and a Tunnel's
+// deletion queues the pod of its name, whose Tunnel is made again.
 func (t *TunnelReporter) SetupWithManager(mgr manager.Manager) error {
-	return builder.ControllerManagedBy(mgr).Named("tunnels").Watches(&corev1.Pod{},
-		handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			if shadows.IsShadowPod(o) {
-				ns, name, ok := shadows.SplitKey(o.GetAnnotations()[inject.AnnotationShadowFor])
-				if !ok {
-					return nil
-				}
-				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
-			}
-			return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
-		}),
-		builder.WithPredicates(predicate.Funcs{
-			CreateFunc: func(e event.CreateEvent) bool {
-				return shadows.IsShadowPod(e.Object) || shadows.MayHaveShadow(e.Object, shadows.AnyNode)
-			},
-			// Of an offloaded pod's own updates its finishing matters, and a change of the
-			// annotation: the virtual kubelet's status updates carry the pod as its provider
-			// keeps it, and pods/status writes its annotations too, so one can put back an
-			// older tunnel state or none. Its shadow pod's are what the state is read from.
-			UpdateFunc: func(e event.UpdateEvent) bool {
-				return shadows.IsShadowPod(e.ObjectNew) || shadows.PhaseEnded(e.ObjectOld, e.ObjectNew) || tunnelStateChanged(e.ObjectOld, e.ObjectNew)
-			},
-			DeleteFunc: func(e event.DeleteEvent) bool {
-				return shadows.IsShadowPod(e.Object) || shadows.MayHaveShadow(e.Object, shadows.AnyNode)
-			},
+	return builder.ControllerManagedBy(mgr).Named("tunnels").
+		Watches(&v1alpha1.Tunnel{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(predicate.Funcs{
+			CreateFunc:  func(event.CreateEvent) bool { return false },
+			UpdateFunc:  func(event.UpdateEvent) bool { return false },
+			DeleteFunc:  func(event.DeleteEvent) bool { return true },
 			GenericFunc: func(event.GenericEvent) bool { return false },
-		})).Complete(t)
-}
-
-// tunnelStateChanged says whether an update changed the pod's tunnel-state annotation.
-func tunnelStateChanged(oldObj, newObj client.Object) bool {
-	return oldObj.GetAnnotations()[tunnelstate.AnnotationTunnelState] != newObj.GetAnnotations()[tunnelstate.AnnotationTunnelState]
+		})).
+		Watches(&corev1.Pod{},
+			handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+				if shadows.IsShadowPod(o) {
+					ns, name, ok := shadows.SplitKey(o.GetAnnotations()[inject.AnnotationShadowFor])
+					if !ok {
+						return nil
+					}
+					return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+				}
+				return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
+			}),
+			builder.WithPredicates(predicate.Funcs{
+				CreateFunc: func(e event.CreateEvent) bool {
+					return shadows.IsShadowPod(e.Object) || shadows.MayHaveShadow(e.Object, shadows.AnyNode)
+				},
+				// Of an offloaded pod's own updates only its finishing matters; its shadow pod's
+				// are what the state is read from.
+				UpdateFunc: func(e event.UpdateEvent) bool {
+					return shadows.IsShadowPod(e.ObjectNew) || shadows.PhaseEnded(e.ObjectOld, e.ObjectNew)
+				},
+				DeleteFunc: func(e event.DeleteEvent) bool {
+					return shadows.IsShadowPod(e.Object) || shadows.MayHaveShadow(e.Object, shadows.AnyNode)
+				},
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			})).Complete(t)
 }
 
 // Reconcile implements reconcile.Reconciler for the offloaded pod req names.
@@ -149,7 +151,11 @@ func (t *TunnelReporter) Reconcile(ctx context.Context, req reconcile.Request) (
 		t.forget(req.NamespacedName)
 		return reconcile.Result{}, nil
 	}
-	prev, hadPrev := t.previousState(pod)
+	tunnel, err := t.tunnelOf(ctx, pod)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	prev, hadPrev := t.previousState(pod, tunnel)
 	if shadows.Finished(pod) {
 		// The reconciler removes the shadow; what the tunnel came to is said once, on a pod
 		// that had one.
@@ -159,7 +165,7 @@ func (t *TunnelReporter) Reconcile(ctx context.Context, req reconcile.Request) (
 		}
 		next := tunnelstate.Finished(pod, prev)
 		next.Since = t.now().UTC().Truncate(time.Second)
-		if err := t.writeState(ctx, pod, next); err != nil {
+		if err := t.writeState(ctx, pod, tunnel, next); err != nil {
 			return reconcile.Result{}, err
 		}
 		t.record(pod, &shadowView{service: prev.Service, ports: prev.Ports}, prev, hadPrev, next)
@@ -188,13 +194,11 @@ func (t *TunnelReporter) Reconcile(ctx context.Context, req reconcile.Request) (
 		next.Since = prev.Since
 	}
 	t.count(req.NamespacedName, next.State)
-	// A new message alone is written only where it says something: each write is a pod
-	// update, which the virtual kubelet sees too. What this process wrote is written again
-	// when the pod no longer holds it: a virtual kubelet's status update took it back.
+	// A new message alone is written only where it says something: a probe's message can
+	// change on every check.
 	informative := next.State == tunnelstate.Failed || next.State == tunnelstate.WaitingForNode
-	overwritten := hadPrev && pod.Annotations[tunnelstate.AnnotationTunnelState] != prev.Encode()
-	if !hadPrev || prev.Changed(next) || (informative && prev.Message != next.Message) || prev.Service != next.Service || overwritten {
-		if err := t.writeState(ctx, pod, next); err != nil {
+	if !hadPrev || prev.Changed(next) || (informative && prev.Message != next.Message) || prev.Service != next.Service {
+		if err := t.writeState(ctx, pod, tunnel, next); err != nil {
 			return reconcile.Result{}, err
 		}
 		if !hadPrev || prev.Changed(next) {
@@ -302,26 +306,37 @@ func (t *TunnelReporter) missingCredentials(ctx context.Context, shadow *corev1.
 	return missing, nil
 }
 
+// tunnelOf is the pod's Tunnel in the cache, nil when there is none; one that is not the
+// pod's is returned too, for the write to replace it.
+func (t *TunnelReporter) tunnelOf(ctx context.Context, pod *corev1.Pod) (*v1alpha1.Tunnel, error) {
+	tunnel := &v1alpha1.Tunnel{}
+	err := t.cache.Get(ctx, client.ObjectKeyFromObject(pod), tunnel)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return tunnel, err
+}
+
 // previousState is the state last reported for the pod: what this process wrote, else (a
-// restart, a new leader) what the pod's annotation holds, if it holds a readable one.
-func (t *TunnelReporter) previousState(pod *corev1.Pod) (tunnelstate.Status, bool) {
+// restart, a new leader) what the pod's Tunnel holds.
+func (t *TunnelReporter) previousState(pod *corev1.Pod, tunnel *v1alpha1.Tunnel) (tunnelstate.Status, bool) {
 	t.mu.Lock()
 	w, ok := t.written[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}]
 	t.mu.Unlock()
 	if ok && w.uid == pod.UID {
 		return w.status, true
 	}
-	v, ok := pod.Annotations[tunnelstate.AnnotationTunnelState]
-	if !ok {
+	if tunnel == nil || !tunnel.IsFor(pod) {
 		return tunnelstate.Status{}, false
 	}
-	s, err := tunnelstate.Decode(v)
-	return s, err == nil
+	return tunnelstate.Of(&tunnel.Status)
 }
 
-// writeState applies the annotation to the pod (applier.ApplyPodAnnotation).
-func (t *TunnelReporter) writeState(ctx context.Context, pod *corev1.Pod, st tunnelstate.Status) error {
-	written, err := applier.ApplyPodAnnotation(ctx, t.writer, pod, tunnelFieldManager, tunnelstate.AnnotationTunnelState, st.Encode())
+// writeState writes st as the tunnel's fields of the pod's Tunnel (applier.ApplyTunnelStatus).
+func (t *TunnelReporter) writeState(ctx context.Context, pod *corev1.Pod, tunnel *v1alpha1.Tunnel, st tunnelstate.Status) error {
+	var status v1alpha1.TunnelStatus
+	st.Into(&status)
+	written, err := applier.ApplyTunnelStatus(ctx, t.writer, pod, tunnel, tunnelFieldManager, status)
 	if written {
 		key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
 		t.mu.Lock()

@@ -2,6 +2,7 @@ package tunnels
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,16 +14,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/interlink-hq/shadowgate/api/v1alpha1"
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/internal/shadows"
@@ -60,11 +60,7 @@ func shadowPodOf(name, ns, uid, owner string) *corev1.Pod {
 // reporterClient is a fake client holding objs, with the reporter's index and funcs.
 func reporterClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) client.WithWatch {
 	t.Helper()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
+	return shadowtest.Client(objs...).
 		WithIndex(&appsv1.Deployment{}, shadows.IndexShadowFor, shadows.ShadowForIndex).
 		WithIndex(&corev1.Service{}, shadows.IndexShadowFor, shadows.ShadowForIndex).
 		WithIndex(&corev1.ConfigMap{}, shadows.IndexShadowFor, shadows.ShadowForIndex).
@@ -130,60 +126,135 @@ func TestTheTunnelReporterBelievesOnlyTheShadowsOwnPod(t *testing.T) {
 	}
 }
 
-// The virtual kubelet's status updates carry the pod as its provider keeps it, and pods/status
-// writes annotations too: one can take back the tunnel state the reporter wrote. The reporter
-// writes it again, and says the failure once, not again.
-func TestATunnelStateTheVirtualKubeletTookBackIsWrittenAgain(t *testing.T) {
+// The virtual kubelet writes the pod back as it stored it on every status update: a write of
+// shadowgate's to the pod would be a fight for its life. The state goes to the pod's Tunnel,
+// once per change, and the pod is never written.
+func TestTheStateGoesToThePodsTunnelAndNeverToThePod(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
 	failing := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
 	failing.CreationTimestamp = metav1.Now()
 	failing.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
 	failing.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ssh-forward",
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
-			Message: "SHADOWGATE_REASON=LoginRefused the login node refused the key"}}}}}
-	var writes []string
-	c := reporterClient(t, interceptor.Funcs{Apply: func(ctx context.Context, cl client.WithWatch, obj runtime.ApplyConfiguration, _ ...client.ApplyOption) error {
-		u := obj.(interface{ GetAnnotations() map[string]string })
-		v := u.GetAnnotations()[tunnelstate.AnnotationTunnelState]
-		writes = append(writes, v)
-		p := &corev1.Pod{}
-		if err := cl.Get(ctx, client.ObjectKey{Namespace: "user", Name: "notebook"}, p); err != nil {
-			return err
+			Message: "LoginRefused: the login node refused the key"}}}}}
+	var podWrites, tunnelWrites int
+	count := func(obj any) {
+		switch o := obj.(type) {
+		case *corev1.Pod:
+			if o.Namespace == "user" {
+				podWrites++
+			}
+		case interface{ GetKind() *string }:
+			if o.GetKind() != nil && *o.GetKind() == "Pod" {
+				podWrites++
+			}
 		}
-		p.Annotations = map[string]string{tunnelstate.AnnotationTunnelState: v}
-		return cl.Update(ctx, p)
-	}}, pod, shadowDeploymentOf("pod-uid"), failing)
+	}
+	c := reporterClient(t, interceptor.Funcs{
+		Update: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			count(obj)
+			return cl.Update(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			count(obj)
+			return cl.Patch(ctx, obj, patch, opts...)
+		},
+		Apply: func(ctx context.Context, cl client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+			count(obj)
+			return cl.Apply(ctx, obj, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, cl client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			count(obj)
+			return cl.SubResource(sub).Update(ctx, obj, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, cl client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			count(obj)
+			return cl.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+		SubResourceApply: func(ctx context.Context, cl client.Client, sub string, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+			count(obj)
+			tunnelWrites++
+			return cl.SubResource(sub).Apply(ctx, obj, opts...)
+		},
+	}, pod, shadowDeploymentOf("pod-uid"), failing)
 	r, recorder := testReporter(t, c)
 	key := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "user", Name: "notebook"}}
-	reconcileOnce := func() {
-		t.Helper()
+	for range 3 {
 		if _, err := r.Reconcile(context.Background(), key); err != nil {
 			t.Fatal(err)
 		}
 	}
-	reconcileOnce()
-	if len(writes) != 1 || !strings.Contains(writes[0], "LoginRefused") {
-		t.Fatalf("writes %q, want one LoginRefused state", writes)
+	if podWrites != 0 {
+		t.Errorf("%d writes to the pod, want none", podWrites)
 	}
-	reconcileOnce()
-	if len(writes) != 1 {
-		t.Fatalf("the same state was written again while the pod held it: %q", writes)
+	if tunnelWrites != 1 {
+		t.Errorf("%d writes of the Tunnel's status, want the one change", tunnelWrites)
 	}
-	// The virtual kubelet's status update, with its provider's copy of the pod.
-	p := &corev1.Pod{}
-	if err := c.Get(context.Background(), key.NamespacedName, p); err != nil {
-		t.Fatal(err)
-	}
-	p.Annotations = nil
-	if err := c.Update(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
-	reconcileOnce()
-	if len(writes) != 2 || writes[1] != writes[0] {
-		t.Fatalf("writes %q, want the state written again as it was", writes)
+	tunnel := shadowtest.TunnelOf(t, c, pod)
+	if tunnel == nil || tunnel.Status.State != string(tunnelstate.Failed) || tunnel.Status.Reason != string(tunnelstate.ReasonLoginRefused) || tunnel.Status.PodUID != pod.UID {
+		t.Fatalf("Tunnel %+v, want the pod's, Failed with LoginRefused", tunnel)
 	}
 	if n := len(recorder.Events); n != 1 {
 		t.Errorf("%d Events recorded, want the one TunnelFailed", n)
+	}
+	// A new leader reads the state from the Tunnel, and says nothing again.
+	r, recorder = testReporter(t, c)
+	if _, err := r.Reconcile(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	if tunnelWrites != 1 || len(recorder.Events) != 0 {
+		t.Errorf("a new leader wrote %d times and recorded %d Events, want neither", tunnelWrites-1, len(recorder.Events))
+	}
+}
+
+// A Tunnel of the pod's name that an earlier pod owns (the garbage collector has not removed
+// it yet) says nothing about the pod: it is replaced by the pod's own.
+func TestATunnelOfAnEarlierPodIsReplaced(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
+	earlier := shadowtest.TunnelSaying(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "earlier-uid"}},
+		v1alpha1.TunnelStatus{State: string(tunnelstate.Ready), Reason: string(tunnelstate.ReasonReady)})
+	shadowPod := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
+	shadowPod.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
+	shadowPod.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ssh-forward", Ready: true,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Hour))}}}}}
+	c := reporterClient(t, interceptor.Funcs{}, pod, earlier, shadowDeploymentOf("pod-uid"), shadowPod)
+	r, recorder := testReporter(t, c)
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(pod)}); err != nil {
+		t.Fatal(err)
+	}
+	tunnel := shadowtest.TunnelOf(t, c, pod) // fails the test unless the pod owns it
+	if tunnel == nil || tunnel.Status.State != string(tunnelstate.Ready) || tunnel.Status.PodUID != pod.UID {
+		t.Fatalf("Tunnel %+v, want the pod's own, Ready", tunnel)
+	}
+	if len(recorder.Events) != 1 || !strings.Contains(<-recorder.Events, ReasonTunnelReady) {
+		t.Error("the pod was not told its tunnel is Ready: the earlier pod's Ready was taken for its own")
+	}
+}
+
+// A finished pod keeps its tunnel's last state in its Tunnel until it is deleted.
+func TestAFinishedPodKeepsItsFinalState(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
+	shadowPod := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
+	shadowPod.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
+	shadowPod.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ssh-forward", Ready: true,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Hour))}}}}}
+	c := reporterClient(t, interceptor.Funcs{}, pod, shadowDeploymentOf("pod-uid"), shadowPod)
+	r, _ := testReporter(t, c)
+	key := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(pod)}
+	if _, err := r.Reconcile(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.Phase = corev1.PodSucceeded
+	if err := c.Status().Update(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := r.Reconcile(context.Background(), key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tunnel := shadowtest.TunnelOf(t, c, pod); tunnel == nil || tunnel.Status.State != string(tunnelstate.Ended) {
+		t.Errorf("Tunnel %+v of a pod that succeeded, want Ended", tunnel)
 	}
 }
 
@@ -255,9 +326,9 @@ func TestAFailureThatComesBackAfterACheckIsSaidAgain(t *testing.T) {
 }
 
 // What a shadow's containers say (termination messages, the compute node they found or were
-// given) reaches the pod's Events and its tunnel-state annotation made printable: an escape
+// given) reaches the pod's Events and its Tunnel made printable: an escape
 // sequence or a bidi override is written as a visible escape, never raw.
-func TestWhatTheShadowSaysReachesEventsAndTheAnnotationPrintable(t *testing.T) {
+func TestWhatTheShadowSaysReachesEventsAndTheTunnelPrintable(t *testing.T) {
 	hostile := "\x1b[2J\x1b]0;owned\x07\u202eyek eht\u009b31m\x7f"
 	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Hour))}}
 	for name, tc := range map[string]struct {
@@ -288,24 +359,22 @@ func TestWhatTheShadowSaysReachesEventsAndTheAnnotationPrintable(t *testing.T) {
 					Annotations: map[string]string{inject.AnnotationShadowFor: "user/notebook"}},
 					Data: map[string]string{validate.ComputeNodeKey: tc.computeNode}})
 			}
-			var state string // the annotation applied, as the API server would store it
-			c := reporterClient(t, interceptor.Funcs{Apply: func(_ context.Context, _ client.WithWatch, obj runtime.ApplyConfiguration, _ ...client.ApplyOption) error {
-				state = obj.(interface{ GetAnnotations() map[string]string }).GetAnnotations()[tunnelstate.AnnotationTunnelState]
-				return nil
-			}}, objs...)
+			c := reporterClient(t, interceptor.Funcs{}, objs...)
 			r, recorder := testReporter(t, c)
 			key := types.NamespacedName{Namespace: "user", Name: "notebook"}
 			if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key}); err != nil {
 				t.Fatal(err)
 			}
-			if len(recorder.Events) != 1 || state == "" {
-				t.Fatalf("%d Events recorded and annotation %q applied, want one %s and the state", len(recorder.Events), state, tc.reason)
+			tunnel := shadowtest.TunnelOf(t, c, pod)
+			if len(recorder.Events) != 1 || tunnel == nil {
+				t.Fatalf("%d Events recorded and Tunnel %+v written, want one %s and the state", len(recorder.Events), tunnel, tc.reason)
 			}
+			state := fmt.Sprintf("%+v", tunnel.Status)
 			said := <-recorder.Events
 			if !strings.Contains(said, tc.reason) || !strings.Contains(said, `\x1b[2J\x1b]0;owned\a\u202eyek eht\u009b31m\x7f`) {
 				t.Errorf("the Event does not say the %s with what the shadow said escaped: %q", tc.reason, said)
 			}
-			for what, text := range map[string]string{"the Event": said, "the annotation": state} {
+			for what, text := range map[string]string{"the Event": said, "the Tunnel": state} {
 				for _, r := range text {
 					if !unicode.IsPrint(r) {
 						t.Errorf("%s holds %U raw: %q", what, r, text)

@@ -1,0 +1,122 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// GroupVersion is the group and version of this package's kinds.
+var GroupVersion = schema.GroupVersion{Group: "shadowgate.interlink.eu", Version: "v1alpha1"}
+
+// AddToScheme adds this package's kinds to a scheme.
+func AddToScheme(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &Tunnel{}, &TunnelList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}
+
+// Tunnel is how an offloaded pod's tunnel and shadow are doing, as shadowgate last saw them.
+// It has the pod's namespace and name, and the pod as its owner, so it goes with the pod;
+// shadowgate writes its status and nothing else writes it. The virtual kubelet, which keeps
+// the pod's status, never sees it.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,shortName=tun,categories=shadowgate
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
+// +kubebuilder:printcolumn:name="Compute-Node",type=string,JSONPath=`.status.computeNode`
+// +kubebuilder:printcolumn:name="Service",type=string,JSONPath=`.status.service`
+// +kubebuilder:printcolumn:name="Shadow",type=string,JSONPath=`.status.shadow.state`
+// +kubebuilder:printcolumn:name="Since",type=date,JSONPath=`.status.since`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
+type Tunnel struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Status TunnelStatus `json:"status,omitempty"`
+}
+
+// IsFor says whether t is pod's Tunnel: pod, by its name and UID, is its owner. Only
+// shadowgate writes Tunnels, and it gives each the pod it reports on as its owner.
+func (t *Tunnel) IsFor(pod metav1.Object) bool {
+	for _, ref := range t.OwnerReferences {
+		if ref.APIVersion == "v1" && ref.Kind == "Pod" && ref.UID == pod.GetUID() && ref.Name == pod.GetName() {
+			return true
+		}
+	}
+	return false
+}
+
+// TunnelStatus is the tunnel's state, written by shadowgate's tunnel reporter, and the
+// shadow's against the policy in force, written by its reconciler.
+type TunnelStatus struct {
+	// PodUID is the UID of the pod this Tunnel reports on.
+	// +optional
+	PodUID types.UID `json:"podUID,omitempty"`
+	// State is where the tunnel stands.
+	// +kubebuilder:validation:Enum=Starting;WaitingForNode;Ready;Failed;Ended
+	// +optional
+	State string `json:"state,omitempty"`
+	// Reason is why, one of the reasons of docs/tunnel-state.md.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message says what the shadow saw, printable.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Container is the shadow container the reason comes from.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Container string `json:"container,omitempty"`
+	// ComputeNode is where the tunnel leads.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ComputeNode string `json:"computeNode,omitempty"`
+	// ForwardMode is the virtual node's SSH.ForwardMode: portforward or exec.
+	// +kubebuilder:validation:MaxLength=16
+	// +optional
+	ForwardMode string `json:"forwardMode,omitempty"`
+	// Service is the shadow Service, <namespace>/<name>, that reaches the pod's ports.
+	// +kubebuilder:validation:MaxLength=317
+	// +optional
+	Service string `json:"service,omitempty"`
+	// Ports are the pod's ports the tunnel forwards.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	Ports []int32 `json:"ports,omitempty"`
+	// Since is when State, Reason and ComputeNode took their values.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+	// Shadow is the shadow against the policy in force.
+	// +optional
+	Shadow *ShadowStatus `json:"shadow,omitempty"`
+}
+
+// ShadowStatus is a shadow against the policy in force.
+type ShadowStatus struct {
+	// State is Current, OutOfDate (waiting for its turn to roll), Rolling, or Refused (the
+	// policy in force would refuse the pod).
+	// +kubebuilder:validation:Enum=Current;OutOfDate;Rolling;Refused
+	State string `json:"state"`
+	// Reason says, for Refused, what the policy in force refuses.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Since is when State took its value.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+}
+
+// TunnelList is a list of Tunnels.
+//
+// +kubebuilder:object:root=true
+type TunnelList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Tunnel `json:"items"`
+}
