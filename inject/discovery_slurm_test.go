@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -387,5 +388,62 @@ func TestSlurmQueryPassesShellcheck(t *testing.T) {
 	cmd.Stdin = strings.NewReader(string(query))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("shellcheck: %v\n%s", err, out)
+	}
+}
+
+// TestSlurmDiscoveryNamesTheJobsEndOnAFailedForward: once the job's port stops answering,
+// ssh-forward reports what Slurm said last rather than the refused channel: JobCompleted for a
+// job that ran to its end, NoRunningJob for any other end. The login node's squeue and
+// scontrol are hostileStub's, so the job can be made to end as each case needs.
+func TestSlurmDiscoveryNamesTheJobsEndOnAFailedForward(t *testing.T) {
+	sshtest.Require(t, "ssh", "timeout")
+	stubs := t.TempDir()
+	for _, cmd := range []string{"squeue", "scontrol"} {
+		writeExecutable(t, filepath.Join(stubs, cmd), fmt.Sprintf(hostileStub, stubs, cmd))
+	}
+	login := sshtest.StartSSHD(t, "SetEnv PATH="+stubs+":/usr/bin:/bin")
+	// Each case's batch host is its own, hc<i>: the stub's scontrol answers by host.
+	for i, c := range []struct{ name, ended, want string }{
+		{"a job whose every ended line is COMPLETED is JobCompleted", "4100 COMPLETED hc%d\n",
+			"JobCompleted: job <uid> COMPLETED in Slurm: the pod's batch job has ended, and its tunnel with it"},
+		{"a COMPLETED job beside a CANCELLED one is NoRunningJob", "4100 COMPLETED hc%[1]d\n3999 CANCELLED hc%[1]d\n",
+			"NoRunningJob: no running job named <uid> in Slurm: it ended (COMPLETED, CANCELLED)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			uid := fmt.Sprintf("%08x-0000-4000-8000-0000000000ec", i)
+			node, listen := sshtest.NodeAddress(t), sshtest.Loopback(t) // nothing listens on node
+			port := sshtest.FreePort(t, node, listen)
+			squeue := filepath.Join(stubs, uid+".squeue")
+			host := fmt.Sprintf("hc%d", i)
+			writeAtomically(t, squeue, "4100 RUNNING "+host+"\n")
+			writeAtomically(t, filepath.Join(stubs, host+".scontrol"), "NodeName="+host+" Arch=x86_64 NodeAddr="+node+" NodeHostName="+host+" State=MIXED\n")
+			doc := fmt.Sprintf(`
+virtualNodes:
+  hpc-vk:
+    Network:
+      EnableTunnel: true
+      ShadowMode: ssh
+      SSH: {LoginHost: %s, Port: %d, User: %s, KeySecret: k, KnownHostsConfigMap: h}
+`, login.Host, login.Port, login.User)
+			pod := offloadedPod("notebook", "user", corev1.ContainerPort{ContainerPort: int32(port)})
+			pod.UID = types.UID(uid)
+			shadow, _ := render(t, doc, pod)
+			mounts := map[string]string{nodeDir: t.TempDir(), stateDir: t.TempDir(), keyDir: t.TempDir(), knownHostsDir: t.TempDir()}
+			copyFile(t, login.ClientKey, filepath.Join(mounts[keyDir], keyFile), 0o400)
+			copyFile(t, login.KnownHosts, filepath.Join(mounts[knownHostsDir], knownHostsKey), 0o644)
+			p := runContainer(t, container(t, shadow.Deployment, containerForward), mounts, pollEnv, slurmPollEnv,
+				"SHADOW_CHECK_INTERVAL=0.5", "SHADOW_LISTEN_ADDRESS="+listen)
+			status := filepath.Join(mounts[stateDir], statusDir, containerForward)
+			r := strings.NewReplacer("%node", node, "%port", strconv.Itoa(port))
+			// While the job runs, the refused port is the reason.
+			expectReason(t, status, "NodeConnectionRefused", r, []string{"%node", "port %port"})
+			writeAtomically(t, squeue, fmt.Sprintf(c.ended, i))
+			reason, message, _ := strings.Cut(strings.ReplaceAll(c.want, "<uid>", uid), ": ")
+			expectReason(t, status, reason, strings.NewReplacer(), []string{message})
+			if !p.running() {
+				t.Errorf("ssh-forward exited when the job ended:\n%s", p.out)
+			}
+		})
 	}
 }
