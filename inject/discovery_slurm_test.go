@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -209,6 +210,29 @@ func TestSlurmDiscoveryFindsTheJobsNodeAndFollowsIt(t *testing.T) {
 			})
 		}
 	})
+
+	// interLink's plugin reports a job's end half a minute after Slurm ends it: a job that ran
+	// to its end before its node was found is JobCompleted, not a node wait that timed out.
+	t.Run("wait-for-node says JobCompleted for a job that ran to its end", func(t *testing.T) {
+		uid := "8a5bad64-bf7e-4c3b-8e9d-5f4a6b7c8d9e"
+		job := s.slurm.submit(t, s.job, uid, "true\n", nil)
+		eventually(t, 60*time.Second, func() error {
+			state, _ := s.slurm.command("squeue", "-h", "--states=all", "-j", job.id, "-o", "%T").Output()
+			if j := strings.TrimSpace(string(state)); j != "COMPLETED" {
+				return fmt.Errorf("job %s is %q, not COMPLETED yet", job.id, j)
+			}
+			return nil
+		})
+		term := filepath.Join(t.TempDir(), "termination-log")
+		p := s.run(t, s.shadow(t, uid, "2s"), containerWaitForNode, envTerminationLog+"="+term)
+		p.expectFailure(t, 60*time.Second, "wait-for-node succeeded without a running job")
+		if got, want := readReason(term), "JobCompleted: job "+uid+" COMPLETED in Slurm: the pod's batch job has ended, and its tunnel with it"; got != want {
+			t.Errorf("termination message %q, want %q", got, want)
+		}
+		if out := p.out.String(); strings.Contains(out, "NodeWaitTimedOut") || strings.Contains(out, "Likely causes") {
+			t.Errorf("a job that completed timed the node wait out:\n%s", out)
+		}
+	})
 }
 
 // hostileStub is a squeue and a scontrol for the login node that print what a case gives them:
@@ -248,10 +272,17 @@ func TestSlurmDiscoveryRefusesHostileAnswers(t *testing.T) {
 		// A co-tenant of the same site account named a job after the pod's UID: neither is
 		// taken, and the refusal names both, not the one that ended.
 		"two running jobs of the pod's name are refused, naming both": {"4101 RUNNING h5\n4000 COMPLETED h5\n4102 RUNNING h6\n", "",
-			"DuplicateJobName: refusing Slurm's answer on %s for job %s: 2 running job(s) and none waiting have that name (job ids 4101, 4102)"},
+			"DuplicateJobName: refusing Slurm's answer on <login> for job <uid>: 2 running job(s) and none waiting have that name (job ids 4101, 4102)"},
 		// The co-tenant's job runs while the pod's own is still queued: it is not taken either.
 		"a running job beside a queued one of the pod's name is refused, naming both": {"4101 RUNNING h11\n4102 PENDING n/a\n", "",
-			"DuplicateJobName: refusing Slurm's answer on %s for job %s: 1 running job(s) and PENDING waiting have that name (job ids 4101, 4102)"},
+			"DuplicateJobName: refusing Slurm's answer on <login> for job <uid>: 1 running job(s) and PENDING waiting have that name (job ids 4101, 4102)"},
+		// interLink's plugin reports a job's end half a minute after Slurm ends it: a job that
+		// ran to its end is said so, and no node wait times out over it.
+		"a job of the pod's name whose every ended line is COMPLETED is JobCompleted": {"4100 COMPLETED h13\n3999 COMPLETED h13\n", "",
+			"JobCompleted: job <uid> COMPLETED in Slurm: the pod's batch job has ended, and its tunnel with it"},
+		"a COMPLETED job beside a CANCELLED one of the pod's name is NoRunningJob": {"4100 COMPLETED h14\n3999 CANCELLED h14\n", "",
+			"NodeWaitTimedOut: no compute node after 2s (NodeWaitTimeout): Slurm on <login> has not reported job <uid> running; last: NoRunningJob: no running job named <uid> in Slurm: it ended (COMPLETED, CANCELLED)"},
+		"a running job beside an older COMPLETED one of the pod's name is taken": {"4100 RUNNING h15\n3999 COMPLETED h15\n", node("h15", "10.1.2.15"), "compute node is 10.1.2.15"},
 		"two node lines for the batch host are refused": {"4100 RUNNING h7\n", node("h7", "10.0.0.7") + node("h7", "10.0.0.8"),
 			"scontrol show node h7 printed 2 lines, want 1"},
 		"a node line of another node is refused":        {"4100 RUNNING h8\n", node("other", "10.0.0.9"), "printed no NodeAddr for that node"},
@@ -269,9 +300,7 @@ func TestSlurmDiscoveryRefusesHostileAnswers(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(stubs, uid+".squeue"), []byte(c.squeue), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if strings.HasPrefix(c.want, "DuplicateJobName") {
-			c.want = fmt.Sprintf(c.want, login.Host, uid)
-		}
+		c.want = strings.NewReplacer("<login>", login.Host, "<uid>", uid).Replace(c.want)
 		line, _, _ := strings.Cut(c.squeue, "\n")
 		host := strings.TrimPrefix(line, "4100 RUNNING ")
 		if c.scontrol != "" {
@@ -300,6 +329,9 @@ virtualNodes:
 			out := p.out.String()
 			if !strings.Contains(out, c.want) {
 				t.Errorf("the log lacks %q:\n%q", c.want, out)
+			}
+			if completed := strings.HasPrefix(c.want, "JobCompleted: "); completed && strings.Contains(out, "NodeWaitTimedOut") {
+				t.Errorf("a job that completed timed the node wait out:\n%s", out)
 			}
 			if taken := strings.Contains(out, "compute node is "); taken != (code == 0) || taken != strings.HasPrefix(c.want, "compute node is ") {
 				t.Errorf("exit code %d, node taken %v:\n%s", code, taken, out)
@@ -356,5 +388,62 @@ func TestSlurmQueryPassesShellcheck(t *testing.T) {
 	cmd.Stdin = strings.NewReader(string(query))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("shellcheck: %v\n%s", err, out)
+	}
+}
+
+// TestSlurmDiscoveryNamesTheJobsEndOnAFailedForward: once the job's port stops answering,
+// ssh-forward reports what Slurm said last rather than the refused channel: JobCompleted for a
+// job that ran to its end, NoRunningJob for any other end. The login node's squeue and
+// scontrol are hostileStub's, so the job can be made to end as each case needs.
+func TestSlurmDiscoveryNamesTheJobsEndOnAFailedForward(t *testing.T) {
+	sshtest.Require(t, "ssh", "timeout")
+	stubs := t.TempDir()
+	for _, cmd := range []string{"squeue", "scontrol"} {
+		writeExecutable(t, filepath.Join(stubs, cmd), fmt.Sprintf(hostileStub, stubs, cmd))
+	}
+	login := sshtest.StartSSHD(t, "SetEnv PATH="+stubs+":/usr/bin:/bin")
+	// Each case's batch host is its own, hc<i>: the stub's scontrol answers by host.
+	for i, c := range []struct{ name, ended, want string }{
+		{"a job whose every ended line is COMPLETED is JobCompleted", "4100 COMPLETED hc%d\n",
+			"JobCompleted: job <uid> COMPLETED in Slurm: the pod's batch job has ended, and its tunnel with it"},
+		{"a COMPLETED job beside a CANCELLED one is NoRunningJob", "4100 COMPLETED hc%[1]d\n3999 CANCELLED hc%[1]d\n",
+			"NoRunningJob: no running job named <uid> in Slurm: it ended (COMPLETED, CANCELLED)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			uid := fmt.Sprintf("%08x-0000-4000-8000-0000000000ec", i)
+			node, listen := sshtest.NodeAddress(t), sshtest.Loopback(t) // nothing listens on node
+			port := sshtest.FreePort(t, node, listen)
+			squeue := filepath.Join(stubs, uid+".squeue")
+			host := fmt.Sprintf("hc%d", i)
+			writeAtomically(t, squeue, "4100 RUNNING "+host+"\n")
+			writeAtomically(t, filepath.Join(stubs, host+".scontrol"), "NodeName="+host+" Arch=x86_64 NodeAddr="+node+" NodeHostName="+host+" State=MIXED\n")
+			doc := fmt.Sprintf(`
+virtualNodes:
+  hpc-vk:
+    Network:
+      EnableTunnel: true
+      ShadowMode: ssh
+      SSH: {LoginHost: %s, Port: %d, User: %s, KeySecret: k, KnownHostsConfigMap: h}
+`, login.Host, login.Port, login.User)
+			pod := offloadedPod("notebook", "user", corev1.ContainerPort{ContainerPort: int32(port)})
+			pod.UID = types.UID(uid)
+			shadow, _ := render(t, doc, pod)
+			mounts := map[string]string{nodeDir: t.TempDir(), stateDir: t.TempDir(), keyDir: t.TempDir(), knownHostsDir: t.TempDir()}
+			copyFile(t, login.ClientKey, filepath.Join(mounts[keyDir], keyFile), 0o400)
+			copyFile(t, login.KnownHosts, filepath.Join(mounts[knownHostsDir], knownHostsKey), 0o644)
+			p := runContainer(t, container(t, shadow.Deployment, containerForward), mounts, pollEnv, slurmPollEnv,
+				"SHADOW_CHECK_INTERVAL=0.5", "SHADOW_LISTEN_ADDRESS="+listen)
+			status := filepath.Join(mounts[stateDir], statusDir, containerForward)
+			r := strings.NewReplacer("%node", node, "%port", strconv.Itoa(port))
+			// While the job runs, the refused port is the reason.
+			expectReason(t, status, "NodeConnectionRefused", r, []string{"%node", "port %port"})
+			writeAtomically(t, squeue, fmt.Sprintf(c.ended, i))
+			reason, message, _ := strings.Cut(strings.ReplaceAll(c.want, "<uid>", uid), ": ")
+			expectReason(t, status, reason, strings.NewReplacer(), []string{message})
+			if !p.running() {
+				t.Errorf("ssh-forward exited when the job ended:\n%s", p.out)
+			}
+		})
 	}
 }

@@ -353,6 +353,9 @@ func TestClassifyTellsAnUnusableKeyFromARefusedLogin(t *testing.T) {
 		`Load key "/etc/interlink-shadow/ssh/id": Permission denied` + "\n" + refused:                                                                       "KeyUnreadable",
 		"Permissions 0644 for '/etc/interlink-shadow/ssh/id' are too open.\n" + `Load key "/etc/interlink-shadow/ssh/id": bad permissions` + "\n" + refused: "KeyUnreadable",
 		refused: "LoginRefused",
+		// reverse-hop's reason line when srun has no job to step into.
+		"JobCompleted: job 5d2e7a31-8c4b-4f0e-9b6a-2c1d3e4f5a6b COMPLETED in Slurm: the pod's batch job has ended, and its tunnel with it\n":           "JobCompleted",
+		"NoRunningJob: no running job named 5d2e7a31-8c4b-4f0e-9b6a-2c1d3e4f5a6b in Slurm: it ended (CANCELLED), unless the plugin submits it again\n": "NoRunningJob",
 	} {
 		file := filepath.Join(t.TempDir(), "err")
 		if err := os.WriteFile(file, []byte(input), 0o644); err != nil {

@@ -30,7 +30,7 @@ import (
 const statusTimeout = 30 * time.Second
 
 // tunnelEvents are the reasons of the Events the tunnel reporter records on a pod.
-var tunnelEvents = map[string]bool{"TunnelWaitingForNode": true, "TunnelReady": true, "TunnelFailed": true, "TunnelRecovered": true}
+var tunnelEvents = map[string]bool{"TunnelWaitingForNode": true, "TunnelReady": true, "TunnelFailed": true, "TunnelRecovered": true, "TunnelEnded": true}
 
 type statusOptions struct {
 	kubeconfig, context, namespace, output string

@@ -240,7 +240,7 @@ classify_lines() {
       "srun: error: "*) cl_reason=NodeHopRefused ;;
       # reverse-hop's reason line when slurm_job finds no job for srun to step into: the
       # reason, and its message as what was said.
-      "NoRunningJob: "* | "DuplicateJobName: "*)
+      "NoRunningJob: "* | "JobCompleted: "* | "DuplicateJobName: "*)
         cl_reason=${cl_line%%:*}
         cl_line=${cl_line#*: }
         ;;
@@ -291,6 +291,7 @@ failure_message() {
     ExecCommandMissing) fm="'${SHADOW_EXEC_CONNECT_COMMAND-}' is not found on ${SHADOW_LOGIN_HOST-}" ;;
     NodeHopRefused) fm="the hop from ${SHADOW_LOGIN_HOST-} to the compute node ${1-} was refused" ;;
     NoRunningJob) fm="no running job ${SHADOW_REVERSE_JOB_NAME-} on ${1-}" ;;
+    JobCompleted) fm="job ${SHADOW_REVERSE_JOB_NAME-} runs on ${1-} no more" ;;
     DuplicateJobName) fm="srun from ${SHADOW_LOGIN_HOST-} steps into no job for ${1-}" ;;
     *) fm="ssh through ${fm_login}${SHADOW_BASTION:+ (by the bastion ${SHADOW_BASTION})}${fm_to:+ to ${fm_to}} failed" ;;
   esac
@@ -608,8 +609,8 @@ scontrol show node --oneliner "$host" | sed "s/^/node /"'
 # slurm_say REASON MESSAGE logs MESSAGE unless it is what this script said last about the
 # node, so a lookup every poll interval logs a line only when something changes. The last
 # reason line stays in the state directory, in node-discovery.<container>, as where discovery
-# stands (discovery_said): NodeFound, WaitingForNode, NoRunningJob, DuplicateJobName, or why
-# Slurm could not be asked (a login failure's reason, or TunnelDown).
+# stands (discovery_said): NodeFound, WaitingForNode, NoRunningJob, JobCompleted,
+# DuplicateJobName, or why Slurm could not be asked (a login failure's reason, or TunnelDown).
 slurm_say() {
   ss_file=${SHADOW_STATE_DIR:?}/node-discovery.${0##*/}
   ss_line=$(reason_line "$1" "$2")
@@ -646,8 +647,8 @@ slurm_node() {
 
 # slurm_job finds the pod's batch job, the one choice of it that node discovery and
 # reverse-hop's srun both make. It sets sn_reason and sn_said to the reason line's reason and
-# message (NodeFound, WaitingForNode, NoRunningJob, DuplicateJobName, a login failure's reason,
-# or TunnelDown) and, for NodeFound, sn_id, sn_host and sn_addr to the job's id, its batch host
+# message (NodeFound, WaitingForNode, NoRunningJob, JobCompleted, DuplicateJobName, a login
+# failure's reason, or TunnelDown) and, for NodeFound, sn_id, sn_host and sn_addr to the job's id, its batch host
 # and that host's address. The job is the one interLink's Slurm plugin submits with
 # #SBATCH --job-name=<pod UID>, among the login user's jobs; its node is the batch host squeue
 # reports, and the address is the one Slurm itself reaches that node at: NodeAddr of scontrol
@@ -690,9 +691,12 @@ EOF
   rm -f -- "$sn_out" "$sn_out.rc"
 }
 
-# slurm_answer reads the answer slurm_job got, in $sn_out; part of slurm_job.
+# slurm_answer reads the answer slurm_job got, in $sn_out; part of slurm_job. No job of the
+# name running or waiting, and every one that ended COMPLETED, is JobCompleted: the job ran to
+# its end. Any other end (CANCELLED, FAILED, TIMEOUT, ...), alone or beside a COMPLETED one,
+# is NoRunningJob.
 slurm_answer() {
-  sn_status='' sn_running=0 sn_waiting='' sn_ended='' sn_nodes=0 sn_node='' sn_bad='' sn_ids=''
+  sn_status='' sn_running=0 sn_waiting='' sn_ended='' sn_failed='' sn_nodes=0 sn_node='' sn_bad='' sn_ids=''
   while IFS= read -r sn_line || [ -n "$sn_line" ]; do
     case $sn_line in
       'squeue '*) sn_status=${sn_line#squeue } ;;
@@ -713,6 +717,7 @@ slurm_answer() {
         case $sn_state in
           BOOT_FAIL | CANCELLED | COMPLETED | DEADLINE | FAILED | NODE_FAIL | OUT_OF_MEMORY | PREEMPTED | REVOKED | TIMEOUT)
             sn_ended="${sn_ended:+${sn_ended}, }${sn_state}"
+            [ "$sn_state" = COMPLETED ] || sn_failed=1
             ;;
           '' | *[!A-Z_]*)
             [ -n "$sn_bad" ] || sn_bad="a job line that is not <job id> <state> <batch host>: $(printf '%s' "$sn_line" | printable)"
@@ -748,6 +753,8 @@ EOF
     slurm_address
   elif [ -n "$sn_waiting" ]; then
     sn_reason=WaitingForNode sn_said="job ${sn_job} is ${sn_waiting} in Slurm: waiting for it to run"
+  elif [ -n "$sn_ended" ] && [ -z "$sn_failed" ]; then
+    sn_reason=JobCompleted sn_said="job ${sn_job} COMPLETED in Slurm: the pod's batch job has ended, and its tunnel with it"
   elif [ -n "$sn_ended" ]; then
     sn_reason=NoRunningJob sn_said="${sn_none}: it ended (${sn_ended}), unless the plugin submits it again"
   else

@@ -152,7 +152,8 @@ check_channel() {
 # check_ports NODE proves every port end to end over the live session and reports what it
 # found: Ready when each opened a channel to NODE; else the first port's failure, classified
 # from what the check and the session's master printed meanwhile. Under NodeDiscovery slurm,
-# when Slurm last said the job is not running, that is the reason rather than the channel.
+# when Slurm last said the job is not running (or has completed), that is the reason rather
+# than the channel.
 check_ports() {
   local node=$1 port from out=${state}/ssh-forward.check said i
   if ! ssh -o "ControlPath=${control}" -O check -- "$login_host" >/dev/null 2>&1; then
@@ -180,8 +181,8 @@ check_ports() {
       esac
     fi
     said=$(discovery_said)
-    if [[ $said == NoRunningJob:* ]]; then
-      report NoRunningJob "${said#NoRunningJob: }"
+    if [[ $said == NoRunningJob:* || $said == JobCompleted:* ]]; then
+      report "${said%%:*}" "${said#*: }"
     else
       report "$cl_reason" "$(failure_message "$node" "$port")"
     fi

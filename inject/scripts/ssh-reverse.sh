@@ -195,13 +195,20 @@ start_sessions() {
 # report_failure NODE FILE STATUS reports why preparing or holding the tunnel on NODE failed,
 # from what the hop printed in FILE (STATUS 3: the job's relay, or its job, is not there):
 # the login's own failures by their reason, a refused hop to the node as NodeHopRefused. A
-# relay missing for less than a minute is the job starting: Connecting, then NoRunningJob.
+# relay missing for less than a minute is the job starting: Connecting, then NoRunningJob; or
+# JobCompleted at once, when Slurm said last that the job completed (NodeDiscovery slurm).
 report_failure() {
+  local said
   classify "$2"
   case $cl_reason in
     NodeConnectionRefused | ExecCommandMissing | ForwardingProhibited) cl_reason=NodeHopRefused ;;
     TunnelDown)
       if [[ $3 -eq 3 ]]; then
+        said=$(discovery_said)
+        if [[ $said == JobCompleted:* ]]; then
+          report JobCompleted "${said#*: }"
+          return 0
+        fi
         cl_reason=NoRunningJob
         if (($(date +%s) - waiting_since < 60)); then
           # shellcheck disable=SC2154 # classify (common.sh) sets cl_said

@@ -4,8 +4,9 @@
 # ConfigMap; with slurm, once Slurm reports the job named after the pod UID running (asked
 # over the login node, see current_node). While the job is queued this is the normal state;
 # after SHADOW_NODE_WAIT_SECONDS it fails (NodeWaitTimedOut) with the likely causes in the log
-# and, as its termination message, what it waited for and what discovery said last. On success
-# the termination message is "NodeFound: <node>".
+# and, as its termination message, what it waited for and what discovery said last; or, when
+# Slurm said last that the job completed, with that (JobCompleted). On success the termination
+# message is "NodeFound: <node>".
 #
 # Environment: SHADOW_NODE_DISCOVERY (configmap, the default, or slurm), SHADOW_NODE_FILE and
 # SHADOW_NODE_CONFIGMAP (<namespace>/<name>) for configmap; for slurm SHADOW_REVERSE_JOB_NAME
@@ -55,6 +56,11 @@ while :; do
   fi
   if [ "$(date +%s)" -ge "$deadline" ]; then
     if [ "$discovery" = slurm ]; then
+      # The job ran and completed before its node was found: the tunnel ended with it, which
+      # is no failure to explain.
+      case $said in
+        JobCompleted:*) fail JobCompleted "${said#*: }" ;;
+      esac
       job=$SHADOW_REVERSE_JOB_NAME
       cat >&2 <<MSG
 no compute node after ${SHADOW_NODE_WAIT_TIMEOUT:-${wait_secs}s} (NodeWaitTimeout): Slurm on ${SHADOW_LOGIN_HOST} has not reported job ${job} running on a usable node.

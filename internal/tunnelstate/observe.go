@@ -27,7 +27,9 @@ type Observation struct {
 
 // Finished is the state of a tunnel whose pod has finished: Ended when the pod Succeeded,
 // Failed with NoRunningJob when it Failed (its job was cancelled, timed out or lost), since
-// then the tunnel went with a job that did not end as the pod's owner meant.
+// then the tunnel went with a job that did not end as the pod's owner meant. A tunnel already
+// Ended (JobCompleted: Slurm said the job completed before the pod was seen finished) keeps
+// that state: the reporter does not ask Finished for it.
 func Finished(pod *corev1.Pod, last Status) Status {
 	st := last
 	msg := fmt.Sprintf("the pod has finished (phase %s): its batch job is no longer running, and its shadow is removed", pod.Status.Phase)
@@ -49,7 +51,8 @@ const waitForNode = "wait-for-node"
 // credentials the pod waits for. The first container in the pod's order that is not fine
 // decides. A container restarted after a failure stays Failed, with its last reason, until it
 // is ready again: a failure that comes back on every restart is reported once, not flapping
-// between Starting and Failed. Service, Ports and ForwardMode are left for the caller.
+// between Starting and Failed. A container that says its job completed (JobCompleted) makes
+// the tunnel Ended instead (failure). Service, Ports and ForwardMode are left for the caller.
 func Observe(o Observation) Status {
 	st := Status{ComputeNode: printable.String(o.NodeConfigMap)}
 	if o.Pod == nil {
@@ -108,7 +111,7 @@ func Observe(o Observation) Status {
 		case reason == ReasonWaitingForNode:
 			return with(st, WaitingForNode, reason, c.Name, msg)
 		default:
-			return with(st, Failed, reason, c.Name, msg)
+			return with(st, failure(reason), reason, c.Name, msg)
 		}
 	}
 	return with(st, Ready, ReasonReady, "", "every part of the tunnel carries traffic")
@@ -145,7 +148,17 @@ func failed(st Status, container string, t *corev1.ContainerStateTerminated) Sta
 		return with(st, Failed, ReasonTunnelDown, container, fmt.Sprintf("%s exited with code %d (%s) and left no message", container, t.ExitCode, t.Reason))
 	}
 	reason, msg := ParseReasonLine(t.Message)
-	return with(st, Failed, reason, container, msg)
+	return with(st, failure(reason), reason, container, msg)
+}
+
+// failure is the state a container that stopped working for reason puts the tunnel in:
+// Ended when its job completed (JobCompleted), since then the tunnel closed with the job as
+// it should; Failed for any other reason.
+func failure(reason Reason) State {
+	if reason == ReasonJobCompleted {
+		return Ended
+	}
+	return Failed
 }
 
 func with(st Status, state State, reason Reason, container, message string) Status {

@@ -81,6 +81,15 @@ func TestObserve(t *testing.T) {
 				LastTerminationState: exited(1, "NodeWaitTimedOut: no compute node after 20s")}, nil)},
 			state: Failed, reason: ReasonNodeWaitTimedOut,
 		},
+		"A node wait that timed out after its job completed is Ended with JobCompleted, not Failed.": {
+			obs:   Observation{Pod: shadowPod(corev1.ContainerStatus{State: exited(1, "JobCompleted: job abc COMPLETED in Slurm: the pod's batch job has ended, and its tunnel with it")}, nil)},
+			state: Ended, reason: ReasonJobCompleted, message: "COMPLETED", container: "wait-for-node",
+		},
+		"A node wait restarted after its job completed stays Ended.": {
+			obs: Observation{Pod: shadowPod(corev1.ContainerStatus{State: running(5 * time.Second), RestartCount: 1,
+				LastTerminationState: exited(1, "JobCompleted: job abc COMPLETED in Slurm")}, nil)},
+			state: Ended, reason: ReasonJobCompleted,
+		},
 		"A forward that is ready makes the tunnel Ready, leading to the node wait-for-node found.": {
 			obs:   Observation{Pod: shadowPod(nodeFound, &corev1.ContainerStatus{State: running(time.Minute), Ready: true})},
 			state: Ready, reason: ReasonReady, node: "10.213.0.3",
@@ -96,6 +105,23 @@ func TestObserve(t *testing.T) {
 					probeEvent("ssh-forward", "(combined from similar events): Readiness probe failed: ForwardingProhibited: channel to 10.213.0.3:8888 administratively prohibited", 5*time.Second),
 				}},
 			state: Failed, reason: ReasonForwardingProhibited, message: "administratively prohibited", container: "ssh-forward",
+		},
+		"A forward whose probe says its job completed is Ended with JobCompleted, not Failed.": {
+			obs: Observation{Now: now, Pod: shadowPod(nodeFound, &corev1.ContainerStatus{State: running(2 * time.Hour)}),
+				Events: []corev1.Event{
+					probeEvent("ssh-forward", "Readiness probe failed: NodeConnectionRefused: port 8888 on 10.213.0.3 refused", 20*time.Second),
+					probeEvent("ssh-forward", "Readiness probe failed: JobCompleted: job abc COMPLETED in Slurm: the pod's batch job has ended, and its tunnel with it", 5*time.Second),
+				}},
+			state: Ended, reason: ReasonJobCompleted, message: "COMPLETED in Slurm", container: "ssh-forward",
+		},
+		"A forward whose probe says no job runs, not that it completed, is Failed with NoRunningJob.": {
+			obs: Observation{Now: now, Pod: shadowPod(nodeFound, &corev1.ContainerStatus{State: running(2 * time.Hour)}),
+				Events: []corev1.Event{probeEvent("ssh-forward", "Readiness probe failed: NoRunningJob: no running job named abc in Slurm: it ended (COMPLETED, CANCELLED), unless the plugin submits it again", 5*time.Second)}},
+			state: Failed, reason: ReasonNoRunningJob, container: "ssh-forward",
+		},
+		"A forward that exited saying its job completed is Ended.": {
+			obs:   Observation{Pod: shadowPod(nodeFound, &corev1.ContainerStatus{State: exited(1, "JobCompleted: job abc COMPLETED in Slurm")})},
+			state: Ended, reason: ReasonJobCompleted, container: "ssh-forward",
 		},
 		"A forward whose probe fails within the startup grace is still Starting.": {
 			obs: Observation{Now: now, Pod: shadowPod(nodeFound, &corev1.ContainerStatus{State: running(10 * time.Second)}),
@@ -199,6 +225,12 @@ func TestEveryFailureHasARemedy(t *testing.T) {
 	for _, r := range append(ScriptReasons, ReasonCredentialMissing) {
 		switch r {
 		case ReasonReady, ReasonConnecting, ReasonNodeFound, ReasonWaitingForNode:
+			continue
+		case ReasonJobCompleted:
+			// A job that completed is no failure: nothing is to be done.
+			if got := Remedy(r, Context{Node: "hpc-vk"}); got != "" {
+				t.Errorf("reason %s, a job that ran to its end, has remedy %q", r, got)
+			}
 			continue
 		}
 		if Remedy(r, Context{Node: "hpc-vk"}) == "" {

@@ -27,6 +27,10 @@ const (
 	ReasonWaitingForNode   Reason = "WaitingForNode"
 	ReasonNodeWaitTimedOut Reason = "NodeWaitTimedOut"
 	ReasonNoRunningJob     Reason = "NoRunningJob"
+	// JobCompleted: Slurm has no running or waiting job named after the pod's UID, and every
+	// one of that name that ended is COMPLETED: the job ran to its end, and the tunnel closed
+	// with it. The tunnel is Ended, not Failed; nothing is to be done.
+	ReasonJobCompleted Reason = "JobCompleted"
 	// DuplicateJobName: Slurm runs more than one job named after the pod's UID, among the
 	// site account's jobs. All pods of a virtual node share that account, so one may be a
 	// co-tenant's, named so to receive the pod's traffic; discovery and the srun carrier
@@ -57,7 +61,7 @@ const (
 // troubleshooting list.
 var ScriptReasons = []Reason{
 	ReasonReady, ReasonConnecting, ReasonNodeFound, ReasonWaitingForNode, ReasonNodeWaitTimedOut,
-	ReasonNoRunningJob, ReasonDuplicateJobName, ReasonLoginRefused, ReasonKeyUnreadable, ReasonHostKeyUnknown, ReasonHostKeyMismatch,
+	ReasonNoRunningJob, ReasonJobCompleted, ReasonDuplicateJobName, ReasonLoginRefused, ReasonKeyUnreadable, ReasonHostKeyUnknown, ReasonHostKeyMismatch,
 	ReasonLoginUnreachable, ReasonForwardingProhibited, ReasonNodeConnectionRefused,
 	ReasonNodeUnreachable, ReasonExecCommandMissing, ReasonNodeHopRefused, ReasonKerberosFailed,
 	ReasonTunnelDown,

@@ -22,7 +22,8 @@ const (
 	Ready State = "Ready"
 	// Failed: a part of the tunnel does not work, for Reason.
 	Failed State = "Failed"
-	// Ended: the pod has finished; its job left the compute node and its shadow is removed.
+	// Ended: the pod has finished, or Slurm says its job completed (JobCompleted); its job
+	// left the compute node and its shadow is removed, or soon will be.
 	Ended State = "Ended"
 )
 

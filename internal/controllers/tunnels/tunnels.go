@@ -41,6 +41,7 @@ const (
 	ReasonTunnelReady          = "TunnelReady"
 	ReasonTunnelFailed         = "TunnelFailed"
 	ReasonTunnelRecovered      = "TunnelRecovered"
+	ReasonTunnelEnded          = "TunnelEnded"
 )
 
 // tunnelFieldManager writes the tunnel's fields of a pod's Tunnel status, and nothing else.
@@ -88,7 +89,7 @@ type writtenState struct {
 // New is the reporter of a serving manager.
 func New(mgr manager.Manager, identity shadows.Identity, writer client.Client, policies policystore.Policies, recorder events.EventRecorder, metrics *metrics.Metrics) *TunnelReporter {
 	// Every state is exported from the start, at 0 until a tunnel is in it.
-	for _, s := range []tunnelstate.State{tunnelstate.Starting, tunnelstate.WaitingForNode, tunnelstate.Ready, tunnelstate.Failed} {
+	for _, s := range []tunnelstate.State{tunnelstate.Starting, tunnelstate.WaitingForNode, tunnelstate.Ready, tunnelstate.Failed, tunnelstate.Ended} {
 		metrics.Tunnels.WithLabelValues(string(s)).Set(0)
 	}
 	return &TunnelReporter{
@@ -390,6 +391,13 @@ func (t *TunnelReporter) record(pod *corev1.Pod, sh *shadowView, prev tunnelstat
 			note += " " + remedy
 		}
 		t.say(pod, related(sh.pod), corev1.EventTypeWarning, ReasonTunnelFailed, note, false)
+	case tunnelstate.Ended:
+		// Slurm said the job completed before the pod was seen finished: the tunnel closed as
+		// it should. A pod that finishes says nothing more (Reconcile).
+		if next.Reason == tunnelstate.ReasonJobCompleted {
+			t.say(pod, related(sh.pod), corev1.EventTypeNormal, ReasonTunnelEnded,
+				fmt.Sprintf("Tunnel ended: %s.", strings.TrimSuffix(next.Message, ".")), false)
+		}
 	}
 }
 

@@ -384,3 +384,76 @@ func TestWhatTheShadowSaysReachesEventsAndTheTunnelPrintable(t *testing.T) {
 		})
 	}
 }
+
+// interLink's Slurm plugin reports a job's end to the virtual kubelet half a minute after Slurm
+// ends it; meanwhile the shadow finds the job COMPLETED and says JobCompleted. The pod's owner
+// is told once, with a Normal TunnelEnded, never a Warning; the pod's Succeeded, when it
+// comes, leaves that state as it is and says nothing more.
+func TestAJobThatCompletedIsSaidEndedNeverFailed(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
+	shadowPod := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
+	shadowPod.UID = "shadow-pod-uid"
+	shadowPod.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
+	shadowPod.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ssh-forward",
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Hour))}}}}}
+	probe := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: reporterShadowNS}, Reason: "Unhealthy",
+		Message:        "Readiness probe failed: JobCompleted: job pod-uid COMPLETED in Slurm: the pod's batch job has ended, and its tunnel with it",
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", UID: shadowPod.UID, FieldPath: "spec.containers{ssh-forward}"},
+		LastTimestamp:  metav1.Now()}
+	var writes []string
+	c := reporterClient(t, interceptor.Funcs{Apply: func(ctx context.Context, cl client.WithWatch, obj runtime.ApplyConfiguration, _ ...client.ApplyOption) error {
+		v := obj.(interface{ GetAnnotations() map[string]string }).GetAnnotations()[tunnelstate.AnnotationTunnelState]
+		writes = append(writes, v)
+		p := &corev1.Pod{}
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: "user", Name: "notebook"}, p); err != nil {
+			return err
+		}
+		p.Annotations = map[string]string{tunnelstate.AnnotationTunnelState: v}
+		return cl.Update(ctx, p)
+	}}, pod, shadowDeploymentOf("pod-uid"), shadowPod, probe)
+	r, recorder := testReporter(t, c)
+	key := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "user", Name: "notebook"}}
+	for i := range 2 {
+		if _, err := r.Reconcile(context.Background(), key); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+	}
+	// The virtual kubelet, at last, reports the pod Succeeded.
+	p := &corev1.Pod{}
+	if err := c.Get(context.Background(), key.NamespacedName, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Status.Phase = corev1.PodSucceeded
+	if err := c.Status().Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+
+	var said []string
+	for len(recorder.Events) > 0 {
+		said = append(said, <-recorder.Events)
+	}
+	if len(said) != 1 || !strings.HasPrefix(said[0], corev1.EventTypeNormal+" "+ReasonTunnelEnded+" ") || !strings.Contains(said[0], "COMPLETED in Slurm") {
+		t.Errorf("Events %q, want the one Normal TunnelEnded saying the job completed", said)
+	}
+	for _, e := range said {
+		if strings.HasPrefix(e, corev1.EventTypeWarning) {
+			t.Errorf("a Warning for a job that completed: %q", e)
+		}
+	}
+	if len(writes) != 1 {
+		t.Fatalf("tunnel states written %q, want the one Ended", writes)
+	}
+	st, err := tunnelstate.Decode(writes[0])
+	if err != nil || st.State != tunnelstate.Ended || st.Reason != tunnelstate.ReasonJobCompleted {
+		t.Errorf("tunnel state %+v (%v), want Ended with JobCompleted", st, err)
+	}
+	if err := c.Get(context.Background(), key.NamespacedName, p); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Annotations[tunnelstate.AnnotationTunnelState]; got != writes[0] {
+		t.Errorf("the pod's tunnel state is %q once it Succeeded, want the Ended one kept: %q", got, writes[0])
+	}
+}
