@@ -400,16 +400,10 @@ func TestAJobThatCompletedIsSaidEndedNeverFailed(t *testing.T) {
 		Message:        "Readiness probe failed: JobCompleted: job pod-uid COMPLETED in Slurm: the pod's batch job has ended, and its tunnel with it",
 		InvolvedObject: corev1.ObjectReference{Kind: "Pod", UID: shadowPod.UID, FieldPath: "spec.containers{ssh-forward}"},
 		LastTimestamp:  metav1.Now()}
-	var writes []string
-	c := reporterClient(t, interceptor.Funcs{Apply: func(ctx context.Context, cl client.WithWatch, obj runtime.ApplyConfiguration, _ ...client.ApplyOption) error {
-		v := obj.(interface{ GetAnnotations() map[string]string }).GetAnnotations()[tunnelstate.AnnotationTunnelState]
-		writes = append(writes, v)
-		p := &corev1.Pod{}
-		if err := cl.Get(ctx, client.ObjectKey{Namespace: "user", Name: "notebook"}, p); err != nil {
-			return err
-		}
-		p.Annotations = map[string]string{tunnelstate.AnnotationTunnelState: v}
-		return cl.Update(ctx, p)
+	writes := 0
+	c := reporterClient(t, interceptor.Funcs{SubResourceApply: func(ctx context.Context, cl client.Client, sub string, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+		writes++
+		return cl.SubResource(sub).Apply(ctx, obj, opts...)
 	}}, pod, shadowDeploymentOf("pod-uid"), shadowPod, probe)
 	r, recorder := testReporter(t, c)
 	key := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "user", Name: "notebook"}}
@@ -443,17 +437,10 @@ func TestAJobThatCompletedIsSaidEndedNeverFailed(t *testing.T) {
 			t.Errorf("a Warning for a job that completed: %q", e)
 		}
 	}
-	if len(writes) != 1 {
-		t.Fatalf("tunnel states written %q, want the one Ended", writes)
+	if writes != 1 {
+		t.Fatalf("%d tunnel states written, want the one Ended", writes)
 	}
-	st, err := tunnelstate.Decode(writes[0])
-	if err != nil || st.State != tunnelstate.Ended || st.Reason != tunnelstate.ReasonJobCompleted {
-		t.Errorf("tunnel state %+v (%v), want Ended with JobCompleted", st, err)
-	}
-	if err := c.Get(context.Background(), key.NamespacedName, p); err != nil {
-		t.Fatal(err)
-	}
-	if got := p.Annotations[tunnelstate.AnnotationTunnelState]; got != writes[0] {
-		t.Errorf("the pod's tunnel state is %q once it Succeeded, want the Ended one kept: %q", got, writes[0])
+	if tunnel := shadowtest.TunnelOf(t, c, p); tunnel == nil || tunnel.Status.State != string(tunnelstate.Ended) || tunnel.Status.Reason != string(tunnelstate.ReasonJobCompleted) {
+		t.Errorf("Tunnel %+v once the pod Succeeded, want Ended with JobCompleted kept", tunnel)
 	}
 }
