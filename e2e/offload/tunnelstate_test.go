@@ -157,6 +157,67 @@ func TestAJobCancelledUnderItsPodIsNoRunningJob(t *testing.T) {
 	wantStatus(t, user, ns, "Failed", "NoRunningJob")
 }
 
+// stoppableServer is a job's server that serves until it is asked for /stop (through the
+// tunnel), then exits 0: a job that completes when the test says.
+const stoppableServer = `import http.server, threading
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"stopping" if self.path == "/stop" else b"serving")
+        if self.path == "/stop":
+            threading.Thread(target=server.shutdown).start()
+server = http.server.ThreadingHTTPServer(("0.0.0.0", 8888), H)
+server.serve_forever()`
+
+// A job that completes is no failure, and the pod keeps what its tunnel came to: with the
+// virtual node writing back its creation-time copy of the pod every 5 s, as interLink's VK
+// does (an annotation the cluster admin puts on the pod is gone within seconds), the Tunnel
+// stays Ready; when the job's server exits 0, the pod is told TunnelEnded and never
+// TunnelFailed, while Slurm says COMPLETED and, half a minute on, the pod Succeeded; once
+// finished, the scientist still reads Ended in shadowgate status. shadowgate never writes the
+// pod: no field manager of its own is among the pod's.
+func TestAJobThatCompletesEndsItsTunnelWithoutAWarning(t *testing.T) {
+	const ns = "tf-completed"
+	uid, s, user := startOffloaded(t, ns, offloadedPod(ns, harness.HPCNode, nil, "python3", "-c", stoppableServer))
+	waitForJob(t, uid, "RUNNING", 2*time.Minute)
+	_, _, ip := s.readyPod(t, 3*time.Minute)
+	waitForTunnelEvent(t, failureBound, ns, "notebook", "TunnelReady", "notebook-"+ns)
+
+	kubectl(t, "", "annotate", "pod", "notebook", "-n", ns, "example.org/written-after-creation=yes")
+	waitFor(t, time.Minute, "the virtual node to write back the pod as it stored it, without the annotation", func() error {
+		if v := kubectl(t, "", "get", "pod", "notebook", "-n", ns, "-o", `jsonpath={.metadata.annotations.example\.org/written-after-creation}`); v != "" {
+			return fmt.Errorf("the annotation is still there: %q", v)
+		}
+		return nil
+	})
+	wantStatus(t, user, ns, "Ready", "Ready")
+
+	if body, err := get(fmt.Sprintf("http://%s:8888/stop", ip)); err != nil || body != "stopping" {
+		t.Fatalf("asking the job's server to stop through the tunnel: %q, %v", body, err)
+	}
+	waitForTunnelEvent(t, 2*time.Minute, ns, "notebook", "TunnelEnded", "COMPLETED")
+	waitFor(t, 2*time.Minute, "the pod to succeed", func() error {
+		if phase := kubectl(t, "", "get", "pod", "notebook", "-n", ns, "-o", "jsonpath={.status.phase}"); phase != "Succeeded" {
+			return fmt.Errorf("phase %q", phase)
+		}
+		return nil
+	})
+	wantStatus(t, user, ns, "Ended", "JobCompleted")
+	if evs := tunnelEventsOf(t, ns, "notebook", "TunnelFailed"); len(evs) != 0 {
+		t.Errorf("a job that completed was reported TunnelFailed: %+v", evs)
+	}
+	if n := len(tunnelEventsOf(t, ns, "notebook", "TunnelEnded")); n != 1 {
+		t.Errorf("TunnelEnded recorded %d times, want once", n)
+	}
+	managers := kubectl(t, "", "get", "pod", "notebook", "-n", ns, "--show-managed-fields", "-o", `jsonpath={range .metadata.managedFields[*]}{.manager}{"\n"}{end}`)
+	for _, m := range strings.Fields(managers) {
+		if strings.HasPrefix(m, "shadowgate") {
+			t.Errorf("the pod was written by %s; its managers: %s", m, managers)
+		}
+	}
+}
+
 // The login node's sshd going away ends the tunnel (TunnelFailed, LoginUnreachable once the
 // restarted forward cannot log in), and its coming back restores it (TunnelRecovered), the
 // same shadow pod carrying the notebook's page again.

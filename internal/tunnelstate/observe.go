@@ -25,18 +25,16 @@ type Observation struct {
 	Now           time.Time
 }
 
-// Finished is the state of a tunnel whose pod has finished: Ended when the pod Succeeded,
-// Failed with NoRunningJob when it Failed (its job was cancelled, timed out or lost), since
-// then the tunnel went with a job that did not end as the pod's owner meant. A tunnel already
-// Ended (JobCompleted: Slurm said the job completed before the pod was seen finished) keeps
-// that state: the reporter does not ask Finished for it.
+// Finished is the state of a tunnel whose pod has finished: Ended with JobCompleted when the
+// pod Succeeded (its job completed), Failed with NoRunningJob when it Failed (its job was
+// cancelled, timed out or lost), since then the tunnel went with a job that did not end as the
+// pod's owner meant. A tunnel already Ended (Slurm said the job completed before the pod was
+// seen finished) keeps that state: the reporter does not ask Finished for it.
 func Finished(pod *corev1.Pod, last Status) Status {
-	st := last
-	msg := fmt.Sprintf("the pod has finished (phase %s): its batch job is no longer running, and its shadow is removed", pod.Status.Phase)
 	if pod.Status.Phase == corev1.PodSucceeded {
-		return with(st, Ended, ReasonNoRunningJob, "", msg)
+		return with(last, Ended, ReasonJobCompleted, "", "the pod succeeded: its batch job completed, and its shadow is removed")
 	}
-	return with(st, Failed, ReasonNoRunningJob, "", msg)
+	return with(last, Failed, ReasonNoRunningJob, "", fmt.Sprintf("the pod has finished (phase %s): its batch job is no longer running, and its shadow is removed", pod.Status.Phase))
 }
 
 // StartupGrace is how long after a tunnel container starts a failed check still counts as

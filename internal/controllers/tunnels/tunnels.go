@@ -392,8 +392,8 @@ func (t *TunnelReporter) record(pod *corev1.Pod, sh *shadowView, prev tunnelstat
 		}
 		t.say(pod, related(sh.pod), corev1.EventTypeWarning, ReasonTunnelFailed, note, false)
 	case tunnelstate.Ended:
-		// Slurm said the job completed before the pod was seen finished: the tunnel closed as
-		// it should. A pod that finishes says nothing more (Reconcile).
+		// Slurm said the job completed, or the pod succeeded: the tunnel closed as it should.
+		// Said once: a pod that finishes after Slurm said so says nothing more (Reconcile).
 		if next.Reason == tunnelstate.ReasonJobCompleted {
 			t.say(pod, related(sh.pod), corev1.EventTypeNormal, ReasonTunnelEnded,
 				fmt.Sprintf("Tunnel ended: %s.", strings.TrimSuffix(next.Message, ".")), false)

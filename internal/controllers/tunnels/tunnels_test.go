@@ -239,7 +239,7 @@ func TestAFinishedPodKeepsItsFinalState(t *testing.T) {
 	shadowPod.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ssh-forward", Ready: true,
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Hour))}}}}}
 	c := reporterClient(t, interceptor.Funcs{}, pod, shadowDeploymentOf("pod-uid"), shadowPod)
-	r, _ := testReporter(t, c)
+	r, recorder := testReporter(t, c)
 	key := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(pod)}
 	if _, err := r.Reconcile(context.Background(), key); err != nil {
 		t.Fatal(err)
@@ -253,8 +253,15 @@ func TestAFinishedPodKeepsItsFinalState(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if tunnel := shadowtest.TunnelOf(t, c, pod); tunnel == nil || tunnel.Status.State != string(tunnelstate.Ended) {
-		t.Errorf("Tunnel %+v of a pod that succeeded, want Ended", tunnel)
+	if tunnel := shadowtest.TunnelOf(t, c, pod); tunnel == nil || tunnel.Status.State != string(tunnelstate.Ended) || tunnel.Status.Reason != string(tunnelstate.ReasonJobCompleted) {
+		t.Errorf("Tunnel %+v of a pod that succeeded, want Ended with JobCompleted", tunnel)
+	}
+	var said []string
+	for len(recorder.Events) > 0 {
+		said = append(said, <-recorder.Events)
+	}
+	if len(said) != 2 || !strings.Contains(said[1], corev1.EventTypeNormal+" "+ReasonTunnelEnded) {
+		t.Errorf("Events %q, want TunnelReady, then one Normal TunnelEnded", said)
 	}
 }
 
