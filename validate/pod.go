@@ -109,7 +109,26 @@ func podSpec(meta *metav1.ObjectMeta, spec *corev1.PodSpec, namespace string, po
 	if o.Node.Network.SSHShadow() && o.Node.Network.EnableTunnel && !o.PodVPN {
 		warnSkippedPorts(spec, o.ExtraPorts, at.Spec, annPath, &d)
 	}
+	if o.Node.Network.SSHShadow() && !o.PodVPN {
+		d.Errors = append(d.Errors, validateRunAsUser(spec, nodeName, &o.Node, at.Spec)...)
+	}
 	return o, d
+}
+
+// validateRunAsUser refuses a pod-level runAsUser on a virtual node whose pods have an SSH
+// shadow: interLink's Slurm plugin submits the pod's job with sbatch --uid=<runAsUser>, so the
+// job would run as an account the pod chose rather than the node's one site account, and the
+// shadow, logged in as SSH.User, would never find it (squeue --me).
+func validateRunAsUser(spec *corev1.PodSpec, node string, n *policy.VirtualNode, specPath *field.Path) field.ErrorList {
+	if spec.SecurityContext == nil || spec.SecurityContext.RunAsUser == nil {
+		return nil
+	}
+	user := n.Network.SSH.User
+	uid := *spec.SecurityContext.RunAsUser
+	return field.ErrorList{field.Invalid(specPath.Child("securityContext", "runAsUser"), uid, fmt.Sprintf(
+		"interLink's Slurm plugin would submit the pod's job with sbatch --uid=%d, as an account the pod chooses; "+
+			"every pod of virtual node %s runs its job as the node's site account %s, whose shadow finds the job with squeue --me: remove runAsUser from the pod's securityContext",
+		uid, node, user))}
 }
 
 // isReverseKey reports whether an annotation key is one of interlink.eu/reverse-*, or a case

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
@@ -303,6 +304,36 @@ func TestContainerPortsOfAnOffloadedPod(t *testing.T) {
 			pod.Spec.Containers[0].Ports[0].ContainerPort = tc.port
 			_, d := validate.Pod(pod, validate.Config{Policy: pol})
 			vt.Expect(t, d.Errors, tc.want)
+		})
+	}
+}
+
+func TestRunAsUserOfAnOffloadedPod(t *testing.T) {
+	pol := mustPolicy(t, testPolicy)
+	runAsUser := "spec.securityContext.runAsUser"
+	cases := map[string]struct {
+		node        string
+		annotations map[string]string
+		uid         *int64
+		want        []vt.Err
+	}{
+		"A pod without runAsUser on an SSH-shadow node is admitted.": {node: "hpc-vk"},
+		"A pod with runAsUser on an SSH-shadow node is refused: its job would run as the account it chose.": {node: "hpc-vk", uid: ptr.To[int64](0),
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: runAsUser, Value: int64(0)}}},
+		"A pod-vpn pod with runAsUser has no shadow, and is admitted.": {node: "hpc-vk", annotations: ann(vpn, "true"), uid: ptr.To[int64](1000)},
+		"A pod with runAsUser on no listed node is not judged.":        {node: "worker-1", uid: ptr.To[int64](0)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			pod := podOn(tc.node, tc.annotations)
+			if tc.uid != nil {
+				pod.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: tc.uid}
+			}
+			_, d := validate.Pod(pod, validate.Config{Policy: pol})
+			vt.Expect(t, d.Errors, tc.want)
+			if len(tc.want) > 0 && !strings.Contains(d.Errors.ToAggregate().Error(), "sbatch --uid=0") {
+				t.Errorf("the refusal does not say why: %v", d.Errors)
+			}
 		})
 	}
 }
