@@ -2,6 +2,7 @@ package inject
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -283,6 +284,14 @@ func TestSlurmDiscoveryRefusesHostileAnswers(t *testing.T) {
 		"a COMPLETED job beside a CANCELLED one of the pod's name is NoRunningJob": {"4100 COMPLETED h14\n3999 CANCELLED h14\n", "",
 			"NodeWaitTimedOut: no compute node after 2s (NodeWaitTimeout): Slurm on <login> has not reported job <uid> running; last: NoRunningJob: no running job named <uid> in Slurm: it ended (COMPLETED, CANCELLED)"},
 		"a running job beside an older COMPLETED one of the pod's name is taken": {"4100 RUNNING h15\n3999 COMPLETED h15\n", node("h15", "10.1.2.15"), "compute node is 10.1.2.15"},
+		// A job Slurm is ending ran; how it ended is not known yet: no waiting for it to run,
+		// and the node wait, quiet meanwhile, names it when it times out.
+		"a COMPLETING job of the pod's name is Connecting": {"4100 COMPLETING h16\n", "",
+			"NodeWaitTimedOut: no compute node after 2s (NodeWaitTimeout): Slurm on <login> has not reported job <uid> running; last: Connecting: job <uid> is COMPLETING in Slurm: its end is not known yet"},
+		"a STAGE_OUT job beside a CANCELLED one of the pod's name is Connecting": {"4100 STAGE_OUT h17\n3999 CANCELLED h17\n", "",
+			"last: Connecting: job <uid> is STAGE_OUT in Slurm: its end is not known yet"},
+		"a running job beside a COMPLETING one of the pod's name is refused, naming both": {"4101 RUNNING h18\n4100 COMPLETING h18\n", "",
+			"DuplicateJobName: refusing Slurm's answer on <login> for job <uid>: 1 running job(s) and none waiting (and COMPLETING ending) have that name (job ids 4101, 4100)"},
 		"two node lines for the batch host are refused": {"4100 RUNNING h7\n", node("h7", "10.0.0.7") + node("h7", "10.0.0.8"),
 			"scontrol show node h7 printed 2 lines, want 1"},
 		"a node line of another node is refused":        {"4100 RUNNING h8\n", node("other", "10.0.0.9"), "printed no NodeAddr for that node"},
@@ -446,4 +455,106 @@ virtualNodes:
 			}
 		})
 	}
+}
+
+// TestSlurmDiscoveryAsksAfreshOnAFailedForward: a job's server stops as the job ends, up to a
+// poll interval before discovery asks Slurm again. The check that fails asks Slurm itself,
+// once, so it reports the job's end, never the refused port; a check that passes asks
+// nothing. Discovery here polls once an hour, so only the check's own lookup can know.
+func TestSlurmDiscoveryAsksAfreshOnAFailedForward(t *testing.T) {
+	sshtest.Require(t, "ssh", "timeout")
+	stubs := t.TempDir()
+	for _, cmd := range []string{"squeue", "scontrol"} {
+		writeExecutable(t, filepath.Join(stubs, cmd), fmt.Sprintf(hostileStub, stubs, cmd))
+	}
+	for i, c := range []struct{ name, ended, want string }{
+		{"a job that COMPLETED is JobCompleted", "4100 COMPLETED hf%d\n",
+			"JobCompleted: job <uid> COMPLETED in Slurm: the pod's batch job has ended, and its tunnel with it"},
+		{"a job Slurm is COMPLETING is Connecting", "4100 COMPLETING hf%d\n",
+			"Connecting: job <uid> is COMPLETING in Slurm: its end is not known yet"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			// A login node of its own, whose logins are this case's alone.
+			login := sshtest.StartSSHD(t, "SetEnv PATH="+stubs+":/usr/bin:/bin")
+			uid := fmt.Sprintf("%08x-0000-4000-8000-0000000000fa", i)
+			node, listen := sshtest.NodeAddress(t), sshtest.Loopback(t)
+			port := sshtest.FreePort(t, node, listen)
+			// The job's server: it stops, as the job's does, when the job ends.
+			server, err := net.Listen("tcp", net.JoinHostPort(node, strconv.Itoa(port)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { server.Close() })
+			go func() {
+				for {
+					conn, err := server.Accept()
+					if err != nil {
+						return
+					}
+					conn.Close()
+				}
+			}()
+			squeue := filepath.Join(stubs, uid+".squeue")
+			host := fmt.Sprintf("hf%d", i)
+			writeAtomically(t, squeue, "4100 RUNNING "+host+"\n")
+			writeAtomically(t, filepath.Join(stubs, host+".scontrol"), "NodeName="+host+" Arch=x86_64 NodeAddr="+node+" NodeHostName="+host+" State=MIXED\n")
+			doc := fmt.Sprintf(`
+virtualNodes:
+  hpc-vk:
+    Network:
+      EnableTunnel: true
+      ShadowMode: ssh
+      SSH: {LoginHost: %s, Port: %d, User: %s, KeySecret: k, KnownHostsConfigMap: h}
+`, login.Host, login.Port, login.User)
+			pod := offloadedPod("notebook", "user", corev1.ContainerPort{ContainerPort: int32(port)})
+			pod.UID = types.UID(uid)
+			shadow, _ := render(t, doc, pod)
+			mounts := map[string]string{nodeDir: t.TempDir(), stateDir: t.TempDir(), keyDir: t.TempDir(), knownHostsDir: t.TempDir()}
+			copyFile(t, login.ClientKey, filepath.Join(mounts[keyDir], keyFile), 0o400)
+			copyFile(t, login.KnownHosts, filepath.Join(mounts[knownHostsDir], knownHostsKey), 0o644)
+			p := runContainer(t, container(t, shadow.Deployment, containerForward), mounts, pollEnv,
+				"SHADOW_SLURM_POLL_INTERVAL=3600", "SHADOW_CHECK_INTERVAL=0.5", "SHADOW_LISTEN_ADDRESS="+listen)
+			status := filepath.Join(mounts[stateDir], statusDir, containerForward)
+			expectReason(t, status, "Ready", strings.NewReplacer(), []string{node})
+			// Passing checks log in nowhere: the status is written again by each, and the login
+			// node has seen no login since the first Ready.
+			logins := func() int { return strings.Count(login.Log(), "Accepted publickey for ") }
+			before, first := logins(), statusTime(t, status)
+			eventually(t, 30*time.Second, func() error {
+				if at := statusTime(t, status); at < first+2 {
+					return fmt.Errorf("the status was written at %d, not yet 2 s after %d", at, first)
+				}
+				return nil
+			})
+			if got := readReason(status); !strings.HasPrefix(got, "Ready: ") {
+				t.Fatalf("the tunnel is no longer Ready: %q", got)
+			}
+			if after := logins(); after != before {
+				t.Errorf("passing checks logged in %d times; want none", after-before)
+			}
+			// Slurm ends the job, then its server stops: discovery still says NodeFound.
+			writeAtomically(t, squeue, fmt.Sprintf(c.ended, i))
+			server.Close()
+			reason, message, _ := strings.Cut(strings.ReplaceAll(c.want, "<uid>", uid), ": ")
+			expectReason(t, status, reason, strings.NewReplacer(), []string{message})
+			if strings.Contains(p.out.String(), "status: NodeConnectionRefused") {
+				t.Errorf("a check reported the refused port before the job's end:\n%s", p.out)
+			}
+			if !p.running() {
+				t.Errorf("ssh-forward exited when the job ended:\n%s", p.out)
+			}
+		})
+	}
+}
+
+// statusTime is the epoch a status file's line was written at.
+func statusTime(t *testing.T, file string) int64 {
+	t.Helper()
+	at, _, _ := strings.Cut(sshtest.ReadFile(t, file), " ")
+	n, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		t.Fatalf("%s holds no epoch: %v", file, err)
+	}
+	return n
 }

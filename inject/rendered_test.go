@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-
 )
 
 // The reconciler renders a stored pod again and rolls its shadow when the hash differs from
@@ -30,8 +29,8 @@ func TestTheRenderedHashFollowsThePolicyAndNothingElse(t *testing.T) {
 	at := admitted(t, base, pod())
 
 	for sentence, change := range map[string]func(p *corev1.Pod){
-		"a label put on the pod since":                 func(p *corev1.Pod) { p.Labels = map[string]string{"team": "physics"} },
-		"an annotation of another tool put on the pod": func(p *corev1.Pod) { p.Annotations = map[string]string{"example.org/owner": "alice"} },
+		"a label put on the pod since":                     func(p *corev1.Pod) { p.Labels = map[string]string{"team": "physics"} },
+		"an annotation of another tool put on the pod":     func(p *corev1.Pod) { p.Annotations = map[string]string{"example.org/owner": "alice"} },
 		"the pod's status, as the virtual kubelet sets it": func(p *corev1.Pod) { p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7"} },
 	} {
 		t.Run(sentence+" leaves the hash as it was", func(t *testing.T) {

@@ -609,8 +609,9 @@ scontrol show node --oneliner "$host" | sed "s/^/node /"'
 # slurm_say REASON MESSAGE logs MESSAGE unless it is what this script said last about the
 # node, so a lookup every poll interval logs a line only when something changes. The last
 # reason line stays in the state directory, in node-discovery.<container>, as where discovery
-# stands (discovery_said): NodeFound, WaitingForNode, NoRunningJob, JobCompleted,
-# DuplicateJobName, or why Slurm could not be asked (a login failure's reason, or TunnelDown).
+# stands (discovery_said): NodeFound, WaitingForNode, Connecting (the job is ending),
+# NoRunningJob, JobCompleted, DuplicateJobName, or why Slurm could not be asked (a login
+# failure's reason, or TunnelDown).
 slurm_say() {
   ss_file=${SHADOW_STATE_DIR:?}/node-discovery.${0##*/}
   ss_line=$(reason_line "$1" "$2")
@@ -637,6 +638,21 @@ discovery_said() {
   cat -- "${SHADOW_STATE_DIR:?}/node-discovery.${0##*/}" 2>/dev/null || true
 }
 
+# job_ended asks Slurm afresh (slurm_node: one lookup, which discovery_said then gives) whether
+# the pod's job has ended, for a check of a tunnel that needs the job and has just failed: the
+# job's server stops as the job ends, while discovery's last answer may be a poll interval old.
+# True, with sn_reason and sn_said, when Slurm says the job has ended (JobCompleted,
+# NoRunningJob) or is ending (Connecting: COMPLETING, its end not known yet), which the caller
+# reports rather than the failure; false under NodeDiscovery configmap, which asks nothing.
+job_ended() {
+  [ "${SHADOW_NODE_DISCOVERY:-configmap}" = slurm ] || return 1
+  slurm_node >/dev/null
+  case $sn_reason in
+    JobCompleted | NoRunningJob | Connecting) return 0 ;;
+  esac
+  return 1
+}
+
 # slurm_node prints the address of the compute node that runs the pod's batch job, or nothing
 # while there is none, saying why (slurm_say): what slurm_job found.
 slurm_node() {
@@ -647,8 +663,8 @@ slurm_node() {
 
 # slurm_job finds the pod's batch job, the one choice of it that node discovery and
 # reverse-hop's srun both make. It sets sn_reason and sn_said to the reason line's reason and
-# message (NodeFound, WaitingForNode, NoRunningJob, JobCompleted, DuplicateJobName, a login
-# failure's reason, or TunnelDown) and, for NodeFound, sn_id, sn_host and sn_addr to the job's id, its batch host
+# message (NodeFound, WaitingForNode, Connecting, NoRunningJob, JobCompleted, DuplicateJobName,
+# a login failure's reason, or TunnelDown) and, for NodeFound, sn_id, sn_host and sn_addr to the job's id, its batch host
 # and that host's address. The job is the one interLink's Slurm plugin submits with
 # #SBATCH --job-name=<pod UID>, among the login user's jobs; its node is the batch host squeue
 # reports, and the address is the one Slurm itself reaches that node at: NodeAddr of scontrol
@@ -691,12 +707,22 @@ EOF
   rm -f -- "$sn_out" "$sn_out.rc"
 }
 
-# slurm_answer reads the answer slurm_job got, in $sn_out; part of slurm_job. No job of the
-# name running or waiting, and every one that ended COMPLETED, is JobCompleted: the job ran to
-# its end. Any other end (CANCELLED, FAILED, TIMEOUT, ...), alone or beside a COMPLETED one,
-# is NoRunningJob.
+# slurm_answer reads the answer slurm_job got, in $sn_out; part of slurm_job. squeue's states
+# (%T: a flag's name, such as COMPLETING, before the base state's) fall in four kinds:
+#   running  RUNNING
+#   waiting  to run, or to run again: PENDING, CONFIGURING (its nodes boot), REQUEUED,
+#            REQUEUE_HOLD, REQUEUE_FED, RESV_DEL_HOLD, SPECIAL_EXIT; SUSPENDED, STOPPED and
+#            RESIZING, which hold an allocation but do not run as they are; any state not named
+#            here. WaitingForNode.
+#   ending   the job ran and Slurm is ending or signalling it, its end state not known yet:
+#            COMPLETING, STAGE_OUT, SIGNALING. Connecting, with no job running or waiting: the
+#            next answer says how it ended.
+#   ended    BOOT_FAIL, CANCELLED, COMPLETED, ... (below). With none running, waiting or
+#            ending: every one COMPLETED is JobCompleted, the job ran to its end; any other end
+#            (CANCELLED, FAILED, TIMEOUT, ...), alone or beside a COMPLETED one, is NoRunningJob.
+# One running job beside another that has not ended (waiting or ending) is DuplicateJobName.
 slurm_answer() {
-  sn_status='' sn_running=0 sn_waiting='' sn_ended='' sn_failed='' sn_nodes=0 sn_node='' sn_bad='' sn_ids=''
+  sn_status='' sn_running=0 sn_waiting='' sn_ending='' sn_ended='' sn_failed='' sn_nodes=0 sn_node='' sn_bad='' sn_ids=''
   while IFS= read -r sn_line || [ -n "$sn_line" ]; do
     case $sn_line in
       'squeue '*) sn_status=${sn_line#squeue } ;;
@@ -724,13 +750,15 @@ slurm_answer() {
             ;;
           *)
             sn_ids="${sn_ids:+${sn_ids}, }${sn_line_id}"
-            if [ "$sn_state" = RUNNING ]; then
-              sn_running=$((sn_running + 1))
-              # shellcheck disable=SC2034 # reverse-hop's srun steps into job sn_id
-              sn_id=$sn_line_id sn_host=$sn_batch
-            else
-              sn_waiting="${sn_waiting:+${sn_waiting}, }${sn_state}"
-            fi
+            case $sn_state in
+              RUNNING)
+                sn_running=$((sn_running + 1))
+                # shellcheck disable=SC2034 # reverse-hop's srun steps into job sn_id
+                sn_id=$sn_line_id sn_host=$sn_batch
+                ;;
+              COMPLETING | STAGE_OUT | SIGNALING) sn_ending="${sn_ending:+${sn_ending}, }${sn_state}" ;;
+              *) sn_waiting="${sn_waiting:+${sn_waiting}, }${sn_state}" ;;
+            esac
             ;;
         esac
         ;;
@@ -744,15 +772,17 @@ EOF
     sn_reason=TunnelDown sn_said="could not ask Slurm on ${sn_login} for job ${sn_job}: squeue failed (status ${sn_status:-unknown}): $(printable <"$sn_out")"
   elif [ -n "$sn_bad" ]; then
     sn_reason=TunnelDown sn_said="refusing Slurm's answer on ${sn_login} for job ${sn_job}: ${sn_bad}"
-  elif [ "$sn_running" -gt 1 ] || { [ "$sn_running" -eq 1 ] && [ -n "$sn_waiting" ]; }; then
+  elif [ "$sn_running" -gt 1 ] || { [ "$sn_running" -eq 1 ] && [ -n "$sn_waiting$sn_ending" ]; }; then
     # Every pod of the virtual node runs its job as one site account: a co-tenant can name a
     # job of its own after this pod's UID to receive its traffic, and run it while the pod's
-    # own job is still queued. Neither is picked.
-    sn_reason=DuplicateJobName sn_said="refusing Slurm's answer on ${sn_login} for job ${sn_job}: ${sn_running} running job(s) and ${sn_waiting:-none} waiting have that name (job ids ${sn_ids:-not given}), so which one is the pod's is not known; another job of the same site account may be named after this pod's UID"
+    # own job is still queued, or ending. Neither is picked.
+    sn_reason=DuplicateJobName sn_said="refusing Slurm's answer on ${sn_login} for job ${sn_job}: ${sn_running} running job(s) and ${sn_waiting:-none} waiting${sn_ending:+ (and ${sn_ending} ending)} have that name (job ids ${sn_ids:-not given}), so which one is the pod's is not known; another job of the same site account may be named after this pod's UID"
   elif [ "$sn_running" -eq 1 ]; then
     slurm_address
   elif [ -n "$sn_waiting" ]; then
     sn_reason=WaitingForNode sn_said="job ${sn_job} is ${sn_waiting} in Slurm: waiting for it to run"
+  elif [ -n "$sn_ending" ]; then
+    sn_reason=Connecting sn_said="job ${sn_job} is ${sn_ending} in Slurm: its end is not known yet"
   elif [ -n "$sn_ended" ] && [ -z "$sn_failed" ]; then
     sn_reason=JobCompleted sn_said="job ${sn_job} COMPLETED in Slurm: the pod's batch job has ended, and its tunnel with it"
   elif [ -n "$sn_ended" ]; then

@@ -61,7 +61,7 @@ run() {
   slurm_job </dev/null
   case $sn_reason in
     NodeFound) ;;
-    WaitingForNode | NoRunningJob | JobCompleted)
+    WaitingForNode | Connecting | NoRunningJob | JobCompleted)
       reason_line "$sn_reason" "$sn_said" >&2
       exit 3
       ;;

@@ -151,11 +151,12 @@ check_channel() {
 
 # check_ports NODE proves every port end to end over the live session and reports what it
 # found: Ready when each opened a channel to NODE; else the first port's failure, classified
-# from what the check and the session's master printed meanwhile. Under NodeDiscovery slurm,
-# when Slurm last said the job is not running (or has completed), that is the reason rather
-# than the channel.
+# from what the check and the session's master printed meanwhile. Under NodeDiscovery slurm a
+# failed check asks Slurm once more (job_ended), as the job's end stops its server: a job that
+# completed, ended otherwise or is ending is the reason rather than the channel. A passing check
+# asks nothing.
 check_ports() {
-  local node=$1 port from out=${state}/ssh-forward.check said i
+  local node=$1 port from out=${state}/ssh-forward.check i
   if ! ssh -o "ControlPath=${control}" -O check -- "$login_host" >/dev/null 2>&1; then
     report TunnelDown "the ssh session to $(login_name) does not answer on its control socket ${control}"
     return 0
@@ -180,9 +181,9 @@ check_ports() {
         124 | 143) cl_reason=NodeUnreachable cl_said="no connection within ${check_bound} s" ;;
       esac
     fi
-    said=$(discovery_said)
-    if [[ $said == NoRunningJob:* || $said == JobCompleted:* ]]; then
-      report "${said%%:*}" "${said#*: }"
+    if job_ended; then
+      # shellcheck disable=SC2154 # job_ended (common.sh) sets sn_reason and sn_said
+      report "$sn_reason" "$sn_said"
     else
       report "$cl_reason" "$(failure_message "$node" "$port")"
     fi

@@ -197,11 +197,15 @@ start_sessions() {
 # the login's own failures by their reason, a refused hop to the node as NodeHopRefused. A
 # relay missing for less than a minute is the job starting: Connecting, then NoRunningJob; or
 # JobCompleted at once, when Slurm said last that the job completed (NodeDiscovery slurm).
+# Under NodeDiscovery slurm a failure asks Slurm once more (job_ended), as discovery's last
+# answer may be a poll interval old: a job that has ended, or is ending, is the reason rather
+# than the failure. Not when the hop's srun had Slurm's answer itself, just now.
 report_failure() {
-  local said
+  local said ask=1
   classify "$2"
   case $cl_reason in
     NodeConnectionRefused | ExecCommandMissing | ForwardingProhibited) cl_reason=NodeHopRefused ;;
+    NoRunningJob | JobCompleted | DuplicateJobName) ask='' ;;
     TunnelDown)
       if [[ $3 -eq 3 ]]; then
         said=$(discovery_said)
@@ -218,6 +222,11 @@ report_failure() {
       fi
       ;;
   esac
+  if [[ -n $ask ]] && job_ended; then
+    # shellcheck disable=SC2154 # job_ended (common.sh) sets sn_reason and sn_said
+    report "$sn_reason" "$sn_said"
+    return 0
+  fi
   report "$cl_reason" "$(failure_message "$1")"
 }
 
