@@ -248,12 +248,20 @@ done
 cat -- "%s/$key.%s"
 `
 
-func TestSlurmDiscoveryRefusesHostileAnswers(t *testing.T) {
+// stubSlurm is a directory holding hostileStub's squeue and scontrol, which answer from the
+// files <dir>/<key>.<command>; a login node with it first in its PATH answers as the test says.
+func stubSlurm(t *testing.T) string {
+	t.Helper()
 	sshtest.Require(t, "ssh", "timeout")
 	stubs := t.TempDir()
 	for _, cmd := range []string{"squeue", "scontrol"} {
 		writeExecutable(t, filepath.Join(stubs, cmd), fmt.Sprintf(hostileStub, stubs, cmd))
 	}
+	return stubs
+}
+
+func TestSlurmDiscoveryRefusesHostileAnswers(t *testing.T) {
+	stubs := stubSlurm(t)
 	login := sshtest.StartSSHD(t, "SetEnv PATH="+stubs+":/usr/bin:/bin")
 	pwned := filepath.Join(t.TempDir(), "pwned")
 	long := strings.Repeat("a", 254)
@@ -405,11 +413,7 @@ func TestSlurmQueryPassesShellcheck(t *testing.T) {
 // job that ran to its end, NoRunningJob for any other end. The login node's squeue and
 // scontrol are hostileStub's, so the job can be made to end as each case needs.
 func TestSlurmDiscoveryNamesTheJobsEndOnAFailedForward(t *testing.T) {
-	sshtest.Require(t, "ssh", "timeout")
-	stubs := t.TempDir()
-	for _, cmd := range []string{"squeue", "scontrol"} {
-		writeExecutable(t, filepath.Join(stubs, cmd), fmt.Sprintf(hostileStub, stubs, cmd))
-	}
+	stubs := stubSlurm(t)
 	login := sshtest.StartSSHD(t, "SetEnv PATH="+stubs+":/usr/bin:/bin")
 	// Each case's batch host is its own, hc<i>: the stub's scontrol answers by host.
 	for i, c := range []struct{ name, ended, want string }{
@@ -462,11 +466,7 @@ virtualNodes:
 // once, so it reports the job's end, never the refused port; a check that passes asks
 // nothing. Discovery here polls once an hour, so only the check's own lookup can know.
 func TestSlurmDiscoveryAsksAfreshOnAFailedForward(t *testing.T) {
-	sshtest.Require(t, "ssh", "timeout")
-	stubs := t.TempDir()
-	for _, cmd := range []string{"squeue", "scontrol"} {
-		writeExecutable(t, filepath.Join(stubs, cmd), fmt.Sprintf(hostileStub, stubs, cmd))
-	}
+	stubs := stubSlurm(t)
 	for i, c := range []struct{ name, ended, want string }{
 		{"a job that COMPLETED is JobCompleted", "4100 COMPLETED hf%d\n",
 			"JobCompleted: job <uid> COMPLETED in Slurm: the pod's batch job has ended, and its tunnel with it"},
