@@ -20,10 +20,12 @@ func AddToScheme(s *runtime.Scheme) error {
 // Tunnel is how an offloaded pod's tunnel and shadow are doing, as shadowgate last saw them.
 // It has the pod's namespace and name, and the pod as its owner, so it goes with the pod;
 // shadowgate writes its status and nothing else writes it. The virtual kubelet, which keeps
-// the pod's status, never sees it.
+// the pod's status, never sees it. Every status write names the pod it is about
+// (status.podUID), and the API server refuses one about another pod than spec.podUID.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:validation:XValidation:rule="!has(self.status) || !has(self.status.podUID) || self.status.podUID == self.spec.podUID",message="status.podUID must be spec.podUID: a status about another pod is not this Tunnel's"
 // +kubebuilder:resource:scope=Namespaced,shortName=tun,categories=shadowgate
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
@@ -31,17 +33,34 @@ func AddToScheme(s *runtime.Scheme) error {
 // +kubebuilder:printcolumn:name="Service",type=string,JSONPath=`.status.service`
 // +kubebuilder:printcolumn:name="Shadow",type=string,JSONPath=`.status.shadow.state`
 // +kubebuilder:printcolumn:name="Since",type=date,JSONPath=`.status.since`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
 type Tunnel struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
+	Spec   TunnelSpec   `json:"spec"`
 	Status TunnelStatus `json:"status,omitempty"`
 }
 
-// IsFor says whether t is pod's Tunnel: pod, by its name and UID, is its owner. Only
-// shadowgate writes Tunnels, and it gives each the pod it reports on as its owner.
+// TunnelSpec names the pod a Tunnel reports on: set when shadowgate creates the Tunnel, never
+// changed.
+//
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: a Tunnel reports on one pod"
+type TunnelSpec struct {
+	// PodUID is the UID of the pod this Tunnel reports on, its owner.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	PodUID types.UID `json:"podUID"`
+}
+
+// IsFor says whether t is pod's Tunnel: it reports on pod's UID, and pod, by its name and UID,
+// is its owner. Only shadowgate writes Tunnels, and it makes each for the pod it reports on.
 func (t *Tunnel) IsFor(pod metav1.Object) bool {
+	if t.Spec.PodUID != pod.GetUID() {
+		return false
+	}
 	for _, ref := range t.OwnerReferences {
 		if ref.APIVersion == "v1" && ref.Kind == "Pod" && ref.UID == pod.GetUID() && ref.Name == pod.GetName() {
 			return true
@@ -53,7 +72,10 @@ func (t *Tunnel) IsFor(pod metav1.Object) bool {
 // TunnelStatus is the tunnel's state, written by shadowgate's tunnel reporter, and the
 // shadow's against the policy in force, written by its reconciler.
 type TunnelStatus struct {
-	// PodUID is the UID of the pod this Tunnel reports on.
+	// PodUID is the UID of the pod the status is about: spec.podUID, or the API server
+	// refuses the write.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	PodUID types.UID `json:"podUID,omitempty"`
 	// State is where the tunnel stands.
@@ -85,7 +107,6 @@ type TunnelStatus struct {
 	// +optional
 	Service string `json:"service,omitempty"`
 	// Ports are the pod's ports the tunnel forwards.
-	// +kubebuilder:validation:MaxItems=64
 	// +listType=atomic
 	// +optional
 	Ports []int32 `json:"ports,omitempty"`

@@ -186,5 +186,5 @@ func TunnelSaying(pod *corev1.Pod, status v1alpha1.TunnelStatus) *v1alpha1.Tunne
 	status.PodUID = pod.UID
 	return &v1alpha1.Tunnel{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name,
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}}},
-		Status: status}
+		Spec: v1alpha1.TunnelSpec{PodUID: pod.UID}, Status: status}
 }

@@ -89,7 +89,7 @@ var reasonLine = regexp.MustCompile(`^([A-Z][A-Za-z]+): (.*)$`)
 // ParseReasonLine reads the first line of text as `<Reason>: <message>`. A line in another
 // shape, or with a reason outside the catalogue, is TunnelDown with the line as its message,
 // so what a container said is never lost, only not classified. The message is printable
-// (printable.Cut to maxMessage): it goes into Events, the annotation and terminals.
+// (printable.Cut to maxMessage): it goes into Events, the Tunnel and terminals.
 func ParseReasonLine(text string) (Reason, string) {
 	line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
 	line = strings.TrimSpace(line)

@@ -142,20 +142,23 @@ func (r *Reconciler) refuse(ctx context.Context, pod *corev1.Pod, reason string)
 	r.pacer.refused(pod.UID)
 	st := drift.Status{State: drift.Refused, Reason: eventnote.Truncate(reason)}
 	said, tunnel, err := r.said(ctx, pod)
-	if err != nil || said.Same(st) {
+	if err != nil || (said.Same(st) && holds(tunnel, st)) {
 		return 0, err
 	}
 	if wait := r.holdWrite(pod.UID); wait > 0 {
 		return wait, nil // the Event waits with the write, so each is said once
 	}
-	log.FromContext(ctx).Info("the policy in force would refuse a pod with a shadow; leaving both as they are", "pod", pod.Namespace+"/"+pod.Name, "reason", reason)
-	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonShadowRefusedByPolicy, "Reconcile", "%s", eventnote.Truncate(
-		"the policy in force would refuse this pod; it and its shadow are left as they are, and the shadow no longer follows the policy: "+reason))
+	if !said.Same(st) {
+		log.FromContext(ctx).Info("the policy in force would refuse a pod with a shadow; leaving both as they are", "pod", pod.Namespace+"/"+pod.Name, "reason", reason)
+		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonShadowRefusedByPolicy, "Reconcile", "%s", eventnote.Truncate(
+			"the policy in force would refuse this pod; it and its shadow are left as they are, and the shadow no longer follows the policy: "+reason))
+	}
 	return 0, r.writeDrift(ctx, pod, tunnel, st)
 }
 
-// said is the drift status last said about pod: what this process wrote, else what the pod's
-// Tunnel holds (Current without one); with the Tunnel in the cache, nil for none.
+// said is the drift status last said about pod, what its Events went by: what this process
+// wrote, else what the pod's Tunnel holds (Current without one); with the Tunnel in the cache,
+// nil for none.
 func (r *Reconciler) said(ctx context.Context, pod *corev1.Pod) (drift.Status, *v1alpha1.Tunnel, error) {
 	tunnel, err := r.tunnelOf(ctx, pod)
 	if err != nil {
@@ -191,18 +194,28 @@ func (r *Reconciler) tunnelOf(ctx context.Context, pod *corev1.Pod) (*v1alpha1.T
 }
 
 // sayDrift writes st as the shadow's state in the pod's Tunnel when it says something else
-// now, at the rate driftWrites allows: a policy change that makes every shadow of a large
+// now, or the Tunnel does not hold it, at the rate driftWrites allows: a policy change that makes every shadow of a large
 // cluster OutOfDate does not send every write at once. Held back, it says how long until the
 // pod's reconcile may try again.
 func (r *Reconciler) sayDrift(ctx context.Context, pod *corev1.Pod, st drift.Status) (time.Duration, error) {
 	said, tunnel, err := r.said(ctx, pod)
-	if err != nil || said.Same(st) {
+	if err != nil || (said.Same(st) && holds(tunnel, st)) {
 		return 0, err
 	}
 	if wait := r.holdWrite(pod.UID); wait > 0 {
 		return wait, nil
 	}
 	return 0, r.writeDrift(ctx, pod, tunnel, st)
+}
+
+// holds says whether the cached Tunnel (nil for none) says st of the shadow. One that does not,
+// though this process wrote st, was deleted and made again since, or lags behind the write
+// (written again, which changes nothing).
+func holds(tunnel *v1alpha1.Tunnel, st drift.Status) bool {
+	if tunnel == nil {
+		return st.State == drift.Current
+	}
+	return drift.Of(tunnel.Status.Shadow).Same(st)
 }
 
 // holdWrite gives the pod uid a turn for one drift write: 0 when it may write now, else how
@@ -229,7 +242,11 @@ func (r *Reconciler) holdWrite(uid types.UID) time.Duration {
 // writeDrift writes st as the shadow's state in the pod's Tunnel (applier.ApplyTunnelStatus).
 func (r *Reconciler) writeDrift(ctx context.Context, pod *corev1.Pod, tunnel *v1alpha1.Tunnel, st drift.Status) error {
 	st.Since = time.Now().UTC().Truncate(time.Second)
-	written, err := applier.ApplyTunnelStatus(ctx, r.writer, pod, tunnel, driftFieldManager, v1alpha1.TunnelStatus{Shadow: st.API()})
+	var status v1alpha1.TunnelStatus
+	if st.State != drift.Current {
+		status.Shadow = st.API() // a current shadow's state is absent
+	}
+	written, err := applier.ApplyTunnelStatus(ctx, r.writer, pod, tunnel, driftFieldManager, status)
 	if err != nil {
 		return err
 	}

@@ -60,7 +60,7 @@ type Reconciler struct {
 	grace      time.Duration
 	rules      validate.CredentialRules // as /validate-pods: no site Secret copied into a pod's namespace unless allowed
 	recorder   events.EventRecorder     // says on the pod why its shadow is not re-applied, rolled or refused
-	writer     client.Client            // server-side apply of the pod's interlink.eu/shadow-drift annotation
+	writer     client.Client            // server-side apply of the shadow's state in the pod's Tunnel
 	// pacer paces the rolls of shadows the policy in force renders differently; wakes is the
 	// channel through which it, and a policy change, ask for a pod's reconcile.
 	pacer         *rollPacer
@@ -72,10 +72,10 @@ type Reconciler struct {
 	gone map[types.UID]time.Time
 	// orphaned holds, per pod UID, when its shadow objects were first found without the pod.
 	orphaned map[types.UID]time.Time
-	// drifts holds, per pod UID, the interlink.eu/shadow-drift status this process wrote last:
+	// drifts holds, per pod UID, the shadow's state this process wrote last in the pod's Tunnel:
 	// the cache may not show it yet when the next reconcile comes.
 	drifts map[types.UID]drift.Status
-	// driftWrites paces the writes of the drift annotation (newDriftWrites); writeTurns holds,
+	// driftWrites paces the writes of that state (newDriftWrites); writeTurns holds,
 	// per pod UID, when a write it was held back for is due (holdWrite).
 	driftWrites *rate.Limiter
 	writeTurns  map[types.UID]time.Time
@@ -84,7 +84,7 @@ type Reconciler struct {
 var _ reconcile.Reconciler = (*Reconciler)(nil)
 
 // New is the reconciler of a serving manager: it reads through mgr's cache and API reader,
-// re-applies with shadowApplier, writes the drift annotation with writer (server-side apply),
+// re-applies with shadowApplier, writes the shadow's state in Tunnels with writer (server-side apply),
 // and rolls at most maxRolling shadows at a time to a policy of policies.
 func New(ctx context.Context, mgr manager.Manager, identity shadows.Identity, policies interface {
 	policystore.Policies

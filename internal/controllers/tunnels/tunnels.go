@@ -157,11 +157,19 @@ func (t *TunnelReporter) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, err
 	}
 	prev, hadPrev := t.previousState(pod, tunnel)
+	// A Tunnel deleted (or never seen by the cache yet) is written again, whatever was said.
+	missing := tunnel == nil || !tunnel.IsFor(pod)
 	if shadows.Finished(pod) {
 		// The reconciler removes the shadow; what the tunnel came to is said once, on a pod
-		// that had one.
+		// that had one, and kept in its Tunnel.
 		t.forget(req.NamespacedName)
-		if !hadPrev || prev.State == tunnelstate.Ended || (prev.State == tunnelstate.Failed && prev.Reason == tunnelstate.ReasonNoRunningJob) {
+		if !hadPrev {
+			return reconcile.Result{}, nil
+		}
+		if prev.State == tunnelstate.Ended || (prev.State == tunnelstate.Failed && prev.Reason == tunnelstate.ReasonNoRunningJob) {
+			if missing {
+				return reconcile.Result{}, t.writeState(ctx, pod, tunnel, prev)
+			}
 			return reconcile.Result{}, nil
 		}
 		next := tunnelstate.Finished(pod, prev)
@@ -198,7 +206,7 @@ func (t *TunnelReporter) Reconcile(ctx context.Context, req reconcile.Request) (
 	// A new message alone is written only where it says something: a probe's message can
 	// change on every check.
 	informative := next.State == tunnelstate.Failed || next.State == tunnelstate.WaitingForNode
-	if !hadPrev || prev.Changed(next) || (informative && prev.Message != next.Message) || prev.Service != next.Service {
+	if !hadPrev || missing || prev.Changed(next) || (informative && prev.Message != next.Message) || prev.Service != next.Service {
 		if err := t.writeState(ctx, pod, tunnel, next); err != nil {
 			return reconcile.Result{}, err
 		}

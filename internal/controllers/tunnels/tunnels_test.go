@@ -231,6 +231,34 @@ func TestATunnelOfAnEarlierPodIsReplaced(t *testing.T) {
 	}
 }
 
+// A Tunnel deleted while its pod runs (by an admin, or with the CRD) is made again, holding
+// what the reporter said, and nothing is said again on the pod.
+func TestADeletedTunnelIsMadeAgain(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
+	shadowPod := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
+	shadowPod.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
+	shadowPod.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ssh-forward", Ready: true,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Hour))}}}}}
+	c := reporterClient(t, interceptor.Funcs{}, pod, shadowDeploymentOf("pod-uid"), shadowPod)
+	r, recorder := testReporter(t, c)
+	key := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(pod)}
+	if _, err := r.Reconcile(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(context.Background(), shadowtest.TunnelOf(t, c, pod)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	if tunnel := shadowtest.TunnelOf(t, c, pod); tunnel == nil || tunnel.Status.State != string(tunnelstate.Ready) {
+		t.Fatalf("Tunnel %+v after its deletion, want it made again, Ready", tunnel)
+	}
+	if n := len(recorder.Events); n != 1 {
+		t.Errorf("%d Events, want the one TunnelReady: the state did not change", n)
+	}
+}
+
 // A finished pod keeps its tunnel's last state in its Tunnel until it is deleted.
 func TestAFinishedPodKeepsItsFinalState(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
