@@ -207,8 +207,8 @@ func TestAJobThatCompletesEndsItsTunnelWithoutAWarning(t *testing.T) {
 	if evs := tunnelEventsOf(t, ns, "notebook", "TunnelFailed"); len(evs) != 0 {
 		t.Errorf("a job that completed was reported TunnelFailed: %+v", evs)
 	}
-	if n := len(tunnelEventsOf(t, ns, "notebook", "TunnelEnded")); n != 1 {
-		t.Errorf("TunnelEnded recorded %d times, want once", n)
+	if evs := tunnelEventsOf(t, ns, "notebook", "TunnelEnded"); len(evs) != 1 || evs[0].Count > 1 {
+		t.Errorf("TunnelEnded recorded as %+v, want once", evs)
 	}
 	managers := kubectl(t, "", "get", "pod", "notebook", "-n", ns, "--show-managed-fields", "-o", `jsonpath={range .metadata.managedFields[*]}{.manager}{"\n"}{end}`)
 	for _, m := range strings.Fields(managers) {
