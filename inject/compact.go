@@ -2,6 +2,7 @@ package inject
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -13,15 +14,65 @@ import (
 // once, when the program starts.
 
 // minifiedShell is src, a POSIX shell program, printed by a shell parser without comments
-// and with the least whitespace; here-documents are kept as they are. It panics on a script
-// that does not parse: the scripts are embedded, so that is a bug of this build.
+// and with the least whitespace; here-documents are kept as they are.
 func minifiedShell(file, src string) string {
-	f, err := syntax.NewParser(syntax.Variant(syntax.LangPOSIX)).Parse(strings.NewReader(src), file)
+	return printedShell(file, parsedShell(file, src), syntax.Minify(true))
+}
+
+// shellWithoutComments is src printed by a shell parser, indented by two spaces, without its
+// comments but the shellcheck directives (`# shellcheck disable=...`), which the rendered
+// scripts are checked with; here-documents are kept as they are.
+func shellWithoutComments(file, src string) string {
+	f := parsedShell(file, src, syntax.KeepComments(true))
+	syntax.Walk(f, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.File:
+			n.Last = directives(n.Last)
+		case *syntax.Stmt:
+			n.Comments = directives(n.Comments)
+		case *syntax.Subshell:
+			n.Last = directives(n.Last)
+		case *syntax.Block:
+			n.Last = directives(n.Last)
+		case *syntax.IfClause:
+			n.CondLast, n.ThenLast, n.Last = directives(n.CondLast), directives(n.ThenLast), directives(n.Last)
+		case *syntax.WhileClause:
+			n.CondLast, n.DoLast = directives(n.CondLast), directives(n.DoLast)
+		case *syntax.ForClause:
+			n.DoLast = directives(n.DoLast)
+		case *syntax.CmdSubst:
+			n.Last = directives(n.Last)
+		case *syntax.CaseClause:
+			n.Last = directives(n.Last)
+		case *syntax.CaseItem:
+			n.Comments, n.Last = directives(n.Comments), directives(n.Last)
+		}
+		return true
+	})
+	return printedShell(file, f, syntax.Indent(2))
+}
+
+// directives are the shellcheck directives among comments.
+func directives(comments []syntax.Comment) []syntax.Comment {
+	return slices.DeleteFunc(comments, func(c syntax.Comment) bool {
+		return !strings.HasPrefix(strings.TrimSpace(c.Text), "shellcheck ")
+	})
+}
+
+// parsedShell is src, a POSIX shell program, parsed with opts. It panics on a script that does
+// not parse: the scripts are embedded, so that is a bug of this build.
+func parsedShell(file, src string, opts ...syntax.ParserOption) *syntax.File {
+	f, err := syntax.NewParser(append(opts, syntax.Variant(syntax.LangPOSIX))...).Parse(strings.NewReader(src), file)
 	if err != nil {
 		panic(fmt.Sprintf("inject: %s does not parse as POSIX shell: %v", file, err))
 	}
+	return f
+}
+
+// printedShell is f printed with opts.
+func printedShell(file string, f *syntax.File, opts ...syntax.PrinterOption) string {
 	var out strings.Builder
-	if err := syntax.NewPrinter(syntax.Minify(true)).Print(&out, f); err != nil {
+	if err := syntax.NewPrinter(opts...).Print(&out, f); err != nil {
 		panic(fmt.Sprintf("inject: printing %s: %v", file, err))
 	}
 	return out.String()

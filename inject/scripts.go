@@ -44,8 +44,11 @@ var (
 	scriptKerberos    = shadowScript("kerberos.sh")
 )
 
-// commonFunctions are the functions of scripts/common.sh, after its markerCommonBegin line.
-var commonFunctions = after("scripts/common.sh", string(mustRead("common.sh")), markerCommonBegin)
+// commonFunctions are the functions of scripts/common.sh, after its markerCommonBegin line,
+// without their comments (shellWithoutComments): spliced into five scripts, with them they would
+// bring the scripts ConfigMap past the 256 KiB that `kubectl apply` keeps of an object in its
+// last-applied annotation (TestTheScriptsConfigMapCanBeAppliedByKubectl).
+var commonFunctions = shellWithoutComments("scripts/common.sh", after("scripts/common.sh", string(mustRead("common.sh")), markerCommonBegin))
 
 // shadowScript is a script the shadow runs, with the common functions in place of its
 // markerCommonInsert line, which follows its header comment, so the rendered script still

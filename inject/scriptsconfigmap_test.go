@@ -129,3 +129,17 @@ func TestEveryShadowMountsTheScriptsAndCarriesNone(t *testing.T) {
 		})
 	}
 }
+
+// `shadowgate render | kubectl apply -f -` keeps the whole object in its last-applied
+// annotation, which, with the other annotations, the API server bounds to 256 KiB: the scripts
+// ConfigMap stays well under it, with room for the scripts to grow.
+func TestTheScriptsConfigMapCanBeAppliedByKubectl(t *testing.T) {
+	const annotationsLimit, room = 256 << 10, 48 << 10
+	b, err := json.Marshal(ScriptsConfigMap("user-shadow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > annotationsLimit-room {
+		t.Errorf("the scripts ConfigMap is %d bytes as JSON: kubectl apply's last-applied annotation holds at most %d, and this leaves less than %d bytes of room", len(b), annotationsLimit, room)
+	}
+}
