@@ -22,7 +22,7 @@ const (
 func runCLI(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code = run(args, strings.NewReader(stdin), &out, &errOut)
+	code = run("shadowgate", args, strings.NewReader(stdin), &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 
@@ -220,5 +220,51 @@ func TestCheckAndRenderPrintControlCharactersEscaped(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Run as kubectl-shadowgate, the name kubectl finds a plugin by, the CLI's usage lines and
+// examples say `kubectl shadowgate`, the command its user types; run as shadowgate, they do not.
+func TestKubectlPluginUsage(t *testing.T) {
+	for name, tc := range map[string]struct {
+		program string
+		want    []string
+		not     []string
+	}{
+		"Run as kubectl-shadowgate, the usage says kubectl shadowgate.": {
+			program: "kubectl-shadowgate",
+			want:    []string{"Usage:\n  kubectl shadowgate status [POD] [flags]", "  kubectl shadowgate status -n user\n"},
+		},
+		"Run as kubectl-shadowgate.exe, the usage says kubectl shadowgate.": {
+			program: "kubectl-shadowgate.exe",
+			want:    []string{"Usage:\n  kubectl shadowgate status [POD] [flags]"},
+		},
+		"Run as shadowgate, the usage says shadowgate alone.": {
+			program: "shadowgate",
+			want:    []string{"Usage:\n  shadowgate status [POD] [flags]", "  shadowgate status -n user\n"},
+			not:     []string{"kubectl shadowgate"},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if code := run(tc.program, []string{"status", "--help"}, strings.NewReader(""), &out, &errOut); code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("the help lacks %q:\n%s", w, out.String())
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(out.String(), n) {
+					t.Errorf("the help holds %q:\n%s", n, out.String())
+				}
+			}
+		})
+	}
+	var out, errOut bytes.Buffer
+	run("kubectl-shadowgate", []string{"render", "--help"}, strings.NewReader(""), &out, &errOut)
+	if want := "| kubectl shadowgate render --policy"; !strings.Contains(out.String(), want) {
+		t.Errorf("render's examples lack %q:\n%s", want, out.String())
 	}
 }
