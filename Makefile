@@ -9,8 +9,11 @@ FUZZTIME  ?= 20s
 
 all: build
 
+## build: bin/shadowgate, and bin/kubectl-shadowgate linked to it: on PATH, kubectl runs it as
+## `kubectl shadowgate`
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/shadowgate ./cmd/shadowgate
+	ln -sf shadowgate $(BIN)/kubectl-shadowgate
 
 ## deps: install the system tools the tests run for real (openssh-server, socat, ...)
 deps:

@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"unicode"
 
 	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
 )
 
 const (
@@ -22,7 +25,7 @@ const (
 func runCLI(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code = run(args, strings.NewReader(stdin), &out, &errOut)
+	code = run("shadowgate", args, strings.NewReader(stdin), &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 
@@ -220,5 +223,94 @@ func TestCheckAndRenderPrintControlCharactersEscaped(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Run as kubectl-shadowgate, the name kubectl finds a plugin by, the CLI's usage lines and
+// examples say `kubectl shadowgate`, the command its user types; run as shadowgate, they do not.
+func TestKubectlPluginUsage(t *testing.T) {
+	for name, tc := range map[string]struct {
+		program string
+		want    []string
+		not     []string
+	}{
+		"Run as kubectl-shadowgate, the usage says kubectl shadowgate.": {
+			program: "kubectl-shadowgate",
+			want:    []string{"Usage:\n  kubectl shadowgate status [POD] [flags]", "  kubectl shadowgate status -n user\n"},
+		},
+		"Run as kubectl-shadowgate.exe, the usage says kubectl shadowgate.": {
+			program: "kubectl-shadowgate.exe",
+			want:    []string{"Usage:\n  kubectl shadowgate status [POD] [flags]"},
+		},
+		"Run as shadowgate, the usage says shadowgate alone.": {
+			program: "shadowgate",
+			want:    []string{"Usage:\n  shadowgate status [POD] [flags]", "  shadowgate status -n user\n"},
+			not:     []string{"kubectl shadowgate"},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if code := run(tc.program, []string{"status", "--help"}, strings.NewReader(""), &out, &errOut); code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("the help lacks %q:\n%s", w, out.String())
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(out.String(), n) {
+					t.Errorf("the help holds %q:\n%s", n, out.String())
+				}
+			}
+		})
+	}
+	var out, errOut bytes.Buffer
+	run("kubectl-shadowgate", []string{"render", "--help"}, strings.NewReader(""), &out, &errOut)
+	if want := "| kubectl shadowgate render --policy"; !strings.Contains(out.String(), want) {
+		t.Errorf("render's examples lack %q:\n%s", want, out.String())
+	}
+}
+
+// The krew manifest installs kubectl-shadowgate on Linux and macOS, amd64 and arm64, each from
+// its own archive, with placeholders a release fills in.
+func TestKrewManifest(t *testing.T) {
+	raw, err := os.ReadFile("../../hack/krew/shadowgate.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		APIVersion, Kind string
+		Metadata         struct{ Name string }
+		Spec             struct {
+			Version, Homepage, ShortDescription, Description string
+			Platforms                                        []struct {
+				Selector         struct{ MatchLabels map[string]string }
+				URI, Sha256, Bin string
+			}
+		}
+	}
+	if err := yaml.UnmarshalStrict(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.APIVersion != "krew.googlecontainertools.github.com/v1alpha2" || m.Kind != "Plugin" || m.Metadata.Name != "shadowgate" {
+		t.Errorf("apiVersion %q, kind %q, name %q", m.APIVersion, m.Kind, m.Metadata.Name)
+	}
+	if m.Spec.Version != "VERSION" || m.Spec.ShortDescription == "" || m.Spec.Description == "" {
+		t.Errorf("spec: %+v", m.Spec)
+	}
+	platforms := map[string]bool{}
+	for _, p := range m.Spec.Platforms {
+		osArch := p.Selector.MatchLabels["os"] + "_" + p.Selector.MatchLabels["arch"]
+		platforms[osArch] = true
+		if !strings.HasSuffix(p.URI, "/kubectl-shadowgate_VERSION_"+osArch+".tar.gz") || !strings.Contains(p.URI, "/download/VERSION/") {
+			t.Errorf("%s: uri %q is not its release archive", osArch, p.URI)
+		}
+		if p.Sha256 != "SHA256_"+strings.ToUpper(osArch) || p.Bin != pluginBinary {
+			t.Errorf("%s: sha256 %q, bin %q", osArch, p.Sha256, p.Bin)
+		}
+	}
+	if want := map[string]bool{"linux_amd64": true, "linux_arm64": true, "darwin_amd64": true, "darwin_arm64": true}; !maps.Equal(platforms, want) {
+		t.Errorf("platforms %v, want %v", platforms, want)
 	}
 }

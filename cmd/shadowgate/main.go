@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -27,13 +29,21 @@ func usageError(format string, args ...any) error {
 	return &exitError{code: exitUsage, msg: fmt.Sprintf(format, args...)}
 }
 
+// pluginBinary is the name kubectl runs the CLI by as a plugin: `kubectl shadowgate` runs the
+// kubectl-shadowgate it finds on PATH (make build links it; krew installs it so).
+const pluginBinary = "kubectl-shadowgate"
+
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(run(filepath.Base(os.Args[0]), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-// run executes the CLI and returns the exit code, so tests drive it like the binary.
-func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// run executes the CLI, invoked as program, and returns the exit code, so tests drive it like
+// the binary.
+func run(program string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRootCommand(stdin, stdout, stderr)
+	if strings.TrimSuffix(program, ".exe") == pluginBinary {
+		asKubectlPlugin(root)
+	}
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {
@@ -67,4 +77,18 @@ field path rather than a virtual kubelet log line. The same decisions run offlin
 	root.SetErr(stderr)
 	root.AddCommand(newCheckCommand(), newRenderCommand(), newPolicyCommand(), newServeCommand(), newStatusCommand(), newDoctorCommand(), newVersionCommand(), newCopyBinaryCommand())
 	return root
+}
+
+// asKubectlPlugin makes the usage lines and examples of root and its commands say
+// `kubectl shadowgate`, the command a plugin's user types.
+func asKubectlPlugin(root *cobra.Command) {
+	root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl shadowgate"}
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Example = strings.ReplaceAll(c.Example, "shadowgate ", "kubectl shadowgate ")
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
 }

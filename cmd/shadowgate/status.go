@@ -1,12 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"os"
+	"os/signal"
+	"reflect"
+	"slices"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -15,10 +21,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/watch"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/interlink-hq/shadowgate/api/v1alpha1"
 	"github.com/interlink-hq/shadowgate/internal/drift"
@@ -26,14 +35,19 @@ import (
 	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
 )
 
-// statusTimeout bounds the whole command: a few reads from the API server.
+// statusTimeout bounds each reading of the API server: the table, or a watch's reading afresh.
 const statusTimeout = 30 * time.Second
 
 // tunnelEvents are the reasons of the Events the tunnel reporter records on a pod.
 var tunnelEvents = map[string]bool{"TunnelWaitingForNode": true, "TunnelReady": true, "TunnelFailed": true, "TunnelRecovered": true, "TunnelEnded": true}
 
+// tunnelStates are the states --wait-for takes.
+var tunnelStates = []tunnelstate.State{tunnelstate.Starting, tunnelstate.WaitingForNode, tunnelstate.Ready, tunnelstate.Failed, tunnelstate.Ended}
+
 type statusOptions struct {
-	kubeconfig, context, namespace, output string
+	kubeconfig, context, namespace, output, waitFor string
+	allNamespaces, watch                            bool
+	timeout                                         time.Duration
 }
 
 func newStatusCommand() *cobra.Command {
@@ -46,29 +60,76 @@ the forward mode, the state (Starting, WaitingForNode, Ready, Failed, Ended), th
 long the state has held, and whether the shadow matches the policy in force (SHADOW: Current,
 OutOfDate, Rolling, Refused); for one pod, also the last tunnel Event with its remedy. A
 finished pod keeps its last state until it is deleted. It reads only the pods, Tunnels and
-Events of one namespace, with your own kubeconfig: nothing in the shadow namespace. Every text
-taken from a Tunnel or an Event is printed with its control characters escaped (\x1b, \u202e).
-Exit 0: every tunnel shown is not Failed. Exit 1: at least one is Failed, or the pod has no
-tunnel state. Exit 2: bad flags, or the API server cannot be read.`,
-		Example: "  shadowgate status -n user\n  shadowgate status -n user notebook -o json",
-		Args:    cobra.MaximumNArgs(1),
+Events of one namespace (of every namespace with -A), with your own kubeconfig: nothing in the
+shadow namespace. Every text taken from a Tunnel or an Event is printed with its control
+characters escaped (\x1b, \u202e).
+-w prints the table, then a row for each pod whose Tunnel changes, until interrupted.
+--wait-for=STATE waits until the tunnel of the pod named, or of every pod listed at the start,
+is in STATE, then prints the table; at --timeout, or on an interrupt, it exits 1 naming the
+pods that are not.
+Exit 0: every tunnel shown is not Failed; with --wait-for, every one reached the state. Exit 1:
+at least one is Failed, or the pod has no tunnel state; with --wait-for, one did not reach the
+state in time. Exit 2: bad flags, the API server cannot be read, or it forbids the reading
+(-A needs the right to list Tunnels and pods in every namespace).`,
+		Example: "  shadowgate status -n user\n  shadowgate status -n user notebook -o json\n" +
+			"  shadowgate status -A -o wide\n  shadowgate status -n user notebook --wait-for=Ready --timeout=10m",
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if o.output != "text" && o.output != "json" {
-				return usageError("--output must be text or json, not %q", o.output)
-			}
 			pod := ""
 			if len(args) == 1 {
 				pod = args[0]
 			}
-			return o.run(cmd.OutOrStdout(), pod)
+			if err := o.validate(pod, cmd.Flags().Changed("timeout")); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			if o.watch || o.waitFor != "" {
+				var stop context.CancelFunc
+				ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+				defer stop()
+			}
+			return o.run(ctx, cmd.OutOrStdout(), pod)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
 	f.StringVar(&o.context, "context", "", "kubeconfig context (default: the current one)")
 	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace of the pods (default: the context's)")
-	f.StringVarP(&o.output, "output", "o", "text", "text or json")
+	f.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "the pods of every namespace, with a NAMESPACE column")
+	f.StringVarP(&o.output, "output", "o", "text", "text, wide (adds SERVICE and MESSAGE), json or yaml")
+	f.BoolVarP(&o.watch, "watch", "w", false, "after the table, print a row whenever a pod's Tunnel changes, until interrupted")
+	f.StringVar(&o.waitFor, "wait-for", "", "wait until every tunnel is in this state: Starting, WaitingForNode, Ready, Failed or Ended")
+	f.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long --wait-for waits")
 	return cmd
+}
+
+// validate refuses flags that do not go together, and normalises --wait-for's state.
+func (o *statusOptions) validate(pod string, timeoutSet bool) error {
+	switch o.output {
+	case "text", "wide", "json", "yaml":
+	default:
+		return usageError("--output must be text, wide, json or yaml, not %q", o.output)
+	}
+	if o.allNamespaces && pod != "" {
+		return usageError("-A lists every namespace's pods, so it takes no pod name (%q): name the pod's namespace with -n instead", pod)
+	}
+	if o.allNamespaces && o.namespace != "" {
+		return usageError("-A and -n %q both say which namespace to read: give one", o.namespace)
+	}
+	if o.waitFor != "" {
+		i := slices.IndexFunc(tunnelStates, func(s tunnelstate.State) bool { return strings.EqualFold(string(s), o.waitFor) })
+		if i < 0 {
+			return usageError("--wait-for %q is no tunnel state: give one of %v", o.waitFor, tunnelStates)
+		}
+		o.waitFor = string(tunnelStates[i])
+	}
+	if timeoutSet && o.waitFor == "" {
+		return usageError("--timeout bounds --wait-for, and --wait-for is not given")
+	}
+	if o.timeout <= 0 {
+		return usageError("--timeout must be positive, not %s", o.timeout)
+	}
+	return nil
 }
 
 // podTunnel is one pod's row. Every text in it is printable (printable.String).
@@ -79,11 +140,23 @@ type podTunnel struct {
 	Tunnel    *tunnelstate.Status `json:"tunnel"` // null: no state reported
 	// Shadow is the shadow against the policy in force: Current, OutOfDate, Rolling, Refused.
 	Shadow drift.Status `json:"shadow"`
-	// LastEvent is the newest tunnel Event on the pod (one pod only).
+	// LastEvent is the newest tunnel Event on the pod (one pod only, not in a watch's rows).
 	LastEvent string `json:"lastEvent,omitempty"`
+	// Deleted says the pod is gone (a watch's row).
+	Deleted bool `json:"deleted,omitempty"`
 }
 
-func (o *statusOptions) run(out io.Writer, pod string) error {
+func (r podTunnel) key() types.NamespacedName {
+	return types.NamespacedName{Namespace: r.Namespace, Name: r.Name}
+}
+
+// sameAs says whether r shows what o shows, the last tunnel Event aside.
+func (r podTunnel) sameAs(o podTunnel) bool {
+	r.LastEvent, o.LastEvent = "", ""
+	return reflect.DeepEqual(r, o)
+}
+
+func (o *statusOptions) run(ctx context.Context, out io.Writer, pod string) error {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.kubeconfig
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context})
@@ -92,7 +165,7 @@ func (o *statusOptions) run(out io.Writer, pod string) error {
 		return usageError("kubeconfig: %v", err)
 	}
 	ns := o.namespace
-	if ns == "" {
+	if ns == "" && !o.allNamespaces {
 		if ns, _, err = cc.Namespace(); err != nil {
 			return usageError("kubeconfig: %v", err)
 		}
@@ -101,48 +174,265 @@ func (o *statusOptions) run(out io.Writer, pod string) error {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme) // registering built-in types into a new scheme cannot fail
 	_ = v1alpha1.AddToScheme(scheme)
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return usageError("kubeconfig: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
-	defer cancel()
-	rows, err := tunnels(ctx, c, ns, pod)
-	if err != nil {
-		return usageError("%v", err)
-	}
-	if o.output == "json" {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(map[string]any{"pods": rows}); err != nil {
-			return err
-		}
-	} else {
-		printTunnels(out, rows, time.Now())
-	}
-	return exitFor(rows)
+	return o.show(ctx, out, c, ns, pod)
 }
 
-// exitFor is exitDenied when a row is Failed or has no tunnel state.
+// show prints the rows of the pods of ns ("" for every namespace), or of the pod named, then
+// follows them with -w or --wait-for, until ctx ends.
+func (o *statusOptions) show(ctx context.Context, out io.Writer, c client.WithWatch, ns, pod string) error {
+	p := &printer{out: out, output: o.output, table: table{allNamespaces: ns == "", wide: o.output == "wide"}}
+	if o.waitFor != "" {
+		return o.wait(ctx, p, c, ns, pod)
+	}
+	if !o.watch {
+		rctx, cancel := context.WithTimeout(ctx, statusTimeout)
+		defer cancel()
+		rows, err := tunnels(rctx, c, ns, pod)
+		if err != nil {
+			return usageError("%v", err)
+		}
+		if err := p.all(rows); err != nil {
+			return err
+		}
+		return exitFor(rows)
+	}
+	seen := map[types.NamespacedName]podTunnel{}
+	first := func(rows []podTunnel) (bool, error) { return false, p.all(rows) }
+	if err := follow(ctx, c, ns, pod, seen, first, func(r podTunnel) (bool, error) { return false, p.one(r) }); err != nil {
+		return err
+	}
+	return exitFor(slices.Collect(maps.Values(seen)))
+}
+
+// wait follows the rows until every pod listed at the start (or the one named) has its tunnel
+// in o.waitFor, printing them as they change with -w, and the table at the end without.
+func (o *statusOptions) wait(ctx context.Context, p *printer, c client.WithWatch, ns, pod string) error {
+	want := tunnelstate.State(o.waitFor)
+	waitCtx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	seen := map[types.NamespacedName]podTunnel{}
+	var targets []types.NamespacedName
+	reached := func() bool {
+		for _, k := range targets {
+			if r := seen[k]; r.Deleted || r.Tunnel == nil || r.Tunnel.State != want {
+				return false
+			}
+		}
+		return len(targets) > 0
+	}
+	first := func(rows []podTunnel) (bool, error) {
+		if len(rows) == 0 {
+			scope := "in namespace " + ns
+			if ns == "" {
+				scope = "in any namespace"
+			}
+			return false, usageError("there are no pods with a Tunnel %s, so none to wait for: name the pod to wait for its tunnel", scope)
+		}
+		for _, r := range rows {
+			targets = append(targets, r.key())
+		}
+		if o.watch {
+			if err := p.all(rows); err != nil {
+				return false, err
+			}
+		}
+		return reached(), nil
+	}
+	changed := func(r podTunnel) (bool, error) {
+		if o.watch {
+			if err := p.one(r); err != nil {
+				return false, err
+			}
+		}
+		return reached(), nil
+	}
+	if err := follow(waitCtx, c, ns, pod, seen, first, changed); err != nil {
+		return err
+	}
+	rows := make([]podTunnel, 0, len(targets))
+	for _, k := range targets {
+		rows = append(rows, seen[k])
+	}
+	if !o.watch {
+		if err := p.all(rows); err != nil {
+			return err
+		}
+	}
+	if reached() {
+		return nil
+	}
+	why := fmt.Sprintf("timed out after %s", o.timeout)
+	if ctx.Err() != nil {
+		why = "interrupted"
+	}
+	if len(targets) == 0 {
+		return &exitError{code: exitDenied, msg: why + " before the pods could be read"}
+	}
+	var not []string
+	for _, r := range rows {
+		switch {
+		case r.Deleted:
+			not = append(not, r.Namespace+"/"+r.Name+" was deleted")
+		case r.Tunnel == nil:
+			not = append(not, r.Namespace+"/"+r.Name+" has no tunnel state")
+		case r.Tunnel.State != want:
+			not = append(not, fmt.Sprintf("%s/%s is %s (%s)", r.Namespace, r.Name, r.Tunnel.State, dash(string(r.Tunnel.Reason))))
+		}
+	}
+	return &exitError{code: exitDenied, msg: fmt.Sprintf("%s waiting for tunnels %s: %s", why, want, strings.Join(not, "; "))}
+}
+
+// follow keeps seen, the rows of the pods of ns ("" for every namespace) or of the pod named,
+// current from a watch on their Tunnels, until ctx ends (nil) or changed says done. It passes
+// the rows read at the start to first, then to changed each row that differs from the one in
+// seen. A watch the API server ends (its timeout, an expired version) is made again, and the
+// Tunnels read afresh once it is: no change made meanwhile is lost.
+func follow(ctx context.Context, c client.WithWatch, ns, pod string, seen map[types.NamespacedName]podTunnel,
+	first func([]podTunnel) (bool, error), changed func(podTunnel) (bool, error)) error {
+	opts := []client.ListOption{client.InNamespace(ns)}
+	if pod != "" {
+		opts = append(opts, client.MatchingFields{"metadata.name": pod})
+	}
+	update := func(r podTunnel) (bool, error) {
+		if old, ok := seen[r.key()]; (ok && old.sameAs(r)) || (!ok && r.Deleted) {
+			return false, nil
+		}
+		seen[r.key()] = r
+		return changed(r)
+	}
+	for started := false; ; started = true {
+		w, err := c.Watch(ctx, &v1alpha1.TunnelList{}, opts...)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return usageError("%v", tunnelsError(err, ns))
+		}
+		done, err := func() (bool, error) {
+			defer w.Stop()
+			rctx, cancel := context.WithTimeout(ctx, statusTimeout)
+			rows, err := tunnels(rctx, c, ns, pod)
+			cancel()
+			switch {
+			case started && pod != "" && apierrors.IsNotFound(err):
+				rows = nil // the pod named is gone: resync says so
+			case err != nil:
+				return false, usageError("%v", err)
+			}
+			if !started {
+				for _, r := range rows {
+					seen[r.key()] = r
+				}
+				if done, err := first(rows); done || err != nil {
+					return done, err
+				}
+			} else if done, err := resync(rows, seen, update); done || err != nil {
+				return done, err
+			}
+			for {
+				select {
+				case <-ctx.Done():
+					return false, nil
+				case ev, open := <-w.ResultChan():
+					if !open || ev.Type == watch.Error {
+						return false, nil
+					}
+					t, ok := ev.Object.(*v1alpha1.Tunnel)
+					if !ok || (pod != "" && t.Name != pod) {
+						continue
+					}
+					r, ok, err := rowFor(ctx, c, t, ev.Type == watch.Deleted)
+					if err != nil {
+						return false, usageError("%v", err)
+					}
+					if !ok {
+						continue
+					}
+					if done, err := update(r); done || err != nil {
+						return done, err
+					}
+				}
+			}
+		}()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if done || err != nil {
+			return err
+		}
+		select { // a moment between watches, so a server that ends each at once is not hammered
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// resync passes to update the rows read afresh, and a deleted row for each pod seen that they
+// no longer hold.
+func resync(rows []podTunnel, seen map[types.NamespacedName]podTunnel, update func(podTunnel) (bool, error)) (bool, error) {
+	now := map[types.NamespacedName]bool{}
+	for _, r := range rows {
+		now[r.key()] = true
+		if done, err := update(r); done || err != nil {
+			return done, err
+		}
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(seen), func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) }) {
+		if !now[k] {
+			if done, err := update(podTunnel{Namespace: k.Namespace, Name: k.Name, Deleted: true}); done || err != nil {
+				return done, err
+			}
+		}
+	}
+	return false, nil
+}
+
+// rowFor is the row a watched Tunnel gives its pod, deleted when the pod is gone; false when the
+// Tunnel is not the pod's (an earlier pod's of the same name).
+func rowFor(ctx context.Context, c client.Reader, t *v1alpha1.Tunnel, deleted bool) (podTunnel, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	var p corev1.Pod
+	err := c.Get(ctx, client.ObjectKeyFromObject(t), &p)
+	switch {
+	case apierrors.IsNotFound(err):
+		return podTunnel{Namespace: t.Namespace, Name: t.Name, Deleted: true}, true, nil
+	case err != nil:
+		return podTunnel{}, false, err
+	case !t.IsFor(&p):
+		return podTunnel{}, false, nil
+	case deleted:
+		return rowOf(&p, nil), true, nil
+	}
+	return rowOf(&p, t), true, nil
+}
+
+// exitFor is exitDenied when a row is Failed or has no tunnel state; a deleted pod's counts
+// for nothing.
 func exitFor(rows []podTunnel) error {
 	for _, r := range rows {
-		if r.Tunnel == nil || r.Tunnel.State == tunnelstate.Failed {
+		if !r.Deleted && (r.Tunnel == nil || r.Tunnel.State == tunnelstate.Failed) {
 			return &exitError{code: exitDenied}
 		}
 	}
 	return nil
 }
 
-// tunnels reads the pods of ns that have a Tunnel, or the one pod named, with its last tunnel
-// Event. A Tunnel is a pod's when the pod owns it: one left by an earlier pod of the same name
-// (the garbage collector removes it) is none.
+// tunnels reads the pods of ns ("" for every namespace) that have a Tunnel, or the one pod
+// named, with its last tunnel Event. A Tunnel is a pod's when the pod owns it: one left by an
+// earlier pod of the same name (the garbage collector removes it) is none.
 func tunnels(ctx context.Context, c client.Reader, ns, name string) ([]podTunnel, error) {
 	var pods []corev1.Pod
 	var list v1alpha1.TunnelList
 	if name != "" {
 		p := corev1.Pod{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("pod %s/%s not found", ns, name)
+			return nil, fmt.Errorf("no pod %s in namespace %s: %w", name, ns, err)
 		} else if err != nil {
 			return nil, err
 		}
@@ -151,25 +441,35 @@ func tunnels(ctx context.Context, c client.Reader, ns, name string) ([]podTunnel
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &t); err == nil {
 			list.Items = []v1alpha1.Tunnel{t}
 		} else if !apierrors.IsNotFound(err) {
-			return nil, tunnelsError(err)
+			return nil, tunnelsError(err, ns)
 		}
 	} else {
 		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
-			return nil, tunnelsError(err)
+			return nil, tunnelsError(err, ns)
 		}
-		var all corev1.PodList
-		if err := c.List(ctx, &all, client.InNamespace(ns)); err != nil {
-			return nil, err
+		// Across namespaces, only those that have a Tunnel have pods to read.
+		namespaces := map[string]bool{ns: true}
+		if ns == "" {
+			namespaces = map[string]bool{}
+			for _, t := range list.Items {
+				namespaces[t.Namespace] = true
+			}
 		}
-		pods = all.Items
+		for _, n := range slices.Sorted(maps.Keys(namespaces)) {
+			var all corev1.PodList
+			if err := c.List(ctx, &all, client.InNamespace(n)); err != nil {
+				return nil, scopeError(err, ns)
+			}
+			pods = append(pods, all.Items...)
+		}
 	}
-	byPod := map[string]*v1alpha1.Tunnel{}
+	byPod := map[types.NamespacedName]*v1alpha1.Tunnel{}
 	for i := range list.Items {
-		byPod[list.Items[i].Name] = &list.Items[i]
+		byPod[client.ObjectKeyFromObject(&list.Items[i])] = &list.Items[i]
 	}
 	rows := make([]podTunnel, 0, len(list.Items))
 	for i := range pods {
-		t := byPod[pods[i].Name]
+		t := byPod[client.ObjectKeyFromObject(&pods[i])]
 		if t != nil && !t.IsFor(&pods[i]) {
 			t = nil
 		}
@@ -184,15 +484,25 @@ func tunnels(ctx context.Context, c client.Reader, ns, name string) ([]podTunnel
 		}
 		rows[0].LastEvent = printable.String(last)
 	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
+	slices.SortFunc(rows, func(a, b podTunnel) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
 	return rows, nil
 }
 
-// tunnelsError says what a failed read of Tunnels means: without the resource, shadowgate is
-// not installed (or is older than its Tunnels).
-func tunnelsError(err error) error {
+// tunnelsError says what a failed read of Tunnels in ns means: without the resource, shadowgate
+// is not installed (or is older than its Tunnels).
+func tunnelsError(err error, ns string) error {
 	if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
 		return fmt.Errorf("the API server has no Tunnels (%s): shadowgate is not installed in this cluster, or is a version from before them: %w", v1alpha1.GroupVersion, err)
+	}
+	return scopeError(err, ns)
+}
+
+// scopeError says what a read the API server forbids across namespaces (ns "", -A) means.
+func scopeError(err error, ns string) error {
+	if ns == "" && apierrors.IsForbidden(err) {
+		return fmt.Errorf("-A reads the Tunnels and pods of every namespace, and the API server forbids you that: %w; name a namespace you may read with -n instead of -A", err)
 	}
 	return err
 }
@@ -240,25 +550,78 @@ func lastTunnelEvent(ctx context.Context, c client.Reader, pod *corev1.Pod) (str
 	return newest.Reason + ": " + newest.Message, nil
 }
 
-func printTunnels(out io.Writer, rows []podTunnel, now time.Time) {
+// printer prints rows as -o says: a table (wide: SERVICE and MESSAGE added), or a JSON or YAML
+// document {"pods": [...]} each time.
+type printer struct {
+	out    io.Writer
+	output string
+	table  table
+	docs   int // documents printed, each after the first separated by --- in YAML
+}
+
+// all prints every row, with the table's header and notes.
+func (p *printer) all(rows []podTunnel) error {
+	if p.output == "json" || p.output == "yaml" {
+		return p.doc(rows)
+	}
+	p.table.print(p.out, rows, time.Now())
+	return nil
+}
+
+// one prints a row that changed: a table row without the header, or a document of it alone.
+func (p *printer) one(r podTunnel) error {
+	if p.output == "json" || p.output == "yaml" {
+		return p.doc([]podTunnel{r})
+	}
+	w := tabwriter.NewWriter(p.out, 0, 8, 3, ' ', 0)
+	p.table.row(w, r, time.Now())
+	return w.Flush()
+}
+
+func (p *printer) doc(rows []podTunnel) error {
+	v := map[string]any{"pods": rows}
+	if p.output == "json" {
+		enc := json.NewEncoder(p.out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if p.docs > 0 {
+		b = append([]byte("---\n"), b...)
+	}
+	p.docs++
+	_, err = p.out.Write(b)
+	return err
+}
+
+// table is status's table: NAMESPACE first with -A, SERVICE and MESSAGE last with -o wide.
+type table struct {
+	allNamespaces, wide bool
+}
+
+func (t table) print(out io.Writer, rows []podTunnel, now time.Time) {
 	if len(rows) == 0 {
-		fmt.Fprintln(out, "No pods with a Tunnel in this namespace.")
+		if t.allNamespaces {
+			fmt.Fprintln(out, "No pods with a Tunnel in any namespace.")
+		} else {
+			fmt.Fprintln(out, "No pods with a Tunnel in this namespace.")
+		}
 		return
 	}
 	w := tabwriter.NewWriter(out, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(w, "POD\tNODE\tCOMPUTE-NODE\tMODE\tSTATE\tREASON\tAGE\tSHADOW")
+	cols := []string{"POD", "NODE", "COMPUTE-NODE", "MODE", "STATE", "REASON", "AGE", "SHADOW"}
+	if t.allNamespaces {
+		cols = append([]string{"NAMESPACE"}, cols...)
+	}
+	if t.wide {
+		cols = append(cols, "SERVICE", "MESSAGE")
+	}
+	fmt.Fprintln(w, strings.Join(cols, "\t"))
 	for _, r := range rows {
-		st := r.Tunnel
-		if st == nil {
-			fmt.Fprintf(w, "%s\t%s\t-\t-\t-\tno tunnel state reported\t-\t%s\n", r.Name, dash(r.Node), r.Shadow.State)
-			continue
-		}
-		reason := string(st.Reason)
-		if st.State == tunnelstate.Failed || st.State == tunnelstate.WaitingForNode {
-			reason += ": " + st.Message
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, dash(r.Node), dash(st.ComputeNode), dash(st.ForwardMode),
-			st.State, dash(oneLine(reason, 100)), duration.HumanDuration(now.Sub(st.Since)), r.Shadow.State)
+		t.row(w, r, now)
 	}
 	_ = w.Flush()
 	if len(rows) == 1 && rows[0].Shadow.State != drift.Current {
@@ -267,9 +630,39 @@ func printTunnels(out io.Writer, rows []podTunnel, now time.Time) {
 	if len(rows) == 1 && rows[0].LastEvent != "" {
 		fmt.Fprintf(out, "\nLast tunnel event: %s\n", rows[0].LastEvent)
 	}
-	if len(rows) == 1 && rows[0].Tunnel == nil {
+	if len(rows) == 1 && rows[0].Tunnel == nil && !rows[0].Deleted {
 		fmt.Fprintln(out, "\nshadowgate has reported no tunnel on this pod: it is on no SSH-shadow virtual node, has nothing to forward, or its shadow has not started yet.")
 	}
+}
+
+// row writes r's line to w.
+func (t table) row(w io.Writer, r podTunnel, now time.Time) {
+	var cols []string
+	if t.allNamespaces {
+		cols = append(cols, r.Namespace)
+	}
+	st := r.Tunnel
+	switch {
+	case r.Deleted:
+		cols = append(cols, r.Name, "-", "-", "-", "-", "pod deleted", "-", "-")
+	case st == nil:
+		cols = append(cols, r.Name, dash(r.Node), "-", "-", "-", "no tunnel state reported", "-", string(r.Shadow.State))
+	default:
+		reason := string(st.Reason)
+		if !t.wide && (st.State == tunnelstate.Failed || st.State == tunnelstate.WaitingForNode) {
+			reason += ": " + st.Message
+		}
+		cols = append(cols, r.Name, dash(r.Node), dash(st.ComputeNode), dash(st.ForwardMode), string(st.State),
+			dash(oneLine(reason, 100)), duration.HumanDuration(now.Sub(st.Since)), string(r.Shadow.State))
+	}
+	if t.wide {
+		if st == nil || r.Deleted {
+			cols = append(cols, "-", "-")
+		} else {
+			cols = append(cols, dash(st.Service), dash(oneLine(st.Message, 200)))
+		}
+	}
+	fmt.Fprintln(w, strings.Join(cols, "\t"))
 }
 
 // shadowSentence says what a shadow's drift state means for the pod's owner.

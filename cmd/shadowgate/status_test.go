@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/interlink-hq/shadowgate/api/v1alpha1"
 	"github.com/interlink-hq/shadowgate/internal/drift"
@@ -65,7 +66,7 @@ func TestPrintTunnels(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var out bytes.Buffer
-			printTunnels(&out, tc.rows, now)
+			table{}.print(&out, tc.rows, now)
 			for _, w := range tc.want {
 				if !strings.Contains(out.String(), w) {
 					t.Errorf("output lacks %q:\n%s", w, out.String())
@@ -98,10 +99,15 @@ func onlyPrintable(t *testing.T, what, out string) {
 }
 
 // statusClient is a fake API server holding objs, with the Events' index status reads by.
-func statusClient(objs ...client.Object) client.Client {
+func statusClient(objs ...client.Object) client.WithWatch {
+	return statusServer(objs...).Build()
+}
+
+// statusServer is statusClient's builder, for interceptors.
+func statusServer(objs ...client.Object) *fake.ClientBuilder {
 	return shadowtest.Client(objs...).WithIndex(&corev1.Event{}, "involvedObject.uid", func(o client.Object) []string {
 		return []string{string(o.(*corev1.Event).InvolvedObject.UID)}
-	}).Build()
+	})
 }
 
 // tunnelOf is pod's Tunnel holding st, with shadow (nil for none).
@@ -140,11 +146,11 @@ func TestStatusListsThePodsTunnels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var table bytes.Buffer
-	printTunnels(&table, rows, now)
-	onlyPrintable(t, "the table", table.String())
+	var out bytes.Buffer
+	table{}.print(&out, rows, now)
+	onlyPrintable(t, "the table", out.String())
 	lines := map[string]string{}
-	for line := range strings.Lines(table.String()) {
+	for line := range strings.Lines(out.String()) {
 		if name, _, ok := strings.Cut(line, " "); ok {
 			lines[name] = line
 		}
@@ -164,7 +170,7 @@ func TestStatusListsThePodsTunnels(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			line, listed := lines[tc.pod]
 			if listed != (tc.line != nil) {
-				t.Fatalf("pod %s listed: %v, want %v:\n%s", tc.pod, listed, tc.line != nil, table.String())
+				t.Fatalf("pod %s listed: %v, want %v:\n%s", tc.pod, listed, tc.line != nil, out.String())
 			}
 			for _, w := range tc.line {
 				if !strings.Contains(line, w) {
@@ -226,7 +232,7 @@ func TestStatusPrintsTheLastEventEscaped(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	printTunnels(&out, rows, time.Now())
+	table{}.print(&out, rows, time.Now())
 	onlyPrintable(t, "the output", out.String())
 	if want := "Last tunnel event: TunnelFailed: LoginRefused: " + hostileEscaped; !strings.Contains(out.String(), want) {
 		t.Errorf("the output lacks %q:\n%s", want, out.String())
