@@ -594,15 +594,17 @@ watch_node() {
 
 # slurm_query is what slurm_job runs on the login node as `sh -s -- <pod UID>`, so the login
 # shell, whichever it is, parses nothing but those plain words. It lists the login user's jobs
-# of that name, in every state, with their id and batch host, and for a running one the line
-# scontrol prints for that host, each line tagged with the command it comes from. It checks
-# the batch host only as far as passing it to scontrol as a name: slurm_job checks the rest.
+# of that name, in every state, with their id, batch host, start time (expected, for a waiting
+# job: ISO 8601 in UTC, whatever the login node's time zone and SLURM_TIME_FORMAT) and, last,
+# as it may hold spaces, the reason it waits; and for a running one the line scontrol prints
+# for that host, each line tagged with the command it comes from. It checks the batch host
+# only as far as passing it to scontrol as a name: slurm_job checks the rest.
 # shellcheck disable=SC2016 # expanded on the login node
 slurm_query='exec 2>&1
-jobs=$(squeue --me --noheader --states=all --name="$1" --format="%i %T %B")
+jobs=$(TZ=UTC0 SLURM_TIME_FORMAT=standard squeue --me --noheader --states=all --name="$1" --format="%i %T %B %S %r")
 echo "squeue $?"
 [ -z "$jobs" ] || printf "%s\n" "$jobs" | sed "s/^/job /"
-host=$(printf "%s\n" "$jobs" | sed -n "s/^[0-9]* RUNNING //p")
+host=$(printf "%s\n" "$jobs" | sed -n "s/^[0-9]* RUNNING \([^ ]*\).*/\1/p")
 case $host in "" | -* | *[!A-Za-z0-9.-]*) exit 0 ;; esac
 scontrol show node --oneliner "$host" | sed "s/^/node /"'
 
@@ -722,7 +724,7 @@ EOF
 #            (CANCELLED, FAILED, TIMEOUT, ...), alone or beside a COMPLETED one, is NoRunningJob.
 # One running job beside another that has not ended (waiting or ending) is DuplicateJobName.
 slurm_answer() {
-  sn_status='' sn_running=0 sn_waiting='' sn_ending='' sn_ended='' sn_failed='' sn_nodes=0 sn_node='' sn_bad='' sn_ids=''
+  sn_status='' sn_running=0 sn_waiting='' sn_pending='' sn_ending='' sn_ended='' sn_failed='' sn_nodes=0 sn_node='' sn_bad='' sn_ids=''
   while IFS= read -r sn_line || [ -n "$sn_line" ]; do
     case $sn_line in
       'squeue '*) sn_status=${sn_line#squeue } ;;
@@ -735,8 +737,14 @@ slurm_answer() {
         sn_line_id=${sn_line_id%% *}
         sn_state=${sn_line#job "$sn_line_id" }
         sn_state=${sn_state%% *}
-        sn_batch=${sn_line#job "$sn_line_id" "$sn_state"}
-        sn_batch=${sn_batch# }
+        sn_rest=${sn_line#job "$sn_line_id" "$sn_state"}
+        sn_rest=${sn_rest# }
+        sn_batch=${sn_rest%% *}
+        sn_rest=${sn_rest#"$sn_batch"}
+        sn_rest=${sn_rest# }
+        sn_start=${sn_rest%% *}
+        sn_why=${sn_rest#"$sn_start"}
+        sn_why=${sn_why# }
         case $sn_line_id in
           '' | *[!0-9]*) sn_state='' ;;
         esac
@@ -757,7 +765,10 @@ slurm_answer() {
                 sn_id=$sn_line_id sn_host=$sn_batch
                 ;;
               COMPLETING | STAGE_OUT | SIGNALING) sn_ending="${sn_ending:+${sn_ending}, }${sn_state}" ;;
-              *) sn_waiting="${sn_waiting:+${sn_waiting}, }${sn_state}" ;;
+              *)
+                [ -n "$sn_waiting" ] || sn_pending=$(slurm_pending "$sn_start" "$sn_why")
+                sn_waiting="${sn_waiting:+${sn_waiting}, }${sn_state}"
+                ;;
             esac
             ;;
         esac
@@ -780,7 +791,7 @@ EOF
   elif [ "$sn_running" -eq 1 ]; then
     slurm_address
   elif [ -n "$sn_waiting" ]; then
-    sn_reason=WaitingForNode sn_said="job ${sn_job} is ${sn_waiting} in Slurm: waiting for it to run"
+    sn_reason=WaitingForNode sn_said="job ${sn_job} is ${sn_waiting} in Slurm${sn_pending}: waiting for it to run"
   elif [ -n "$sn_ending" ]; then
     sn_reason=Connecting sn_said="job ${sn_job} is ${sn_ending} in Slurm: its end is not known yet"
   elif [ -n "$sn_ended" ] && [ -z "$sn_failed" ]; then
@@ -790,6 +801,26 @@ EOF
   else
     sn_reason=NoRunningJob sn_said="${sn_none}: squeue on ${sn_login} lists no job of that name for this user (not submitted yet, submitted by another user, or ended and forgotten by Slurm)"
   fi
+}
+
+# slurm_pending START REASON prints what Slurm says of a waiting job, squeue's %S and %r, as
+# " (reason <reason>, expected start <start>)", or nothing when squeue gave neither. The start
+# is Slurm's N/A or Unknown (no estimate), or YYYY-MM-DDTHH:MM:SS, written with a Z as
+# slurm_query asks for UTC; the reason is at most 128 letters, digits, spaces and _,:.()[]-
+# (Priority, BeginTime, "ReqNodeNotAvail, UnavailableNodes:n[1-3]"). A value in another shape
+# is said to be unreadable, never quoted.
+slurm_pending() {
+  [ -n "$1$2" ] || return 0
+  sp_start=unreadable sp_why=unreadable
+  case $1 in
+    N/A | Unknown) sp_start=$1 ;;
+    [0-9][0-9][0-9][0-9]-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-5][0-9]) sp_start=$1Z ;;
+  esac
+  case $2 in
+    '' | *[!]A-Za-z0-9_,:.\(\)\ [-]*) ;;
+    *) [ "${#2}" -gt 128 ] || sp_why=$2 ;;
+  esac
+  printf ' (reason %s, expected start %s)' "$sp_why" "$sp_start"
 }
 
 # slurm_address sets sn_addr to the NodeAddr of the running job's batch host, $sn_host, from
