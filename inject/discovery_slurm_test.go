@@ -411,6 +411,70 @@ virtualNodes:
 	}
 }
 
+// Slurm revises a queued job's expected start on every scheduling pass: wait-for-node's state
+// file follows each answer, its log a new reason or a start that moved by 10 minutes or more.
+func TestSlurmDiscoveryLogsAQueuedJobsStartOnlyWhenItMoves(t *testing.T) {
+	stubs := stubSlurm(t)
+	login := sshtest.StartSSHD(t, "SetEnv PATH="+stubs+":/usr/bin:/bin")
+	const uid = "0c7dcf86-d1a0-4e5d-8abf-7b6c8d9eafb0"
+	squeue := filepath.Join(stubs, uid+".squeue")
+	pending := func(start, reason string) string { return "4100 PENDING n/a " + start + " " + reason + "\n" }
+	said := func(start, reason string) string {
+		return "job " + uid + " is PENDING in Slurm (reason " + reason + ", expected start " + start + "Z): waiting for it to run"
+	}
+	writeAtomically(t, squeue, pending("2026-12-06T04:00:00", "Priority"))
+	pod := offloadedPod("notebook", "user", corev1.ContainerPort{ContainerPort: 8888})
+	pod.UID = types.UID(uid)
+	shadow, _ := render(t, fmt.Sprintf(`
+virtualNodes:
+  hpc-vk:
+    Network:
+      EnableTunnel: true
+      ShadowMode: ssh
+      SSH: {LoginHost: %s, Port: %d, User: %s, KeySecret: k, KnownHostsConfigMap: h, NodeWaitTimeout: 10m}
+`, login.Host, login.Port, login.User), pod)
+	mounts := map[string]string{nodeDir: t.TempDir(), stateDir: t.TempDir(), keyDir: t.TempDir(), knownHostsDir: t.TempDir()}
+	copyFile(t, login.ClientKey, filepath.Join(mounts[keyDir], keyFile), 0o400)
+	copyFile(t, login.KnownHosts, filepath.Join(mounts[knownHostsDir], knownHostsKey), 0o644)
+	p := runContainer(t, container(t, shadow.Deployment, containerWaitForNode), mounts, pollEnv, slurmPollEnv)
+	expectLog(t, p, said("2026-12-06T04:00:00", "Priority"))
+
+	state := filepath.Join(mounts[stateDir], "node-discovery."+containerWaitForNode)
+	for _, c := range []struct {
+		start, reason string
+		logged        bool
+	}{
+		{"2026-12-06T04:09:59", "Priority", false},
+		{"2026-12-06T03:50:01", "Priority", false},
+		{"2026-12-06T04:10:00", "Priority", true},
+		{"2026-12-06T04:11:00", "Resources", true},
+		{"N/A", "Resources", true},
+	} {
+		writeAtomically(t, squeue, pending(c.start, c.reason))
+		want := said(c.start, c.reason)
+		if c.start == "N/A" {
+			want = strings.Replace(want, "N/AZ", "N/A", 1)
+		}
+		eventually(t, 30*time.Second, func() error {
+			if got, _ := os.ReadFile(state); strings.TrimSpace(string(got)) != "WaitingForNode: "+want {
+				return fmt.Errorf("the state file holds %q, want %q", got, want)
+			}
+			return nil
+		})
+		if c.logged {
+			expectLog(t, p, want)
+		}
+	}
+	for _, quiet := range []string{"04:09:59", "03:50:01"} {
+		if strings.Contains(p.out.String(), quiet) {
+			t.Errorf("an expected start that moved by less than 10 minutes (%s) was logged:\n%s", quiet, p.out)
+		}
+	}
+	if !p.running() {
+		t.Errorf("wait-for-node exited while the job is queued:\n%s", p.out)
+	}
+}
+
 // The job name comes from the pod UID; anything else is refused before any lookup, so squeue
 // never gets an empty --name (every job) or an option.
 func TestSlurmDiscoveryRefusesAJobNameThatIsNoUID(t *testing.T) {

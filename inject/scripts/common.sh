@@ -609,17 +609,34 @@ case $host in "" | -* | *[!A-Za-z0-9.-]*) exit 0 ;; esac
 scontrol show node --oneliner "$host" | sed "s/^/node /"'
 
 # slurm_say REASON MESSAGE logs MESSAGE unless it is what this script said last about the
-# node, so a lookup every poll interval logs a line only when something changes. The last
-# reason line stays in the state directory, in node-discovery.<container>, as where discovery
-# stands (discovery_said): NodeFound, WaitingForNode, Connecting (the job is ending),
-# NoRunningJob, JobCompleted, DuplicateJobName, or why Slurm could not be asked (a login
-# failure's reason, or TunnelDown).
+# node, so a lookup every poll interval logs a line only when something changes; a waiting
+# job's expected start that moved by less than 10 minutes from the one logged (same_but_start)
+# is no change. The last reason line stays in the state directory, in
+# node-discovery.<container>, as where discovery stands (discovery_said): NodeFound,
+# WaitingForNode, Connecting (the job is ending), NoRunningJob, JobCompleted,
+# DuplicateJobName, or why Slurm could not be asked (a login failure's reason, or TunnelDown).
+# The line last logged is beside it, in node-discovery.<container>.logged.
 slurm_say() {
   ss_file=${SHADOW_STATE_DIR:?}/node-discovery.${0##*/}
   ss_line=$(reason_line "$1" "$2")
   [ "$(cat -- "$ss_file" 2>/dev/null || true)" != "$ss_line" ] || return 0
   printf '%s\n' "$ss_line" >"$ss_file" || true
+  ! same_but_start "$(cat -- "$ss_file.logged" 2>/dev/null || true)" "$ss_line" || return 0
+  printf '%s\n' "$ss_line" >"$ss_file.logged" || true
   log "$2"
+}
+
+# same_but_start OLD NEW is true when the reason lines OLD and NEW differ only in a waiting
+# job's expected start (slurm_pending: "expected start <YYYY-MM-DDTHH:MM:SS>Z)"), by less than
+# 10 minutes: Slurm revises its estimate on every scheduling pass.
+same_but_start() {
+  sb_old=${1##*expected start } sb_new=${2##*expected start }
+  [ "$sb_old" != "$1" ] && [ "$sb_new" != "$2" ] || return 1
+  sb_at_old=${sb_old%%Z)*} sb_at_new=${sb_new%%Z)*}
+  [ "${1%"$sb_old"}${sb_old#"$sb_at_old"}" = "${2%"$sb_new"}${sb_new#"$sb_at_new"}" ] || return 1
+  sb_at_old=$(date -u -d "$sb_at_old" +%s 2>/dev/null) || return 1
+  sb_at_new=$(date -u -d "$sb_at_new" +%s 2>/dev/null) || return 1
+  [ "$((sb_at_new - sb_at_old))" -lt 600 ] && [ "$((sb_at_old - sb_at_new))" -lt 600 ]
 }
 
 # fail_without_node NODE fails for a compute node current_node did not give when a tunnel
