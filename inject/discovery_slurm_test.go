@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -48,7 +49,9 @@ func newSlurmSite(t *testing.T) *slurmSite {
 	}
 	authorized := filepath.Join(keys, "authorized_keys")
 	copyFile(t, s.key+".pub", authorized, 0o644)
-	s.login = sshtest.StartSSHD(t, "AuthorizedKeysFile "+authorized, "SetEnv PATH=/usr/bin:/bin SLURM_CONF="+s.slurm.conf)
+	// A login node an hour east of UTC, whose users like Slurm's relative times: the lookup
+	// reads times in UTC and ISO 8601 all the same.
+	s.login = sshtest.StartSSHD(t, "AuthorizedKeysFile "+authorized, "SetEnv PATH=/usr/bin:/bin SLURM_CONF="+s.slurm.conf+" TZ=CET-1 SLURM_TIME_FORMAT=relative")
 
 	s.addrs = map[string]string{"sgnode-a": sshtest.NodeAddress(t), "sgnode-b": sshtest.NodeAddress(t), "decoy": sshtest.NodeAddress(t)}
 	s.web = &site{listen: sshtest.Loopback(t)}
@@ -120,7 +123,7 @@ func TestSlurmDiscoveryFindsTheJobsNodeAndFollowsIt(t *testing.T) {
 
 	wait := s.run(t, shadow, containerWaitForNode)
 	expectLog(t, wait, "waiting for the compute node from Slurm (job "+uid)
-	expectLog(t, wait, "job "+uid+" is PENDING in Slurm: waiting for it to run")
+	expectLog(t, wait, "job "+uid+" is PENDING in Slurm (reason JobHeldUser, expected start N/A): waiting for it to run")
 	time.Sleep(time.Second)
 	if !wait.running() {
 		t.Fatalf("wait-for-node exited while the job is queued:\n%s", wait.out)
@@ -212,6 +215,34 @@ func TestSlurmDiscoveryFindsTheJobsNodeAndFollowsIt(t *testing.T) {
 		}
 	})
 
+	// A job held back to a begin time: Slurm's reason and its expected start, in UTC whatever
+	// the login node's zone, are said while it waits and in the message that ends the wait.
+	t.Run("wait-for-node says why the job waits and when Slurm expects it to start", func(t *testing.T) {
+		uid := "9b6cbe75-c08f-4d4c-9fae-6a5b7c8d9eaf"
+		begin := time.Now().Add(time.Hour)
+		job := s.slurm.submit(t, s.job, uid, "true\n", nil, "--begin=now+1hour")
+		eventually(t, 60*time.Second, func() error {
+			reason, _ := s.slurm.command("squeue", "-h", "-j", job.id, "-o", "%r").Output()
+			if r := strings.TrimSpace(string(reason)); r != "BeginTime" {
+				return fmt.Errorf("job %s waits for %q, not BeginTime yet", job.id, r)
+			}
+			return nil
+		})
+		term := filepath.Join(t.TempDir(), "termination-log")
+		p := s.run(t, s.shadow(t, uid, "2s"), containerWaitForNode, envTerminationLog+"="+term)
+		p.expectFailure(t, 60*time.Second, "wait-for-node succeeded with the job queued")
+		got := readReason(term)
+		m := regexp.MustCompile(`^NodeWaitTimedOut: .*; last: WaitingForNode: job ` + uid + ` is PENDING in Slurm \(reason BeginTime, expected start (\S+)\): waiting for it to run$`).FindStringSubmatch(got)
+		if m == nil {
+			t.Fatalf("termination message %q does not say the job waits for its BeginTime", got)
+		}
+		start, err := time.Parse("2006-01-02T15:04:05Z", m[1])
+		if d := start.Sub(begin); err != nil || d < -2*time.Minute || d > 2*time.Minute {
+			t.Errorf("expected start %q (%v), want the job's begin time %s in UTC", m[1], err, begin.UTC().Format(time.RFC3339))
+		}
+		expectLog(t, p, "job "+uid+" is PENDING in Slurm (reason BeginTime, expected start "+m[1]+"): waiting for it to run")
+	})
+
 	// interLink's plugin reports a job's end half a minute after Slurm ends it: a job that ran
 	// to its end before its node was found is JobCompleted, not a node wait that timed out.
 	t.Run("wait-for-node says JobCompleted for a job that ran to its end", func(t *testing.T) {
@@ -276,7 +307,7 @@ func TestSlurmDiscoveryRefusesHostileAnswers(t *testing.T) {
 		"a NodeAddr with shell characters is refused": {"4100 RUNNING h2\n", node("h2", "$(touch${IFS}"+pwned+");x"),
 			"NodeAddr '$(touch${IFS}" + pwned + ");x' of h2 is not a hostname"},
 		"a NodeAddr longer than a hostname can be is refused": {"4100 RUNNING h3\n", node("h3", long), "NodeAddr '" + long[:100]},
-		"a batch host with shell characters is refused":       {"4100 RUNNING h4;touch " + pwned + "\n", "", "batch host 'h4;touch " + pwned + "' is not a hostname"},
+		"a batch host with shell characters is refused":       {"4100 RUNNING h4;touch>" + pwned + " N/A None\n", "", "batch host 'h4;touch>" + pwned + "' is not a hostname"},
 		"a batch host that starts with '-' is refused":        {"4100 RUNNING -oProxyCommand=x\n", "", "batch host '-oProxyCommand=x' is not a hostname"},
 		// A co-tenant of the same site account named a job after the pod's UID: neither is
 		// taken, and the refusal names both, not the one that ended.
@@ -309,6 +340,23 @@ func TestSlurmDiscoveryRefusesHostileAnswers(t *testing.T) {
 		"escape sequences are not echoed raw": {"4100 RUNNING h10\x1b]0;owned\x07\r\x1b[2Jx\n", "",
 			"batch host 'h10]0;owned [2Jx' is not a hostname"},
 		"an answer over 16 KiB is refused": {strings.Repeat("4100 PENDING n/a\n", 2000), "", "longer than 16384 bytes"},
+		// What Slurm says of a queued job, squeue's %S and %r, is said with it: in Slurm's own
+		// shapes only, and a value in another is unreadable, never quoted.
+		"a queued job's reason and expected start are said": {"4100 PENDING n/a 2026-12-06T04:00:00 BeginTime\n", "",
+			"last: WaitingForNode: job <uid> is PENDING in Slurm (reason BeginTime, expected start 2026-12-06T04:00:00Z): waiting for it to run"},
+		"a queued job with no expected start says N/A": {"4100 PENDING n/a N/A Priority\n", "",
+			"job <uid> is PENDING in Slurm (reason Priority, expected start N/A): waiting for it to run"},
+		"a reason with a node list and a space is said whole": {"4100 PENDING n/a N/A ReqNodeNotAvail, UnavailableNodes:n[01-03]\n", "",
+			"job <uid> is PENDING in Slurm (reason ReqNodeNotAvail, UnavailableNodes:n[01-03], expected start N/A): waiting"},
+		"the first queued job's reason is said when two wait": {"4100 PENDING n/a N/A Resources\n4101 REQUEUE_HOLD n/a Unknown JobHeldAdmin\n", "",
+			"job <uid> is PENDING, REQUEUE_HOLD in Slurm (reason Resources, expected start N/A): waiting"},
+		"a reason with shell or escape characters is unreadable": {"4100 PENDING n/a N/A $(touch${IFS}" + pwned + ")\x1b[2J\n", "",
+			"job <uid> is PENDING in Slurm (reason unreadable, expected start N/A): waiting"},
+		"a reason longer than 128 characters is unreadable": {"4100 PENDING n/a N/A " + strings.Repeat("R", 129) + "\n", "",
+			"job <uid> is PENDING in Slurm (reason unreadable, expected start N/A): waiting"},
+		"a start time that is not Slurm's is unreadable": {"4100 PENDING n/a Tomorr;04:00 Priority\n", "",
+			"job <uid> is PENDING in Slurm (reason Priority, expected start unreadable): waiting"},
+		"a running job's start and reason are not checked, only its node": {"4100 RUNNING h19 2026-12-06T03:00:00 None\n", node("h19", "10.1.2.19"), "compute node is 10.1.2.19"},
 	}
 	i := 0
 	for name, c := range cases {
@@ -319,7 +367,7 @@ func TestSlurmDiscoveryRefusesHostileAnswers(t *testing.T) {
 		}
 		c.want = strings.NewReplacer("<login>", login.Host, "<uid>", uid).Replace(c.want)
 		line, _, _ := strings.Cut(c.squeue, "\n")
-		host := strings.TrimPrefix(line, "4100 RUNNING ")
+		host, _, _ := strings.Cut(strings.TrimPrefix(line, "4100 RUNNING "), " ")
 		if c.scontrol != "" {
 			if err := os.WriteFile(filepath.Join(stubs, host+".scontrol"), []byte(c.scontrol), 0o644); err != nil {
 				t.Fatal(err)
@@ -360,6 +408,70 @@ virtualNodes:
 				t.Errorf("the answer ran a command")
 			}
 		})
+	}
+}
+
+// Slurm revises a queued job's expected start on every scheduling pass: wait-for-node's state
+// file follows each answer, its log a new reason or a start that moved by 10 minutes or more.
+func TestSlurmDiscoveryLogsAQueuedJobsStartOnlyWhenItMoves(t *testing.T) {
+	stubs := stubSlurm(t)
+	login := sshtest.StartSSHD(t, "SetEnv PATH="+stubs+":/usr/bin:/bin")
+	const uid = "0c7dcf86-d1a0-4e5d-8abf-7b6c8d9eafb0"
+	squeue := filepath.Join(stubs, uid+".squeue")
+	pending := func(start, reason string) string { return "4100 PENDING n/a " + start + " " + reason + "\n" }
+	said := func(start, reason string) string {
+		return "job " + uid + " is PENDING in Slurm (reason " + reason + ", expected start " + start + "Z): waiting for it to run"
+	}
+	writeAtomically(t, squeue, pending("2026-12-06T04:00:00", "Priority"))
+	pod := offloadedPod("notebook", "user", corev1.ContainerPort{ContainerPort: 8888})
+	pod.UID = types.UID(uid)
+	shadow, _ := render(t, fmt.Sprintf(`
+virtualNodes:
+  hpc-vk:
+    Network:
+      EnableTunnel: true
+      ShadowMode: ssh
+      SSH: {LoginHost: %s, Port: %d, User: %s, KeySecret: k, KnownHostsConfigMap: h, NodeWaitTimeout: 10m}
+`, login.Host, login.Port, login.User), pod)
+	mounts := map[string]string{nodeDir: t.TempDir(), stateDir: t.TempDir(), keyDir: t.TempDir(), knownHostsDir: t.TempDir()}
+	copyFile(t, login.ClientKey, filepath.Join(mounts[keyDir], keyFile), 0o400)
+	copyFile(t, login.KnownHosts, filepath.Join(mounts[knownHostsDir], knownHostsKey), 0o644)
+	p := runContainer(t, container(t, shadow.Deployment, containerWaitForNode), mounts, pollEnv, slurmPollEnv)
+	expectLog(t, p, said("2026-12-06T04:00:00", "Priority"))
+
+	state := filepath.Join(mounts[stateDir], "node-discovery."+containerWaitForNode)
+	for _, c := range []struct {
+		start, reason string
+		logged        bool
+	}{
+		{"2026-12-06T04:09:59", "Priority", false},
+		{"2026-12-06T03:50:01", "Priority", false},
+		{"2026-12-06T04:10:00", "Priority", true},
+		{"2026-12-06T04:11:00", "Resources", true},
+		{"N/A", "Resources", true},
+	} {
+		writeAtomically(t, squeue, pending(c.start, c.reason))
+		want := said(c.start, c.reason)
+		if c.start == "N/A" {
+			want = strings.Replace(want, "N/AZ", "N/A", 1)
+		}
+		eventually(t, 30*time.Second, func() error {
+			if got, _ := os.ReadFile(state); strings.TrimSpace(string(got)) != "WaitingForNode: "+want {
+				return fmt.Errorf("the state file holds %q, want %q", got, want)
+			}
+			return nil
+		})
+		if c.logged {
+			expectLog(t, p, want)
+		}
+	}
+	for _, quiet := range []string{"04:09:59", "03:50:01"} {
+		if strings.Contains(p.out.String(), quiet) {
+			t.Errorf("an expected start that moved by less than 10 minutes (%s) was logged:\n%s", quiet, p.out)
+		}
+	}
+	if !p.running() {
+		t.Errorf("wait-for-node exited while the job is queued:\n%s", p.out)
 	}
 }
 

@@ -594,30 +594,49 @@ watch_node() {
 
 # slurm_query is what slurm_job runs on the login node as `sh -s -- <pod UID>`, so the login
 # shell, whichever it is, parses nothing but those plain words. It lists the login user's jobs
-# of that name, in every state, with their id and batch host, and for a running one the line
-# scontrol prints for that host, each line tagged with the command it comes from. It checks
-# the batch host only as far as passing it to scontrol as a name: slurm_job checks the rest.
+# of that name, in every state, with their id, batch host, start time (expected, for a waiting
+# job: ISO 8601 in UTC, whatever the login node's time zone and SLURM_TIME_FORMAT) and, last,
+# as it may hold spaces, the reason it waits; and for a running one the line scontrol prints
+# for that host, each line tagged with the command it comes from. It checks the batch host
+# only as far as passing it to scontrol as a name: slurm_job checks the rest.
 # shellcheck disable=SC2016 # expanded on the login node
 slurm_query='exec 2>&1
-jobs=$(squeue --me --noheader --states=all --name="$1" --format="%i %T %B")
+jobs=$(TZ=UTC0 SLURM_TIME_FORMAT=standard squeue --me --noheader --states=all --name="$1" --format="%i %T %B %S %r")
 echo "squeue $?"
 [ -z "$jobs" ] || printf "%s\n" "$jobs" | sed "s/^/job /"
-host=$(printf "%s\n" "$jobs" | sed -n "s/^[0-9]* RUNNING //p")
+host=$(printf "%s\n" "$jobs" | sed -n "s/^[0-9]* RUNNING \([^ ]*\).*/\1/p")
 case $host in "" | -* | *[!A-Za-z0-9.-]*) exit 0 ;; esac
 scontrol show node --oneliner "$host" | sed "s/^/node /"'
 
 # slurm_say REASON MESSAGE logs MESSAGE unless it is what this script said last about the
-# node, so a lookup every poll interval logs a line only when something changes. The last
-# reason line stays in the state directory, in node-discovery.<container>, as where discovery
-# stands (discovery_said): NodeFound, WaitingForNode, Connecting (the job is ending),
-# NoRunningJob, JobCompleted, DuplicateJobName, or why Slurm could not be asked (a login
-# failure's reason, or TunnelDown).
+# node, so a lookup every poll interval logs a line only when something changes; a waiting
+# job's expected start that moved by less than 10 minutes from the one logged (same_but_start)
+# is no change. The last reason line stays in the state directory, in
+# node-discovery.<container>, as where discovery stands (discovery_said): NodeFound,
+# WaitingForNode, Connecting (the job is ending), NoRunningJob, JobCompleted,
+# DuplicateJobName, or why Slurm could not be asked (a login failure's reason, or TunnelDown).
+# The line last logged is beside it, in node-discovery.<container>.logged.
 slurm_say() {
   ss_file=${SHADOW_STATE_DIR:?}/node-discovery.${0##*/}
   ss_line=$(reason_line "$1" "$2")
   [ "$(cat -- "$ss_file" 2>/dev/null || true)" != "$ss_line" ] || return 0
   printf '%s\n' "$ss_line" >"$ss_file" || true
+  ! same_but_start "$(cat -- "$ss_file.logged" 2>/dev/null || true)" "$ss_line" || return 0
+  printf '%s\n' "$ss_line" >"$ss_file.logged" || true
   log "$2"
+}
+
+# same_but_start OLD NEW is true when the reason lines OLD and NEW differ only in a waiting
+# job's expected start (slurm_pending: "expected start <YYYY-MM-DDTHH:MM:SS>Z)"), by less than
+# 10 minutes: Slurm revises its estimate on every scheduling pass.
+same_but_start() {
+  sb_old=${1##*expected start } sb_new=${2##*expected start }
+  [ "$sb_old" != "$1" ] && [ "$sb_new" != "$2" ] || return 1
+  sb_at_old=${sb_old%%Z)*} sb_at_new=${sb_new%%Z)*}
+  [ "${1%"$sb_old"}${sb_old#"$sb_at_old"}" = "${2%"$sb_new"}${sb_new#"$sb_at_new"}" ] || return 1
+  sb_at_old=$(date -u -d "$sb_at_old" +%s 2>/dev/null) || return 1
+  sb_at_new=$(date -u -d "$sb_at_new" +%s 2>/dev/null) || return 1
+  [ "$((sb_at_new - sb_at_old))" -lt 600 ] && [ "$((sb_at_old - sb_at_new))" -lt 600 ]
 }
 
 # fail_without_node NODE fails for a compute node current_node did not give when a tunnel
@@ -722,7 +741,7 @@ EOF
 #            (CANCELLED, FAILED, TIMEOUT, ...), alone or beside a COMPLETED one, is NoRunningJob.
 # One running job beside another that has not ended (waiting or ending) is DuplicateJobName.
 slurm_answer() {
-  sn_status='' sn_running=0 sn_waiting='' sn_ending='' sn_ended='' sn_failed='' sn_nodes=0 sn_node='' sn_bad='' sn_ids=''
+  sn_status='' sn_running=0 sn_waiting='' sn_pending='' sn_ending='' sn_ended='' sn_failed='' sn_nodes=0 sn_node='' sn_bad='' sn_ids=''
   while IFS= read -r sn_line || [ -n "$sn_line" ]; do
     case $sn_line in
       'squeue '*) sn_status=${sn_line#squeue } ;;
@@ -735,8 +754,14 @@ slurm_answer() {
         sn_line_id=${sn_line_id%% *}
         sn_state=${sn_line#job "$sn_line_id" }
         sn_state=${sn_state%% *}
-        sn_batch=${sn_line#job "$sn_line_id" "$sn_state"}
-        sn_batch=${sn_batch# }
+        sn_rest=${sn_line#job "$sn_line_id" "$sn_state"}
+        sn_rest=${sn_rest# }
+        sn_batch=${sn_rest%% *}
+        sn_rest=${sn_rest#"$sn_batch"}
+        sn_rest=${sn_rest# }
+        sn_start=${sn_rest%% *}
+        sn_why=${sn_rest#"$sn_start"}
+        sn_why=${sn_why# }
         case $sn_line_id in
           '' | *[!0-9]*) sn_state='' ;;
         esac
@@ -757,7 +782,10 @@ slurm_answer() {
                 sn_id=$sn_line_id sn_host=$sn_batch
                 ;;
               COMPLETING | STAGE_OUT | SIGNALING) sn_ending="${sn_ending:+${sn_ending}, }${sn_state}" ;;
-              *) sn_waiting="${sn_waiting:+${sn_waiting}, }${sn_state}" ;;
+              *)
+                [ -n "$sn_waiting" ] || sn_pending=$(slurm_pending "$sn_start" "$sn_why")
+                sn_waiting="${sn_waiting:+${sn_waiting}, }${sn_state}"
+                ;;
             esac
             ;;
         esac
@@ -780,7 +808,7 @@ EOF
   elif [ "$sn_running" -eq 1 ]; then
     slurm_address
   elif [ -n "$sn_waiting" ]; then
-    sn_reason=WaitingForNode sn_said="job ${sn_job} is ${sn_waiting} in Slurm: waiting for it to run"
+    sn_reason=WaitingForNode sn_said="job ${sn_job} is ${sn_waiting} in Slurm${sn_pending}: waiting for it to run"
   elif [ -n "$sn_ending" ]; then
     sn_reason=Connecting sn_said="job ${sn_job} is ${sn_ending} in Slurm: its end is not known yet"
   elif [ -n "$sn_ended" ] && [ -z "$sn_failed" ]; then
@@ -790,6 +818,26 @@ EOF
   else
     sn_reason=NoRunningJob sn_said="${sn_none}: squeue on ${sn_login} lists no job of that name for this user (not submitted yet, submitted by another user, or ended and forgotten by Slurm)"
   fi
+}
+
+# slurm_pending START REASON prints what Slurm says of a waiting job, squeue's %S and %r, as
+# " (reason <reason>, expected start <start>)", or nothing when squeue gave neither. The start
+# is Slurm's N/A or Unknown (no estimate), or YYYY-MM-DDTHH:MM:SS, written with a Z as
+# slurm_query asks for UTC; the reason is at most 128 letters, digits, spaces and _,:.()[]-
+# (Priority, BeginTime, "ReqNodeNotAvail, UnavailableNodes:n[1-3]"). A value in another shape
+# is said to be unreadable, never quoted.
+slurm_pending() {
+  [ -n "$1$2" ] || return 0
+  sp_start=unreadable sp_why=unreadable
+  case $1 in
+    N/A | Unknown) sp_start=$1 ;;
+    [0-9][0-9][0-9][0-9]-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-5][0-9]) sp_start=$1Z ;;
+  esac
+  case $2 in
+    '' | *[!]A-Za-z0-9_,:.\(\)\ [-]*) ;;
+    *) [ "${#2}" -gt 128 ] || sp_why=$2 ;;
+  esac
+  printf ' (reason %s, expected start %s)' "$sp_why" "$sp_start"
 }
 
 # slurm_address sets sn_addr to the NodeAddr of the running job's batch host, $sn_host, from
