@@ -424,6 +424,7 @@ func (n *Node) release() error {
 		errs = append(errs, killByArg(n.socket))
 	}
 	if n.Dir != "" {
+		errs = append(errs, killMountNamespace(filepath.Join(n.Dir, "mnt")))
 		errs = append(errs, unmountUnder(n.Dir))
 	}
 	if n.cgroupRoot != "" {
@@ -674,6 +675,44 @@ func removeCgroup(root string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// killMountNamespace kills every process in the mount namespace kept at path (a node's
+// MountnsPath; nothing when it keeps none), and waits, ten seconds at most, until none is
+// left: a process of a killed node that is in neither its cgroup nor a shim of its containerd
+// (a daemon dying of its parent's death, slow on loaded cores) would otherwise outlive the
+// release.
+func killMountNamespace(path string) error {
+	const nsfsMagic = 0x6e736673 // a namespace file bound at path; anything else keeps none
+	var fs syscall.Statfs_t
+	var st syscall.Stat_t
+	if syscall.Statfs(path, &fs) != nil || fs.Type != nsfsMagic || syscall.Stat(path, &st) != nil {
+		return nil
+	}
+	ns := fmt.Sprintf("mnt:[%d]", st.Ino)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		entries, err := os.ReadDir("/proc")
+		if err != nil {
+			return err
+		}
+		left := 0
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if link, err := os.Readlink(filepath.Join("/proc", e.Name(), "ns", "mnt")); err == nil && link == ns {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				left++
+			}
+		}
+		if left == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d processes of the mount namespace %s are still there 10s after SIGKILL", left, path)
+		}
+	}
 }
 
 // killByArg kills every process with arg among its arguments: the node's containerd shims,
