@@ -523,6 +523,27 @@ func TestSlurmQueryPassesShellcheck(t *testing.T) {
 // TestSlurmDiscoveryNamesTheJobsEndOnAFailedForward: once the job's port stops answering,
 // ssh-forward reports what Slurm said last rather than the refused channel: JobCompleted for a
 // job that ran to its end, NoRunningJob for any other end. The login node's squeue and
+// forwardThrough renders the shadow of a pod with uid forwarding port, logging in to login,
+// and the volumes its ssh-forward container mounts, with login's key and known hosts.
+func forwardThrough(t *testing.T, login *sshtest.Server, uid string, port int) (*Shadow, map[string]string) {
+	t.Helper()
+	doc := fmt.Sprintf(`
+virtualNodes:
+  hpc-vk:
+    Network:
+      EnableTunnel: true
+      ShadowMode: ssh
+      SSH: {LoginHost: %s, Port: %d, User: %s, KeySecret: k, KnownHostsConfigMap: h}
+`, login.Host, login.Port, login.User)
+	pod := offloadedPod("notebook", "user", corev1.ContainerPort{ContainerPort: int32(port)})
+	pod.UID = types.UID(uid)
+	shadow, _ := render(t, doc, pod)
+	mounts := map[string]string{nodeDir: t.TempDir(), stateDir: t.TempDir(), keyDir: t.TempDir(), knownHostsDir: t.TempDir()}
+	copyFile(t, login.ClientKey, filepath.Join(mounts[keyDir], keyFile), 0o400)
+	copyFile(t, login.KnownHosts, filepath.Join(mounts[knownHostsDir], knownHostsKey), 0o644)
+	return shadow, mounts
+}
+
 // scontrol are hostileStub's, so the job can be made to end as each case needs.
 func TestSlurmDiscoveryNamesTheJobsEndOnAFailedForward(t *testing.T) {
 	stubs := stubSlurm(t)
@@ -543,20 +564,7 @@ func TestSlurmDiscoveryNamesTheJobsEndOnAFailedForward(t *testing.T) {
 			host := fmt.Sprintf("hc%d", i)
 			writeAtomically(t, squeue, "4100 RUNNING "+host+"\n")
 			writeAtomically(t, filepath.Join(stubs, host+".scontrol"), "NodeName="+host+" Arch=x86_64 NodeAddr="+node+" NodeHostName="+host+" State=MIXED\n")
-			doc := fmt.Sprintf(`
-virtualNodes:
-  hpc-vk:
-    Network:
-      EnableTunnel: true
-      ShadowMode: ssh
-      SSH: {LoginHost: %s, Port: %d, User: %s, KeySecret: k, KnownHostsConfigMap: h}
-`, login.Host, login.Port, login.User)
-			pod := offloadedPod("notebook", "user", corev1.ContainerPort{ContainerPort: int32(port)})
-			pod.UID = types.UID(uid)
-			shadow, _ := render(t, doc, pod)
-			mounts := map[string]string{nodeDir: t.TempDir(), stateDir: t.TempDir(), keyDir: t.TempDir(), knownHostsDir: t.TempDir()}
-			copyFile(t, login.ClientKey, filepath.Join(mounts[keyDir], keyFile), 0o400)
-			copyFile(t, login.KnownHosts, filepath.Join(mounts[knownHostsDir], knownHostsKey), 0o644)
+			shadow, mounts := forwardThrough(t, login, uid, port)
 			p := runContainer(t, container(t, shadow.Deployment, containerForward), mounts, pollEnv, slurmPollEnv,
 				"SHADOW_CHECK_INTERVAL=0.5", "SHADOW_LISTEN_ADDRESS="+listen)
 			status := filepath.Join(mounts[stateDir], statusDir, containerForward)
@@ -611,20 +619,7 @@ func TestSlurmDiscoveryAsksAfreshOnAFailedForward(t *testing.T) {
 			host := fmt.Sprintf("hf%d", i)
 			writeAtomically(t, squeue, "4100 RUNNING "+host+"\n")
 			writeAtomically(t, filepath.Join(stubs, host+".scontrol"), "NodeName="+host+" Arch=x86_64 NodeAddr="+node+" NodeHostName="+host+" State=MIXED\n")
-			doc := fmt.Sprintf(`
-virtualNodes:
-  hpc-vk:
-    Network:
-      EnableTunnel: true
-      ShadowMode: ssh
-      SSH: {LoginHost: %s, Port: %d, User: %s, KeySecret: k, KnownHostsConfigMap: h}
-`, login.Host, login.Port, login.User)
-			pod := offloadedPod("notebook", "user", corev1.ContainerPort{ContainerPort: int32(port)})
-			pod.UID = types.UID(uid)
-			shadow, _ := render(t, doc, pod)
-			mounts := map[string]string{nodeDir: t.TempDir(), stateDir: t.TempDir(), keyDir: t.TempDir(), knownHostsDir: t.TempDir()}
-			copyFile(t, login.ClientKey, filepath.Join(mounts[keyDir], keyFile), 0o400)
-			copyFile(t, login.KnownHosts, filepath.Join(mounts[knownHostsDir], knownHostsKey), 0o644)
+			shadow, mounts := forwardThrough(t, login, uid, port)
 			p := runContainer(t, container(t, shadow.Deployment, containerForward), mounts, pollEnv,
 				"SHADOW_SLURM_POLL_INTERVAL=3600", "SHADOW_CHECK_INTERVAL=0.5", "SHADOW_LISTEN_ADDRESS="+listen)
 			status := filepath.Join(mounts[stateDir], statusDir, containerForward)

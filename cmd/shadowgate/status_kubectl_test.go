@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/interlink-hq/shadowgate/api/v1alpha1"
+	"github.com/interlink-hq/shadowgate/internal/syncbuf"
 	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
 )
 
@@ -173,24 +174,6 @@ func codeOf(err error) int {
 	return exitUsage
 }
 
-// syncBuffer is a bytes.Buffer that show writes from one goroutine and the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // eventually fails the test when check is not true within a generous bound.
 func eventually(t *testing.T, what string, check func() bool) {
 	t.Helper()
@@ -290,7 +273,7 @@ func TestStatusWatch(t *testing.T) {
 			c, started := watching(t, tc.endFirst, meanwhile, pod, tunnelOf(pod, starting, nil))
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			var out syncBuffer
+			var out syncbuf.Buffer
 			done := make(chan error, 1)
 			o := statusOptions{output: cmpOr(tc.output, "text"), watch: true}
 			go func() { done <- o.show(ctx, &out, c, "user", "") }()
@@ -387,7 +370,7 @@ func TestStatusWaitFor(t *testing.T) {
 				}
 			}
 			c, _ := watching(t, false, meanwhile, objs...)
-			var out syncBuffer
+			var out syncbuf.Buffer
 			o := statusOptions{output: "text", waitFor: "Ready", timeout: tc.timeout}
 			err := o.show(t.Context(), &out, c, "user", tc.pod)
 			if code := codeOf(err); code != tc.code || (tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err))) {

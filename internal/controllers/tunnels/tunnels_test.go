@@ -57,6 +57,16 @@ func shadowPodOf(name, ns, uid, owner string) *corev1.Pod {
 	return p
 }
 
+// readyShadowPod is the shadow pod of user/notebook (pod UID pod-uid), its ssh-forward ready
+// for an hour.
+func readyShadowPod() *corev1.Pod {
+	p := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
+	p.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
+	p.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ssh-forward", Ready: true,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Hour))}}}}}
+	return p
+}
+
 // reporterClient is a fake client holding objs, with the reporter's index and funcs.
 func reporterClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) client.WithWatch {
 	t.Helper()
@@ -213,10 +223,7 @@ func TestATunnelOfAnEarlierPodIsReplaced(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
 	earlier := shadowtest.TunnelSaying(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "earlier-uid"}},
 		v1alpha1.TunnelStatus{State: string(tunnelstate.Ready), Reason: string(tunnelstate.ReasonReady)})
-	shadowPod := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
-	shadowPod.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
-	shadowPod.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ssh-forward", Ready: true,
-		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Hour))}}}}}
+	shadowPod := readyShadowPod()
 	c := reporterClient(t, interceptor.Funcs{}, pod, earlier, shadowDeploymentOf("pod-uid"), shadowPod)
 	r, recorder := testReporter(t, c)
 	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(pod)}); err != nil {
@@ -235,10 +242,7 @@ func TestATunnelOfAnEarlierPodIsReplaced(t *testing.T) {
 // what the reporter said, and nothing is said again on the pod.
 func TestADeletedTunnelIsMadeAgain(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
-	shadowPod := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
-	shadowPod.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
-	shadowPod.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ssh-forward", Ready: true,
-		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Hour))}}}}}
+	shadowPod := readyShadowPod()
 	c := reporterClient(t, interceptor.Funcs{}, pod, shadowDeploymentOf("pod-uid"), shadowPod)
 	r, recorder := testReporter(t, c)
 	key := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(pod)}
@@ -262,10 +266,7 @@ func TestADeletedTunnelIsMadeAgain(t *testing.T) {
 // A finished pod keeps its tunnel's last state in its Tunnel until it is deleted.
 func TestAFinishedPodKeepsItsFinalState(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
-	shadowPod := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
-	shadowPod.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
-	shadowPod.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ssh-forward", Ready: true,
-		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Hour))}}}}}
+	shadowPod := readyShadowPod()
 	c := reporterClient(t, interceptor.Funcs{}, pod, shadowDeploymentOf("pod-uid"), shadowPod)
 	r, recorder := testReporter(t, c)
 	key := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(pod)}
