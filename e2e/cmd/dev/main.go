@@ -114,7 +114,8 @@ func runSite(ctx context.Context, root, dir string, tools harness.Tools, grace t
   %[2]s exec -n user-shadow deploy/notebook-user -c ssh-forward -- ssh -V   # inside the shadow
   %[2]s logs -n user notebook                               # the job's output
   %[2]s describe pod -n user notebook                       # TunnelReady: how to reach it
-  bin/shadowgate status -n user                             # every tunnel's state in the namespace
+  %[2]s get tunnels -n user                                 # every tunnel's state in the namespace
+  PATH=$PWD/bin:$PATH %[2]s shadowgate status -n user -w    # the same, as a kubectl plugin, watched
   sed 's/%[3]s/%[5]s/' manifests/examples/notebook.yaml | %[2]s apply -f -   # after deleting the first:
                                                             # %[5]s's login node refuses forwarding; exec mode relays
   %[6]s test shadowgate -n shadowgate-system --kubeconfig %[1]s   # doctor, per SSH node, from the cluster
