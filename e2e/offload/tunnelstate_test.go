@@ -174,7 +174,7 @@ server.serve_forever()`
 // virtual node writing back its creation-time copy of the pod every 5 s, as interLink's VK
 // does (an annotation the cluster admin puts on the pod is gone within seconds), the Tunnel
 // stays Ready; when the job's server exits 0, the pod is told TunnelEnded and never
-// TunnelFailed, while Slurm says COMPLETED and, half a minute on, the pod Succeeded; once
+// TunnelFailed, while Slurm says COMPLETED and, half a minute on, the pod Succeeds; once
 // finished, the scientist still reads Ended in shadowgate status. shadowgate never writes the
 // pod: no field manager of its own is among the pod's.
 func TestAJobThatCompletesEndsItsTunnelWithoutAWarning(t *testing.T) {
@@ -196,7 +196,9 @@ func TestAJobThatCompletesEndsItsTunnelWithoutAWarning(t *testing.T) {
 	if body, err := get(fmt.Sprintf("http://%s:8888/stop", ip)); err != nil || body != "stopping" {
 		t.Fatalf("asking the job's server to stop through the tunnel: %q, %v", body, err)
 	}
-	waitForTunnelEvent(t, 2*time.Minute, ns, "notebook", "TunnelEnded", "COMPLETED")
+	// Said when the shadow finds the job COMPLETED in Slurm, or, if the virtual node reports the
+	// pod Succeeded first, when the pod finishes: either way once, and Normal.
+	waitForTunnelEvent(t, 2*time.Minute, ns, "notebook", "TunnelEnded", "Tunnel ended: ")
 	waitFor(t, 2*time.Minute, "the pod to succeed", func() error {
 		if phase := kubectl(t, "", "get", "pod", "notebook", "-n", ns, "-o", "jsonpath={.status.phase}"); phase != "Succeeded" {
 			return fmt.Errorf("phase %q", phase)
