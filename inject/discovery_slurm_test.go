@@ -221,13 +221,7 @@ func TestSlurmDiscoveryFindsTheJobsNodeAndFollowsIt(t *testing.T) {
 		uid := "9b6cbe75-c08f-4d4c-9fae-6a5b7c8d9eaf"
 		begin := time.Now().Add(time.Hour)
 		job := s.slurm.submit(t, s.job, uid, "true\n", nil, "--begin=now+1hour")
-		eventually(t, 60*time.Second, func() error {
-			reason, _ := s.slurm.command("squeue", "-h", "-j", job.id, "-o", "%r").Output()
-			if r := strings.TrimSpace(string(reason)); r != "BeginTime" {
-				return fmt.Errorf("job %s waits for %q, not BeginTime yet", job.id, r)
-			}
-			return nil
-		})
+		job.await(t, "%r", "BeginTime")
 		term := filepath.Join(t.TempDir(), "termination-log")
 		p := s.run(t, s.shadow(t, uid, "2s"), containerWaitForNode, envTerminationLog+"="+term)
 		p.expectFailure(t, 60*time.Second, "wait-for-node succeeded with the job queued")
@@ -248,13 +242,7 @@ func TestSlurmDiscoveryFindsTheJobsNodeAndFollowsIt(t *testing.T) {
 	t.Run("wait-for-node says JobCompleted for a job that ran to its end", func(t *testing.T) {
 		uid := "8a5bad64-bf7e-4c3b-8e9d-5f4a6b7c8d9e"
 		job := s.slurm.submit(t, s.job, uid, "true\n", nil)
-		eventually(t, 60*time.Second, func() error {
-			state, _ := s.slurm.command("squeue", "-h", "--states=all", "-j", job.id, "-o", "%T").Output()
-			if j := strings.TrimSpace(string(state)); j != "COMPLETED" {
-				return fmt.Errorf("job %s is %q, not COMPLETED yet", job.id, j)
-			}
-			return nil
-		})
+		job.await(t, "%T", "COMPLETED")
 		term := filepath.Join(t.TempDir(), "termination-log")
 		p := s.run(t, s.shadow(t, uid, "2s"), containerWaitForNode, envTerminationLog+"="+term)
 		p.expectFailure(t, 60*time.Second, "wait-for-node succeeded without a running job")

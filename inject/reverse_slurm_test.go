@@ -96,6 +96,19 @@ type slurmJob struct {
 	s       *slurm
 }
 
+// await waits, a minute at most, until squeue prints want for the job in format (%T its
+// state, %r why it waits), whatever state the job is in.
+func (j *slurmJob) await(t *testing.T, format, want string) {
+	t.Helper()
+	eventually(t, 60*time.Second, func() error {
+		out, _ := j.s.command("squeue", "-h", "--states=all", "-j", j.id, "-o", format).Output()
+		if got := strings.TrimSpace(string(out)); got != want {
+			return fmt.Errorf("squeue -o %s says %q of job %s, not %q yet", format, got, j.id, want)
+		}
+		return nil
+	})
+}
+
 // submit runs script as acct's batch job named name, cancelled when the test ends; sbatchArgs
 // (such as --hold) go to sbatch before the script. Each job has a script and an output file of
 // its own, also beside another job of the same name.
