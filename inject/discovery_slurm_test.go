@@ -2,6 +2,7 @@ package inject
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -600,7 +601,8 @@ func TestSlurmDiscoveryAsksAfreshOnAFailedForward(t *testing.T) {
 					if err != nil {
 						return
 					}
-					conn.Close()
+					// As a job's server: it hangs up once the check has.
+					go func() { _, _ = io.Copy(io.Discard, conn); conn.Close() }()
 				}
 			}()
 			squeue := filepath.Join(stubs, uid+".squeue")
