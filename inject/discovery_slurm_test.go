@@ -164,19 +164,10 @@ func TestSlurmDiscoveryFindsTheJobsNodeAndFollowsIt(t *testing.T) {
 	expectLog(t, forward, "no compute node from Slurm (job "+uid)
 	s.web.expectReply(t, "sgnode-b")
 	s.setNodeAddr(t, "sgnode-a")
-	// Slurm holds a requeued job back a while, for the node to be done with its last run; the
-	// test starts it early, but not before slurmd is done with that run (a launch beside it
-	// fails the job).
-	eventually(t, 30*time.Second, func() error {
-		log, _ := os.ReadFile(filepath.Join(s.slurm.dir, "slurmd.log"))
-		state, _ := s.slurm.command("squeue", "-h", "-j", job.id, "-o", "%T").Output()
-		if j := strings.TrimSpace(string(state)); !strings.Contains(string(log), "["+job.id+".batch] done with job") || j != "PENDING" {
-			return fmt.Errorf("job %s is %q, and slurmd's log says it is not done with its last run: %s", job.id, j, log)
-		}
-		return nil
-	})
-	s.scontrol(t, "update", "jobid="+job.id, "starttime=now")
-	s.web.expectReply(t, "sgnode-a")
+	// Slurm holds a requeued job back (its begin time two minutes on), for the node to be done
+	// with its last run; the test waits for that rather than starting it early, which slurmd
+	// can refuse ("already killed, do not launch batch job"), failing the job.
+	s.web.expectReplyWithin(t, "sgnode-a", 4*time.Minute)
 	expectLog(t, forward, fmt.Sprintf("compute node changed from %s to %s, rebuilding the tunnel", s.addrs["sgnode-b"], s.addrs["sgnode-a"]))
 
 	// The job ends: said plainly, and the tunnel is left as it is for Kubernetes to judge.

@@ -169,7 +169,13 @@ func (s *site) get() (string, error) {
 // expectReply waits until a request through the shadow reaches the named compute node.
 func (s *site) expectReply(t *testing.T, node string) {
 	t.Helper()
-	eventually(t, 20*time.Second, func() error {
+	s.expectReplyWithin(t, node, 20*time.Second)
+}
+
+// expectReplyWithin is expectReply with another bound.
+func (s *site) expectReplyWithin(t *testing.T, node string, bound time.Duration) {
+	t.Helper()
+	eventually(t, bound, func() error {
 		body, err := s.get()
 		if err != nil {
 			return err
