@@ -503,6 +503,16 @@ func TestSlurmQueryPassesShellcheck(t *testing.T) {
 // TestSlurmDiscoveryNamesTheJobsEndOnAFailedForward: once the job's port stops answering,
 // ssh-forward reports what Slurm said last rather than the refused channel: JobCompleted for a
 // job that ran to its end, NoRunningJob for any other end. The login node's squeue and
+// stubRunningJob has stubSlurm's squeue in stubs say that job uid runs on host, and its
+// scontrol that host is at addr; it returns the file squeue answers for uid from.
+func stubRunningJob(t *testing.T, stubs, uid, host, addr string) string {
+	t.Helper()
+	squeue := filepath.Join(stubs, uid+".squeue")
+	writeAtomically(t, squeue, "4100 RUNNING "+host+"\n")
+	writeAtomically(t, filepath.Join(stubs, host+".scontrol"), "NodeName="+host+" Arch=x86_64 NodeAddr="+addr+" NodeHostName="+host+" State=MIXED\n")
+	return squeue
+}
+
 // forwardThrough renders the shadow of a pod with uid forwarding port, logging in to login,
 // and the volumes its ssh-forward container mounts, with login's key and known hosts.
 func forwardThrough(t *testing.T, login *sshtest.Server, uid string, port int) (*Shadow, map[string]string) {
@@ -540,10 +550,7 @@ func TestSlurmDiscoveryNamesTheJobsEndOnAFailedForward(t *testing.T) {
 			uid := fmt.Sprintf("%08x-0000-4000-8000-0000000000ec", i)
 			node, listen := sshtest.NodeAddress(t), sshtest.Loopback(t) // nothing listens on node
 			port := sshtest.FreePort(t, node, listen)
-			squeue := filepath.Join(stubs, uid+".squeue")
-			host := fmt.Sprintf("hc%d", i)
-			writeAtomically(t, squeue, "4100 RUNNING "+host+"\n")
-			writeAtomically(t, filepath.Join(stubs, host+".scontrol"), "NodeName="+host+" Arch=x86_64 NodeAddr="+node+" NodeHostName="+host+" State=MIXED\n")
+			squeue := stubRunningJob(t, stubs, uid, fmt.Sprintf("hc%d", i), node)
 			shadow, mounts := forwardThrough(t, login, uid, port)
 			p := runContainer(t, container(t, shadow.Deployment, containerForward), mounts, pollEnv, slurmPollEnv,
 				"SHADOW_CHECK_INTERVAL=0.5", "SHADOW_LISTEN_ADDRESS="+listen)
@@ -596,10 +603,7 @@ func TestSlurmDiscoveryAsksAfreshOnAFailedForward(t *testing.T) {
 					go func() { _, _ = io.Copy(io.Discard, conn); conn.Close() }()
 				}
 			}()
-			squeue := filepath.Join(stubs, uid+".squeue")
-			host := fmt.Sprintf("hf%d", i)
-			writeAtomically(t, squeue, "4100 RUNNING "+host+"\n")
-			writeAtomically(t, filepath.Join(stubs, host+".scontrol"), "NodeName="+host+" Arch=x86_64 NodeAddr="+node+" NodeHostName="+host+" State=MIXED\n")
+			squeue := stubRunningJob(t, stubs, uid, fmt.Sprintf("hf%d", i), node)
 			shadow, mounts := forwardThrough(t, login, uid, port)
 			p := runContainer(t, container(t, shadow.Deployment, containerForward), mounts, pollEnv,
 				"SHADOW_SLURM_POLL_INTERVAL=3600", "SHADOW_CHECK_INTERVAL=0.5", "SHADOW_LISTEN_ADDRESS="+listen)

@@ -19,6 +19,23 @@ import (
 // tunnelCreator is the field manager of a Tunnel's metadata, which it is created with.
 const tunnelCreator = "shadowgate"
 
+// CachedTunnel is pod's Tunnel as c, the manager's cache, holds it; nil when there is none. One
+// that is not the pod's (an earlier pod's of the same name, not collected yet) comes with its
+// status cleared: it says nothing about pod, and ApplyTunnelStatus replaces it.
+func CachedTunnel(ctx context.Context, c client.Reader, pod *corev1.Pod) (*v1alpha1.Tunnel, error) {
+	tunnel := &v1alpha1.Tunnel{}
+	err := c.Get(ctx, client.ObjectKeyFromObject(pod), tunnel)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case !tunnel.IsFor(pod):
+		tunnel.Status = v1alpha1.TunnelStatus{}
+	}
+	return tunnel, nil
+}
+
 // ApplyTunnelStatus server-side applies status, the fields of a Tunnel's status that
 // fieldManager owns, with status.podUID, on the Tunnel of pod: the object in the pod's
 // namespace under its name, made for the pod's UID (spec.podUID) and owned by the pod, so the

@@ -7,7 +7,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -160,7 +159,7 @@ func (r *Reconciler) refuse(ctx context.Context, pod *corev1.Pod, reason string)
 // wrote, else what the pod's Tunnel holds (Current without one); with the Tunnel in the cache,
 // nil for none.
 func (r *Reconciler) said(ctx context.Context, pod *corev1.Pod) (drift.Status, *v1alpha1.Tunnel, error) {
-	tunnel, err := r.tunnelOf(ctx, pod)
+	tunnel, err := applier.CachedTunnel(ctx, r.client, pod)
 	if err != nil {
 		return drift.Status{}, nil, err
 	}
@@ -176,27 +175,10 @@ func (r *Reconciler) said(ctx context.Context, pod *corev1.Pod) (drift.Status, *
 	return drift.Of(tunnel.Status.Shadow), tunnel, nil
 }
 
-// tunnelOf is the pod's Tunnel in the cache when it is the pod's, nil when there is none; one
-// that is an earlier pod's is returned too, for the write to replace it, but holds nothing
-// about this pod.
-func (r *Reconciler) tunnelOf(ctx context.Context, pod *corev1.Pod) (*v1alpha1.Tunnel, error) {
-	tunnel := &v1alpha1.Tunnel{}
-	err := r.client.Get(ctx, client.ObjectKeyFromObject(pod), tunnel)
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil, nil
-	case err != nil:
-		return nil, err
-	case !tunnel.IsFor(pod):
-		tunnel.Status = v1alpha1.TunnelStatus{}
-	}
-	return tunnel, nil
-}
-
 // sayDrift writes st as the shadow's state in the pod's Tunnel when it says something else
-// now, or the Tunnel does not hold it, at the rate driftWrites allows: a policy change that makes every shadow of a large
-// cluster OutOfDate does not send every write at once. Held back, it says how long until the
-// pod's reconcile may try again.
+// now, or the Tunnel does not hold it, at the rate driftWrites allows: a policy change that
+// makes every shadow of a large cluster OutOfDate does not send every write at once. Held
+// back, it says how long until the pod's reconcile may try again.
 func (r *Reconciler) sayDrift(ctx context.Context, pod *corev1.Pod, st drift.Status) (time.Duration, error) {
 	said, tunnel, err := r.said(ctx, pod)
 	if err != nil || (said.Same(st) && holds(tunnel, st)) {
@@ -262,7 +244,7 @@ func (r *Reconciler) writeDrift(ctx context.Context, pod *corev1.Pod, tunnel *v1
 // it: a roll breaks its connections, so such shadows roll after the others. A Tunnel the cache
 // cannot give counts as not in use.
 func (r *Reconciler) tunnelInUse(ctx context.Context, pod *corev1.Pod) bool {
-	tunnel, err := r.tunnelOf(ctx, pod)
+	tunnel, err := applier.CachedTunnel(ctx, r.client, pod)
 	return err == nil && tunnel != nil && tunnel.Status.State == string(tunnelstate.Ready)
 }
 

@@ -152,7 +152,7 @@ func (t *TunnelReporter) Reconcile(ctx context.Context, req reconcile.Request) (
 		t.forget(req.NamespacedName)
 		return reconcile.Result{}, nil
 	}
-	tunnel, err := t.tunnelOf(ctx, pod)
+	tunnel, err := applier.CachedTunnel(ctx, t.cache, pod)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -315,17 +315,6 @@ func (t *TunnelReporter) missingCredentials(ctx context.Context, shadow *corev1.
 	return missing, nil
 }
 
-// tunnelOf is the pod's Tunnel in the cache, nil when there is none; one that is not the
-// pod's is returned too, for the write to replace it.
-func (t *TunnelReporter) tunnelOf(ctx context.Context, pod *corev1.Pod) (*v1alpha1.Tunnel, error) {
-	tunnel := &v1alpha1.Tunnel{}
-	err := t.cache.Get(ctx, client.ObjectKeyFromObject(pod), tunnel)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	return tunnel, err
-}
-
 // previousState is the state last reported for the pod: what this process wrote, else (a
 // restart, a new leader) what the pod's Tunnel holds.
 func (t *TunnelReporter) previousState(pod *corev1.Pod, tunnel *v1alpha1.Tunnel) (tunnelstate.Status, bool) {
@@ -335,10 +324,10 @@ func (t *TunnelReporter) previousState(pod *corev1.Pod, tunnel *v1alpha1.Tunnel)
 	if ok && w.uid == pod.UID {
 		return w.status, true
 	}
-	if tunnel == nil || !tunnel.IsFor(pod) {
+	if tunnel == nil {
 		return tunnelstate.Status{}, false
 	}
-	return tunnelstate.Of(&tunnel.Status)
+	return tunnelstate.Of(&tunnel.Status) // an earlier pod's holds none
 }
 
 // writeState writes st as the tunnel's fields of the pod's Tunnel (applier.ApplyTunnelStatus).

@@ -57,14 +57,19 @@ func shadowPodOf(name, ns, uid, owner string) *corev1.Pod {
 	return p
 }
 
-// readyShadowPod is the shadow pod of user/notebook (pod UID pod-uid), its ssh-forward ready
-// for an hour.
-func readyShadowPod() *corev1.Pod {
-	p := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
-	p.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
-	p.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ssh-forward", Ready: true,
+// reportingOnAReadyTunnel is user/notebook (pod UID pod-uid), whose shadow pod is ready, in a
+// fake API server with more objects, and a reporter on it: the pod, the client, the reporter,
+// its Events and the pod's reconcile request.
+func reportingOnAReadyTunnel(t *testing.T, more ...client.Object) (*corev1.Pod, client.WithWatch, *TunnelReporter, *events.FakeRecorder, reconcile.Request) {
+	t.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
+	shadowPod := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
+	shadowPod.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
+	shadowPod.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ssh-forward", Ready: true,
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Hour))}}}}}
-	return p
+	c := reporterClient(t, interceptor.Funcs{}, append([]client.Object{pod, shadowDeploymentOf("pod-uid"), shadowPod}, more...)...)
+	r, recorder := testReporter(t, c)
+	return pod, c, r, recorder, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(pod)}
 }
 
 // reporterClient is a fake client holding objs, with the reporter's index and funcs.
@@ -220,13 +225,10 @@ func TestTheStateGoesToThePodsTunnelAndNeverToThePod(t *testing.T) {
 // A Tunnel of the pod's name that an earlier pod owns (the garbage collector has not removed
 // it yet) says nothing about the pod: it is replaced by the pod's own.
 func TestATunnelOfAnEarlierPodIsReplaced(t *testing.T) {
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
 	earlier := shadowtest.TunnelSaying(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "earlier-uid"}},
 		v1alpha1.TunnelStatus{State: string(tunnelstate.Ready), Reason: string(tunnelstate.ReasonReady)})
-	shadowPod := readyShadowPod()
-	c := reporterClient(t, interceptor.Funcs{}, pod, earlier, shadowDeploymentOf("pod-uid"), shadowPod)
-	r, recorder := testReporter(t, c)
-	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(pod)}); err != nil {
+	pod, c, r, recorder, key := reportingOnAReadyTunnel(t, earlier)
+	if _, err := r.Reconcile(context.Background(), key); err != nil {
 		t.Fatal(err)
 	}
 	tunnel := shadowtest.TunnelOf(t, c, pod) // fails the test unless the pod owns it
@@ -241,11 +243,7 @@ func TestATunnelOfAnEarlierPodIsReplaced(t *testing.T) {
 // A Tunnel deleted while its pod runs (by an admin, or with the CRD) is made again, holding
 // what the reporter said, and nothing is said again on the pod.
 func TestADeletedTunnelIsMadeAgain(t *testing.T) {
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
-	shadowPod := readyShadowPod()
-	c := reporterClient(t, interceptor.Funcs{}, pod, shadowDeploymentOf("pod-uid"), shadowPod)
-	r, recorder := testReporter(t, c)
-	key := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(pod)}
+	pod, c, r, recorder, key := reportingOnAReadyTunnel(t)
 	if _, err := r.Reconcile(context.Background(), key); err != nil {
 		t.Fatal(err)
 	}
@@ -265,11 +263,7 @@ func TestADeletedTunnelIsMadeAgain(t *testing.T) {
 
 // A finished pod keeps its tunnel's last state in its Tunnel until it is deleted.
 func TestAFinishedPodKeepsItsFinalState(t *testing.T) {
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
-	shadowPod := readyShadowPod()
-	c := reporterClient(t, interceptor.Funcs{}, pod, shadowDeploymentOf("pod-uid"), shadowPod)
-	r, recorder := testReporter(t, c)
-	key := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(pod)}
+	pod, c, r, recorder, key := reportingOnAReadyTunnel(t)
 	if _, err := r.Reconcile(context.Background(), key); err != nil {
 		t.Fatal(err)
 	}
