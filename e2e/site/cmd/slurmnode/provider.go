@@ -176,8 +176,16 @@ func (p *provider) materialise(uid string, files []batch.File) error {
 	return nil
 }
 
-// UpdatePod has nothing to do: a job's spec cannot change once submitted.
-func (p *provider) UpdatePod(context.Context, *corev1.Pod) error { return nil }
+// UpdatePod is called when the pod's metadata or mutable spec changed in the API server; a
+// job's spec cannot change once submitted. With -write-back-creation-copy the node hands the
+// library the pod as given, as interLink's virtual kubelet does, so the status loop's next
+// creation copy differs from the last pod the library saw and is written back.
+func (p *provider) UpdatePod(_ context.Context, pod *corev1.Pod) error {
+	if p.cfg.writeBackCreationCopy {
+		p.changed(pod)
+	}
+	return nil
+}
 
 // DeletePod cancels the job; the poll removes the job directory once the job has ended.
 func (p *provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
@@ -262,8 +270,9 @@ func (p *provider) changed(pod *corev1.Pod) {
 
 // writeBack is interLink's virtual kubelet's status loop: every -status-interval, each pod not
 // yet Succeeded or Failed, nor being deleted, is handed to the library again as stored at
-// creation. The library writes it whenever the pod in the API server differs, so what others
-// wrote into its annotations since is reverted.
+// creation. The library writes a pod it is handed unless it equals the last one it was handed;
+// UpdatePod hands it the changed pod first, so what others wrote into its annotations since is
+// reverted within an interval.
 func (p *provider) writeBack(ctx context.Context) {
 	every(ctx, p.cfg.statusInterval, func() {
 		p.mu.Lock()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,8 +11,10 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 )
 
@@ -79,6 +82,18 @@ func startController(t *testing.T, writeBack bool) (*fake.Clientset, *provider) 
 		Spec: corev1.PodSpec{NodeName: "hpc-vk", Containers: []corev1.Container{{Name: "jupyter", Image: "docker://jupyter/scipy-notebook"}}},
 	}
 	client := fake.NewClientset(created.DeepCopy())
+	// The fake API server loses what changes between an informer's list and its watch, so the
+	// test writes only once the pods' watch is open.
+	var watching sync.Once
+	watched := make(chan struct{})
+	client.PrependWatchReactor("pods", func(action clienttesting.Action) (bool, watch.Interface, error) {
+		w, err := client.Tracker().Watch(action.GetResource(), action.GetNamespace())
+		if err != nil {
+			return false, nil, err
+		}
+		watching.Do(func() { close(watched) })
+		return true, w, nil
+	})
 	factory := informers.NewSharedInformerFactory(client, 0)
 	pods := factory.Core().V1().Pods()
 	stored := created.DeepCopy()
@@ -111,6 +126,11 @@ func startController(t *testing.T, writeBack bool) (*fake.Clientset, *provider) 
 			t.Errorf("the pod controller: %v", err)
 		}
 	}()
+	select {
+	case <-watched:
+	case <-time.After(time.Minute):
+		t.Fatal("the pods' informer does not watch after a minute")
+	}
 	if writeBack {
 		waitFor(t, "the node to write the pod's status", func() error {
 			pod, err := client.CoreV1().Pods("user").Get(ctx, "notebook", metav1.GetOptions{})
