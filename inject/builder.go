@@ -177,6 +177,9 @@ func (b *builder) podSpec() corev1.PodSpec {
 	if b.ssh.Auth == policy.AuthKerberos && b.slurmDiscovery() {
 		spec.InitContainers = append(spec.InitContainers, b.kinitContainer())
 	}
+	if b.slurmDiscovery() {
+		spec.InitContainers = append(spec.InitContainers, b.waitReasonContainer())
+	}
 	spec.InitContainers = append(spec.InitContainers, b.waitForNodeContainer())
 	if b.ssh.Auth == policy.AuthKerberos && !b.slurmDiscovery() {
 		spec.InitContainers = append(spec.InitContainers, b.kinitContainer())

@@ -17,6 +17,7 @@ import (
 // Container names (DESIGN.md "Shadow objects").
 const (
 	containerWaitForNode = "wait-for-node"
+	containerWaitReason  = "wait-reason"
 	containerKinit       = "kinit"
 	containerForward     = "ssh-forward"
 	containerKrbRefresh  = "krb-refresh"
@@ -121,6 +122,25 @@ func (b *builder) waitForNodeContainer() corev1.Container {
 		env(envNodeConfigMap, b.namespaceName+"/"+NodeConfigMapName(b.name)),
 	}, wait...)...)
 	c.VolumeMounts = append(c.VolumeMounts, b.nodeMount())
+	return c
+}
+
+// waitReasonContainer is the native sidecar, declared before wait-for-node under NodeDiscovery
+// slurm, that carries Slurm's reason and expected start for the queued job to the kubelet's
+// Events (scripts/wait-reason.sh): its readiness probe fails once per change of what
+// wait-for-node logged, printing it, and passes otherwise. It idles for the pod's life, as a
+// sidecar cannot end, at the cost of a sleeping shell and a probe reading one file every 30 s.
+func (b *builder) waitReasonContainer() corev1.Container {
+	c := b.container(containerWaitReason, scriptWaitReason, env(envStateDir, stateDir))
+	c.VolumeMounts = append(c.VolumeMounts, b.stateMount())
+	c.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+	c.ReadinessProbe = &corev1.Probe{
+		ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: runScript(scriptWaitReason, containerWaitReason, "probe")}},
+		PeriodSeconds:    30,
+		TimeoutSeconds:   3,
+		FailureThreshold: 1,
+		SuccessThreshold: 1,
+	}
 	return c
 }
 

@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -151,6 +153,95 @@ func TestTunnelProbe(t *testing.T) {
 	}
 }
 
+// TestWaitReasonProbe runs wait-reason's probe as the kubelet does, over what wait-for-node
+// logs in turn: it prints (and fails on) each new WaitingForNode line once, and passes on the
+// rest, so the kubelet records an Event per change, none per period.
+func TestWaitReasonProbe(t *testing.T) {
+	state := t.TempDir()
+	scripts := scriptsVolumeDir(t, ScriptsConfigMap("test"))
+	run := func(args ...string) (int, string) {
+		t.Helper()
+		cmd := rewriteMounts(t, corev1.Container{VolumeMounts: []corev1.VolumeMount{scriptsMount()}},
+			map[string]string{scriptsDir: scripts}, runScript(scriptWaitReason, containerWaitReason, args...))
+		c := exec.Command(cmd[0], cmd[1:]...)
+		c.Env = append(os.Environ(), envStateDir+"="+state)
+		out, err := c.Output()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			return 0, string(out)
+		case errors.As(err, &ee):
+			return ee.ExitCode(), string(out)
+		}
+		t.Fatalf("running wait-reason %q: %v", args, err)
+		return 0, ""
+	}
+	logged := filepath.Join(state, "node-discovery."+containerWaitForNode+".logged")
+	const (
+		queued = "WaitingForNode: job 12 is PENDING in Slurm (reason BeginTime, expected start 2026-12-06T07:00:00Z): waiting for it to run"
+		moved  = "WaitingForNode: job 12 is PENDING in Slurm (reason Priority, expected start 2026-12-06T09:00:00Z): waiting for it to run"
+	)
+	steps := []struct {
+		name, logged string
+		code         int
+		out          string
+	}{
+		{"nothing logged yet passes", "", 0, ""},
+		{"a first WaitingForNode line is printed and fails", queued, 1, queued + "\n"},
+		{"the same line again passes", queued, 0, ""},
+		{"a new reason is printed and fails", moved, 1, moved + "\n"},
+		{"a line of another reason passes", "NodeFound: job 12 runs on node c1 at 198.18.0.7", 0, ""},
+		{"the old line back is a change again", queued, 1, queued + "\n"},
+	}
+	for _, st := range steps {
+		if st.logged != "" {
+			if err := os.WriteFile(logged, []byte(st.logged+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if code, out := run("probe"); code != st.code || out != st.out {
+			t.Errorf("%s: exit %d, output %q; want exit %d, output %q", st.name, code, out, st.code, st.out)
+		}
+	}
+	// A restarted sidecar is a new container whose probe failures the reporter has not seen:
+	// its process forgets what was printed, so the line in force is printed again, and it ends
+	// on TERM at once.
+	cmd := rewriteMounts(t, corev1.Container{VolumeMounts: []corev1.VolumeMount{scriptsMount()}},
+		map[string]string{scriptsDir: scripts}, runScript(scriptWaitReason, containerWaitReason))
+	idle := exec.Command(cmd[0], cmd[1:]...)
+	idle.Env = append(os.Environ(), envStateDir+"="+state)
+	if err := idle.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- idle.Wait() }()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err := os.Stat(filepath.Join(state, statusDir, containerWaitReason+".printed")); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sidecar's process kept what its probe printed before the restart")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, out := run("probe"); code != 1 || out != queued+"\n" {
+		t.Errorf("after a restart: exit %d, output %q; want the line in force printed again", code, out)
+	}
+	if err := idle.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the sidecar's process on TERM: %v, want exit 0", err)
+		}
+	case <-time.After(time.Minute):
+		_ = idle.Process.Kill()
+		t.Error("the sidecar's process did not end on TERM within a minute")
+	}
+}
+
 // staleAge is the age a probe reports of a status line it finds too old.
 var staleAge = regexp.MustCompile(`no status for ([0-9]+) s`)
 
@@ -164,12 +255,18 @@ func TestProbesAndTerminationLog(t *testing.T) {
 			if got := envValue(ctr, envTerminationLog); got != ctr.TerminationMessagePath || got == "" {
 				t.Errorf("%s: %s is %q, its TerminationMessagePath %q", ctr.Name, envTerminationLog, got, ctr.TerminationMessagePath)
 			}
-			probed := slices.Contains([]string{containerForward, ContainerReverse, containerKrbRefresh}, ctr.Name)
+			probed := slices.Contains([]string{containerForward, ContainerReverse, containerKrbRefresh, containerWaitReason}, ctr.Name)
 			if probed != (ctr.ReadinessProbe != nil) {
 				t.Errorf("%s: readiness probe %v, want one: %v", ctr.Name, ctr.ReadinessProbe != nil, probed)
 			}
 			if ctr.LivenessProbe != nil {
 				t.Errorf("%s has a liveness probe: a restart mends none of the failures the scripts report", ctr.Name)
+			}
+			if ctr.Name == containerWaitReason {
+				if !slices.Equal(ctr.ReadinessProbe.Exec.Command, runScript(scriptWaitReason, containerWaitReason, "probe")) {
+					t.Errorf("%s: probe runs %q, want wait-reason.sh probe", ctr.Name, ctr.ReadinessProbe.Exec.Command)
+				}
+				continue
 			}
 			if p := ctr.ReadinessProbe; p != nil {
 				if want := filepath.Join(stateDir, statusDir, ctr.Name); p.Exec.Command[len(p.Exec.Command)-1] != want {

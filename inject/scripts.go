@@ -42,6 +42,7 @@ var (
 	scriptForward     = shadowScript("ssh-forward.sh")
 	scriptExecRelay   = mustScript("exec-relay.sh")
 	scriptKerberos    = shadowScript("kerberos.sh")
+	scriptWaitReason  = mustScript("wait-reason.sh")
 )
 
 // commonFunctions are the functions of scripts/common.sh, after its markerCommonBegin line,

@@ -94,6 +94,7 @@ var scriptMarkers = map[string][]string{
 	"reverse-hop.sh":     {markerCommonInsert},
 	"reverse-node.sh":    nil, // sent to the compute node as it is
 	"tunnel-probe.sh":    nil, // the readiness probe, run as it is
+	"wait-reason.sh":     nil, // a sidecar that idles and its probe: it runs none of common.sh
 	"reverse-preexec.sh": {markerPreExecBegin, markerRelayInsert},
 }
 

@@ -34,7 +34,7 @@ const (
 // probes run, and what their scripts hand on (exec-relay.sh to socat, reverse-hop.sh and
 // reverse-node.sh to the hops of the reverse tunnel).
 var shadowScripts = []script{scriptWaitForNode, scriptForward, scriptExecRelay, scriptKerberos,
-	scriptReverse, scriptReverseHop, scriptReverseNode, scriptProbe}
+	scriptReverse, scriptReverseHop, scriptReverseNode, scriptProbe, scriptWaitReason}
 
 // scriptsData is the scripts ConfigMap's data, scriptsName its name.
 var scriptsData, scriptsName = func() (map[string]string, string) {

@@ -138,6 +138,10 @@ func TestContainersPerAuthAndMode(t *testing.T) {
 			ssh := c.policy.VirtualNodes["hpc-vk"].Network.SSH
 			spec := s.Deployment.Spec.Template.Spec
 			wantInit, want := []string{containerWaitForNode}, []string(nil)
+			if ssh.NodeDiscovery == policy.NodeDiscoverySlurm {
+				// Slurm's reason for a queued job reaches Events through the sidecar's probe.
+				wantInit = []string{containerWaitReason, containerWaitForNode}
+			}
 			if s.Service != nil {
 				want = append(want, containerForward)
 			}
@@ -145,7 +149,7 @@ func TestContainersPerAuthAndMode(t *testing.T) {
 				// Asking Slurm for the node is a login, which needs the ticket first; reading
 				// the node ConfigMap is not.
 				if ssh.NodeDiscovery == policy.NodeDiscoverySlurm {
-					wantInit = []string{containerKinit, containerWaitForNode}
+					wantInit = []string{containerKinit, containerWaitReason, containerWaitForNode}
 				} else {
 					wantInit = append(wantInit, containerKinit)
 				}

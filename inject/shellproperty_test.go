@@ -128,7 +128,7 @@ func checkPreExec(pod *corev1.Pod, o *validate.Offload) error {
 // them from the scripts volume (runScript).
 var embeddedScripts = func() map[string]script {
 	m := map[string]script{}
-	for _, s := range []script{scriptWaitForNode, scriptForward, scriptKerberos, scriptReverse} {
+	for _, s := range []script{scriptWaitForNode, scriptWaitReason, scriptForward, scriptKerberos, scriptReverse} {
 		m[runScript(s, "")[2]] = s
 	}
 	return m

@@ -30,6 +30,8 @@ func AddToScheme(s *runtime.Scheme) error {
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
 // +kubebuilder:printcolumn:name="Compute-Node",type=string,JSONPath=`.status.computeNode`
+// +kubebuilder:printcolumn:name="Wait-Reason",type=string,JSONPath=`.status.waitReason`,priority=1
+// +kubebuilder:printcolumn:name="Expected-Start",type=string,JSONPath=`.status.expectedStart`,priority=1
 // +kubebuilder:printcolumn:name="Service",type=string,JSONPath=`.status.service`
 // +kubebuilder:printcolumn:name="Shadow",type=string,JSONPath=`.status.shadow.state`
 // +kubebuilder:printcolumn:name="Since",type=date,JSONPath=`.status.since`
@@ -98,6 +100,16 @@ type TunnelStatus struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	ComputeNode string `json:"computeNode,omitempty"`
+	// WaitReason is why Slurm holds the queued job (squeue's %r: Priority, BeginTime,
+	// Resources), while the state is WaitingForNode under NodeDiscovery slurm.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	WaitReason string `json:"waitReason,omitempty"`
+	// ExpectedStart is when Slurm expects to start the queued job (squeue's %S, in UTC:
+	// 2026-12-06T07:00:00Z), or N/A or Unknown when it has no estimate.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	ExpectedStart string `json:"expectedStart,omitempty"`
 	// ForwardMode is the virtual node's SSH.ForwardMode: portforward or exec.
 	// +kubebuilder:validation:MaxLength=16
 	// +optional

@@ -49,9 +49,11 @@ func TestRenderTheNotebookInEachMode(t *testing.T) {
 		node, mode string
 		init, main []string
 	}{
-		"hpc-vk: portforward with a public key": {"hpc-vk", "portforward", []string{"wait-for-node"}, []string{"ssh-forward"}},
-		// NodeDiscovery slurm, the default: wait-for-node logs in to ask Slurm, so kinit comes first.
-		"cern-vk: exec with Kerberos": {"cern-vk", "exec", []string{"kinit", "wait-for-node"}, []string{"ssh-forward", "krb-refresh"}},
+		// NodeDiscovery slurm, the default: the wait-reason sidecar carries what Slurm says of
+		// the queued job.
+		"hpc-vk: portforward with a public key": {"hpc-vk", "portforward", []string{"wait-reason", "wait-for-node"}, []string{"ssh-forward"}},
+		// wait-for-node logs in to ask Slurm, so kinit comes first.
+		"cern-vk: exec with Kerberos": {"cern-vk", "exec", []string{"kinit", "wait-reason", "wait-for-node"}, []string{"ssh-forward", "krb-refresh"}},
 	} {
 		t.Run(sentence, func(t *testing.T) {
 			pod := strings.ReplaceAll(string(example), "hpc-vk", tc.node)

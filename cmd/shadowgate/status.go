@@ -521,6 +521,7 @@ func rowOf(p *corev1.Pod, t *v1alpha1.Tunnel) podTunnel {
 		st.Reason = tunnelstate.Reason(printable.String(string(st.Reason)))
 		st.Message, st.Container = printable.String(st.Message), printable.String(st.Container)
 		st.ComputeNode, st.ForwardMode, st.Service = printable.String(st.ComputeNode), printable.String(st.ForwardMode), printable.String(st.Service)
+		st.WaitReason, st.ExpectedStart = printable.String(st.WaitReason), printable.String(st.ExpectedStart)
 		row.Tunnel = &st
 	}
 	return row
@@ -649,7 +650,10 @@ func (t table) row(w io.Writer, r podTunnel, now time.Time) {
 		cols = append(cols, r.Name, dash(r.Node), "-", "-", "-", "no tunnel state reported", "-", string(r.Shadow.State))
 	default:
 		reason := string(st.Reason)
-		if !t.wide && (st.State == tunnelstate.Failed || st.State == tunnelstate.WaitingForNode) {
+		switch {
+		case st.State == tunnelstate.WaitingForNode && st.WaitReason != "":
+			reason += fmt.Sprintf(" (Slurm: %s, expected start %s)", st.WaitReason, st.ExpectedStart)
+		case !t.wide && (st.State == tunnelstate.Failed || st.State == tunnelstate.WaitingForNode):
 			reason += ": " + st.Message
 		}
 		cols = append(cols, r.Name, dash(r.Node), dash(st.ComputeNode), dash(st.ForwardMode), string(st.State),

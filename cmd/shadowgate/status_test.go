@@ -40,6 +40,12 @@ func TestPrintTunnels(t *testing.T) {
 			rows: []podTunnel{{Name: "a", Tunnel: ready}, {Name: "b", Tunnel: failed}},
 			want: []string{"Ready", "exec", "120m", "Failed"},
 		},
+		"A queued job shows Slurm's reason and expected start.": {
+			rows: []podTunnel{{Name: "queued", Tunnel: &tunnelstate.Status{State: tunnelstate.WaitingForNode, Reason: tunnelstate.ReasonWaitingForNode,
+				Message:    "job 12 is PENDING in Slurm (reason BeginTime, expected start 2026-12-06T07:00:00Z): waiting for it to run",
+				WaitReason: "BeginTime", ExpectedStart: "2026-12-06T07:00:00Z", Since: now}}},
+			want: []string{"WaitingForNode", "WaitingForNode (Slurm: BeginTime, expected start 2026-12-06T07:00:00Z)"},
+		},
 		"A pod without a state says so, and why that may be.": {
 			rows: []podTunnel{{Name: "plain", Node: "worker"}},
 			want: []string{"no tunnel state reported", "on no SSH-shadow virtual node"},

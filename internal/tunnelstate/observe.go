@@ -2,6 +2,7 @@ package tunnelstate
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -41,8 +42,12 @@ func Finished(pod *corev1.Pod, last Status) Status {
 // Starting: the job's server may not listen yet when Slurm first reports the job running.
 const StartupGrace = 45 * time.Second
 
-// The shadow's init container that waits for the compute node (inject's wait-for-node).
-const waitForNode = "wait-for-node"
+// The shadow's init container that waits for the compute node (inject's wait-for-node), and
+// the sidecar whose probe carries what Slurm says of the queued job (inject's wait-reason).
+const (
+	waitForNode = "wait-for-node"
+	waitReason  = "wait-reason"
+)
 
 // Observe derives the tunnel's state from its shadow pod: the termination messages of the
 // containers that exited, the probe Events of those that run but are not ready, the
@@ -68,6 +73,11 @@ func Observe(o Observation) Status {
 		if t := cs.State.Terminated; t != nil && t.ExitCode == 0 {
 			continue
 		}
+		// A sidecar (wait-reason) that runs decides nothing: it only carries what the
+		// containers after it say.
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways && cs.State.Running != nil {
+			continue
+		}
 		if v, decided := failedOrWaiting(o, cs, st); decided {
 			return v
 		}
@@ -75,7 +85,7 @@ func Observe(o Observation) Status {
 			return failed(st, c.Name, last)
 		}
 		if cs.State.Running != nil && c.Name == waitForNode {
-			return with(st, WaitingForNode, ReasonWaitingForNode, c.Name, "the job is not running yet, so its compute node is not known")
+			return waitingForNode(o, st)
 		}
 		return with(st, Starting, "", c.Name, "the shadow pod is starting")
 	}
@@ -97,7 +107,7 @@ func Observe(o Observation) Status {
 		if r == nil {
 			return with(st, Starting, "", c.Name, "the shadow pod is starting")
 		}
-		reason, msg, ok := lastProbeFailure(o.Events, c.Name, r.StartedAt.Time)
+		reason, msg, ok := lastProbeFailure(o.Events, "spec.containers{"+c.Name+"}", r.StartedAt.Time)
 		switch {
 		case !ok || reason == ReasonConnecting:
 			if last := lastFailure(cs); last != nil {
@@ -114,6 +124,48 @@ func Observe(o Observation) Status {
 	}
 	return with(st, Ready, ReasonReady, "", "every part of the tunnel carries traffic")
 }
+
+// waitingForNode is the state while wait-for-node runs: with what Slurm says of the queued job
+// when wait-reason's probe has printed it since the sidecar started (under NodeDiscovery
+// slurm), its reason and expected start in their own fields.
+func waitingForNode(o Observation, st Status) Status {
+	msg := "the job is not running yet, so its compute node is not known"
+	if sc := statusOf(o.Pod.Status.InitContainerStatuses, waitReason); sc != nil && sc.State.Running != nil {
+		if reason, said, ok := lastProbeFailure(o.Events, "spec.initContainers{"+waitReason+"}", sc.State.Running.StartedAt.Time); ok && reason == ReasonWaitingForNode {
+			msg = said
+			st.WaitReason, st.ExpectedStart = slurmPending(said)
+		}
+	}
+	return with(st, WaitingForNode, ReasonWaitingForNode, waitForNode, msg)
+}
+
+// slurmPending is the reason and expected start in a WaitingForNode message of the scripts
+// (common.sh: slurm_pending, "... (reason <reason>, expected start <start>)..."), each ""
+// when the message holds none. The reason may hold commas and brackets, the start neither.
+func slurmPending(msg string) (reason, start string) {
+	const open, mid = " (reason ", ", expected start "
+	i := strings.Index(msg, open)
+	j := strings.LastIndex(msg, mid)
+	if i < 0 || j < i+len(open) {
+		return "", ""
+	}
+	rest := msg[j+len(mid):]
+	k := strings.IndexByte(rest, ')')
+	if k < 0 {
+		return "", ""
+	}
+	reason, start = msg[i+len(open):j], rest[:k]
+	if !pendingReason.MatchString(reason) || !pendingStart.MatchString(start) {
+		return "", ""
+	}
+	return reason, start
+}
+
+// What slurm_pending lets through of squeue's %r and %S (or says is unreadable).
+var (
+	pendingReason = regexp.MustCompile(`^[]A-Za-z0-9_,:.()\[ -]{1,128}$`)
+	pendingStart  = regexp.MustCompile(`^(N/A|Unknown|unreadable|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z)$`)
+)
 
 // failedOrWaiting decides for a container that has failed (exited non-zero, now or before its
 // restart) or that waits for its volumes; decided is false for any other.
@@ -190,9 +242,9 @@ func foundNode(pod *corev1.Pod) string {
 const probeFailed = "Readiness probe failed: "
 
 // lastProbeFailure is the reason line of the newest readiness probe failure the kubelet
-// recorded for container since it started.
-func lastProbeFailure(events []corev1.Event, container string, since time.Time) (Reason, string, bool) {
-	fieldPath := "spec.containers{" + container + "}"
+// recorded for the container at fieldPath (spec.containers{<name>}, or
+// spec.initContainers{<name>} for a sidecar) since it started.
+func lastProbeFailure(events []corev1.Event, fieldPath string, since time.Time) (Reason, string, bool) {
 	var newest time.Time
 	var line string
 	for i := range events {
@@ -225,6 +277,13 @@ func EventTime(e *corev1.Event) time.Time {
 		t = e.EventTime.Time
 	}
 	return t
+}
+
+// WaitsForNode says whether the shadow pod's wait-for-node runs: the job is queued, or its
+// node not found yet.
+func WaitsForNode(pod *corev1.Pod) bool {
+	cs := statusOf(pod.Status.InitContainerStatuses, waitForNode)
+	return cs != nil && cs.State.Running != nil
 }
 
 // WaitsForVolumes says whether the shadow pod's containers wait to be created, which is

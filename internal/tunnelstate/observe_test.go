@@ -56,6 +56,25 @@ func probeEvent(container, message string, ago time.Duration) corev1.Event {
 
 var nodeFound = corev1.ContainerStatus{State: exited(0, "NodeFound: 10.213.0.3")}
 
+// slurmShadowPod is a shadow pod under NodeDiscovery slurm: the wait-reason sidecar running
+// since sidecarAgo, then wait-for-node and ssh-forward in the statuses given.
+func slurmShadowPod(sidecarAgo time.Duration, wait corev1.ContainerStatus, forward *corev1.ContainerStatus) *corev1.Pod {
+	p := shadowPod(wait, forward)
+	p.Spec.InitContainers = append([]corev1.Container{{Name: "wait-reason", RestartPolicy: new(corev1.ContainerRestartPolicyAlways)}}, p.Spec.InitContainers...)
+	p.Status.InitContainerStatuses = append([]corev1.ContainerStatus{{Name: "wait-reason", State: running(sidecarAgo), Ready: true, Started: new(true)}},
+		p.Status.InitContainerStatuses...)
+	return p
+}
+
+// sidecarProbeEvent is the kubelet's Event for a failed probe of the wait-reason sidecar.
+func sidecarProbeEvent(line string, ago time.Duration) corev1.Event {
+	e := probeEvent("", "Readiness probe failed: "+line, ago)
+	e.InvolvedObject.FieldPath = "spec.initContainers{wait-reason}"
+	return e
+}
+
+const queuedLine = "WaitingForNode: job 12 is PENDING in Slurm (reason ReqNodeNotAvail, UnavailableNodes:n[1-3], expected start 2026-12-06T07:00:00Z): waiting for it to run"
+
 func TestObserve(t *testing.T) {
 	for name, tc := range map[string]struct {
 		obs       Observation
@@ -64,6 +83,8 @@ func TestObserve(t *testing.T) {
 		message   string // a part of the message
 		container string
 		node      string
+		// waitReason and expectedStart are what Slurm says of the queued job, "" for none.
+		waitReason, expectedStart string
 	}{
 		"A pod whose shadow pod is not created yet is Starting.": {
 			obs: Observation{}, state: Starting,
@@ -71,6 +92,28 @@ func TestObserve(t *testing.T) {
 		"A shadow waiting for the job's node is WaitingForNode.": {
 			obs:   Observation{Pod: shadowPod(corev1.ContainerStatus{State: running(time.Minute)}, &corev1.ContainerStatus{State: waiting("PodInitializing")})},
 			state: WaitingForNode, reason: ReasonWaitingForNode, container: "wait-for-node",
+		},
+		"A queued job's Slurm reason and expected start come from the sidecar's newest probe failure.": {
+			obs: Observation{
+				Pod: slurmShadowPod(10*time.Minute, corev1.ContainerStatus{State: running(9 * time.Minute)}, &corev1.ContainerStatus{State: waiting("PodInitializing")}),
+				Events: []corev1.Event{
+					sidecarProbeEvent("WaitingForNode: job 12 is PENDING in Slurm (reason Priority, expected start N/A): waiting for it to run", 8*time.Minute),
+					sidecarProbeEvent(queuedLine, time.Minute),
+				},
+			},
+			state: WaitingForNode, reason: ReasonWaitingForNode, container: "wait-for-node", message: "reason ReqNodeNotAvail, UnavailableNodes:n[1-3], expected start 2026-12-06T07:00:00Z",
+			waitReason: "ReqNodeNotAvail, UnavailableNodes:n[1-3]", expectedStart: "2026-12-06T07:00:00Z",
+		},
+		"A probe failure from before the sidecar restarted is not what Slurm says now.": {
+			obs: Observation{
+				Pod:    slurmShadowPod(time.Minute, corev1.ContainerStatus{State: running(9 * time.Minute)}, nil),
+				Events: []corev1.Event{sidecarProbeEvent(queuedLine, 5*time.Minute)},
+			},
+			state: WaitingForNode, reason: ReasonWaitingForNode, message: "the job is not running yet",
+		},
+		"A running sidecar decides nothing: the shadow with its node found is Ready.": {
+			obs:   Observation{Pod: slurmShadowPod(time.Hour, nodeFound, &corev1.ContainerStatus{State: running(time.Minute), Ready: true})},
+			state: Ready, node: "10.213.0.3",
 		},
 		"A node wait that timed out is Failed with the reason of its termination message.": {
 			obs:   Observation{Pod: shadowPod(corev1.ContainerStatus{State: exited(1, "NodeWaitTimedOut: no compute node after 20s: job abc is PENDING in Slurm\nmore")}, nil)},
@@ -190,9 +233,10 @@ func TestObserve(t *testing.T) {
 			}
 			got := Observe(tc.obs)
 			if got.State != tc.state || (tc.reason != "" && got.Reason != tc.reason) || !strings.Contains(got.Message, tc.message) ||
-				(tc.container != "" && got.Container != tc.container) || (tc.node != "" && got.ComputeNode != tc.node) {
-				t.Errorf("Observe = %+v, want state %s, reason %q, container %q, node %q, message containing %q",
-					got, tc.state, tc.reason, tc.container, tc.node, tc.message)
+				(tc.container != "" && got.Container != tc.container) || (tc.node != "" && got.ComputeNode != tc.node) ||
+				got.WaitReason != tc.waitReason || got.ExpectedStart != tc.expectedStart {
+				t.Errorf("Observe = %+v, want state %s, reason %q, container %q, node %q, message containing %q, Slurm's reason %q and start %q",
+					got, tc.state, tc.reason, tc.container, tc.node, tc.message, tc.waitReason, tc.expectedStart)
 			}
 		})
 	}
@@ -239,8 +283,29 @@ func TestEveryFailureHasARemedy(t *testing.T) {
 	}
 }
 
+func TestSlurmPending(t *testing.T) {
+	for name, tc := range map[string]struct {
+		msg, reason, start string
+	}{
+		"A reason and a start in UTC are read.":                       {"job 1 is PENDING in Slurm (reason BeginTime, expected start 2026-12-06T07:00:00Z): waiting for it to run", "BeginTime", "2026-12-06T07:00:00Z"},
+		"A reason with commas and brackets is read whole.":            {queuedLine, "ReqNodeNotAvail, UnavailableNodes:n[1-3]", "2026-12-06T07:00:00Z"},
+		"No estimate is read as Slurm says it.":                       {"job 1 is PENDING in Slurm (reason Priority, expected start N/A): waiting", "Priority", "N/A"},
+		"What the shadow could not read stays unreadable.":            {"job 1 is PENDING in Slurm (reason unreadable, expected start unreadable): waiting", "unreadable", "unreadable"},
+		"A message without Slurm's words has neither.":                {"the job is not running yet, so its compute node is not known", "", ""},
+		"A start in another shape is refused with the reason.":        {"job 1 (reason Priority, expected start tomorrow): waiting", "", ""},
+		"A reason with a character slurm_pending refuses is refused.": {"job 1 (reason Prio\x1b[2J, expected start N/A): waiting", "", ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if reason, start := slurmPending(tc.msg); reason != tc.reason || start != tc.start {
+				t.Errorf("slurmPending(%q) = %q, %q; want %q, %q", tc.msg, reason, start, tc.reason, tc.start)
+			}
+		})
+	}
+}
+
 func TestTheStateRoundTripsThroughATunnelsStatus(t *testing.T) {
-	in := Status{State: Failed, Reason: ReasonLoginRefused, Message: "m", Container: "ssh-forward", ComputeNode: "n", ForwardMode: "exec", Service: "a/b", Ports: []int32{8888}, Since: now}
+	in := Status{State: WaitingForNode, Reason: ReasonWaitingForNode, Message: "m", Container: "wait-for-node", ComputeNode: "n", WaitReason: "BeginTime",
+		ExpectedStart: "2026-12-06T07:00:00Z", ForwardMode: "exec", Service: "a/b", Ports: []int32{8888}, Since: now}
 	var st v1alpha1.TunnelStatus
 	in.Into(&st)
 	out, ok := Of(&st)

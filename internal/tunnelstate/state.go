@@ -37,7 +37,11 @@ type Status struct {
 	// ComputeNode is where the tunnel leads: the node ConfigMap's compute-node, else the
 	// node wait-for-node found when the shadow pod started.
 	ComputeNode string `json:"computeNode,omitempty"`
-	ForwardMode string `json:"forwardMode,omitempty"`
+	// WaitReason and ExpectedStart are what Slurm says of the queued job while WaitingForNode
+	// (squeue's %r and %S: BeginTime, 2026-12-06T07:00:00Z), under NodeDiscovery slurm.
+	WaitReason    string `json:"waitReason,omitempty"`
+	ExpectedStart string `json:"expectedStart,omitempty"`
+	ForwardMode   string `json:"forwardMode,omitempty"`
 	// Service is the shadow Service, <namespace>/<name>, that reaches the pod's ports.
 	Service string  `json:"service,omitempty"`
 	Ports   []int32 `json:"ports,omitempty"`
@@ -46,9 +50,12 @@ type Status struct {
 }
 
 // Changed says whether next differs from s in what an Event is recorded for: the state, the
-// reason, or the compute node the tunnel leads to.
+// reason, the compute node the tunnel leads to, or what Slurm says of the queued job (which
+// the shadow passes on only when the reason changes or the expected start moves by 10
+// minutes or more).
 func (s Status) Changed(next Status) bool {
-	return s.State != next.State || s.Reason != next.Reason || s.ComputeNode != next.ComputeNode
+	return s.State != next.State || s.Reason != next.Reason || s.ComputeNode != next.ComputeNode ||
+		s.WaitReason != next.WaitReason || s.ExpectedStart != next.ExpectedStart
 }
 
 // Into sets the tunnel reporter's fields of a Tunnel's status to s: every one but PodUID and
@@ -56,6 +63,7 @@ func (s Status) Changed(next Status) bool {
 func (s Status) Into(st *v1alpha1.TunnelStatus) {
 	st.State, st.Reason, st.Message, st.Container = string(s.State), string(s.Reason), s.Message, s.Container
 	st.ComputeNode, st.ForwardMode, st.Service, st.Ports = s.ComputeNode, s.ForwardMode, s.Service, s.Ports
+	st.WaitReason, st.ExpectedStart = s.WaitReason, s.ExpectedStart
 	st.Since = nil
 	if !s.Since.IsZero() {
 		st.Since = &metav1.Time{Time: s.Since}
@@ -69,7 +77,8 @@ func Of(st *v1alpha1.TunnelStatus) (Status, bool) {
 		return Status{}, false
 	}
 	s := Status{State: State(st.State), Reason: Reason(st.Reason), Message: st.Message, Container: st.Container,
-		ComputeNode: st.ComputeNode, ForwardMode: st.ForwardMode, Service: st.Service, Ports: st.Ports}
+		ComputeNode: st.ComputeNode, WaitReason: st.WaitReason, ExpectedStart: st.ExpectedStart,
+		ForwardMode: st.ForwardMode, Service: st.Service, Ports: st.Ports}
 	if st.Since != nil {
 		s.Since = st.Since.Time
 	}

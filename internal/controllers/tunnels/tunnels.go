@@ -281,10 +281,11 @@ func (t *TunnelReporter) shadowOf(ctx context.Context, pod *corev1.Pod) (*shadow
 	return sh, nil
 }
 
-// shadowEvents lists the Events on the shadow pod, read only when it waits for its volumes
-// or one of its containers runs without being ready: the kubelet says why in Events alone.
+// shadowEvents lists the Events on the shadow pod, read only when it waits for its volumes or
+// its compute node, or one of its containers runs without being ready: the kubelet says why
+// (and wait-reason's probe what Slurm says of the queued job) in Events alone.
 func (t *TunnelReporter) shadowEvents(ctx context.Context, shadow *corev1.Pod) ([]corev1.Event, error) {
-	if !tunnelstate.WaitsForVolumes(shadow) && !slices.ContainsFunc(shadow.Status.ContainerStatuses, func(cs corev1.ContainerStatus) bool {
+	if !tunnelstate.WaitsForVolumes(shadow) && !tunnelstate.WaitsForNode(shadow) && !slices.ContainsFunc(shadow.Status.ContainerStatuses, func(cs corev1.ContainerStatus) bool {
 		return cs.State.Running != nil && !cs.Ready
 	}) {
 		return nil, nil

@@ -474,3 +474,64 @@ func TestAJobThatCompletedIsSaidEndedNeverFailed(t *testing.T) {
 		t.Errorf("Tunnel %+v once the pod Succeeded, want Ended with JobCompleted kept", tunnel)
 	}
 }
+
+// While the job is queued, what Slurm says of it (the wait-reason sidecar's probe failures)
+// reaches the pod's TunnelWaitingForNode Event and its Tunnel: said once per change, not
+// per look.
+func TestAQueuedJobsSlurmReasonIsSaidOncePerChange(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
+	shadowPod := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
+	shadowPod.UID = "shadow-pod-uid"
+	started := metav1.NewTime(time.Now().Add(-time.Hour))
+	shadowPod.Spec = corev1.PodSpec{
+		InitContainers: []corev1.Container{{Name: "wait-reason", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}, {Name: "wait-for-node"}},
+		Containers:     []corev1.Container{{Name: "ssh-forward"}},
+	}
+	shadowPod.Status = corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{
+		{Name: "wait-reason", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}},
+		{Name: "wait-for-node", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}},
+	}}
+	probe := func(name, line string) *corev1.Event {
+		return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: reporterShadowNS}, Reason: "Unhealthy",
+			Message:        "Readiness probe failed: " + line,
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", UID: shadowPod.UID, FieldPath: "spec.initContainers{wait-reason}"},
+			LastTimestamp:  metav1.Now()}
+	}
+	c := reporterClient(t, interceptor.Funcs{}, pod, shadowDeploymentOf("pod-uid"), shadowPod,
+		probe("begin", "WaitingForNode: job 12 is PENDING in Slurm (reason BeginTime, expected start 2026-12-06T07:00:00Z): waiting for it to run"))
+	r, recorder := testReporter(t, c)
+	key := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "user", Name: "notebook"}}
+	look := func() []string {
+		t.Helper()
+		if _, err := r.Reconcile(context.Background(), key); err != nil {
+			t.Fatal(err)
+		}
+		var said []string
+		for len(recorder.Events) > 0 {
+			said = append(said, <-recorder.Events)
+		}
+		return said
+	}
+	said := look()
+	if len(said) != 1 || !strings.HasPrefix(said[0], corev1.EventTypeNormal+" "+ReasonTunnelWaitingForNode+" ") ||
+		!strings.Contains(said[0], "reason BeginTime, expected start 2026-12-06T07:00:00Z") {
+		t.Fatalf("Events %q, want one TunnelWaitingForNode with Slurm's reason and expected start", said)
+	}
+	if tun := shadowtest.TunnelOf(t, c, pod); tun == nil || tun.Status.WaitReason != "BeginTime" || tun.Status.ExpectedStart != "2026-12-06T07:00:00Z" {
+		t.Fatalf("the Tunnel's status %+v, want waitReason BeginTime and expectedStart 2026-12-06T07:00:00Z", tun)
+	}
+	if again := look(); len(again) != 0 {
+		t.Errorf("a second look at the same reason said %q, want nothing", again)
+	}
+	later := probe("priority", "WaitingForNode: job 12 is PENDING in Slurm (reason Priority, expected start 2026-12-06T09:00:00Z): waiting for it to run")
+	later.LastTimestamp = metav1.NewTime(time.Now().Add(time.Second))
+	if err := c.Create(context.Background(), later); err != nil {
+		t.Fatal(err)
+	}
+	if said := look(); len(said) != 1 || !strings.Contains(said[0], "reason Priority, expected start 2026-12-06T09:00:00Z") {
+		t.Errorf("Events %q after Slurm's reason changed, want one saying Priority and the new start", said)
+	}
+	if tun := shadowtest.TunnelOf(t, c, pod); tun == nil || tun.Status.WaitReason != "Priority" {
+		t.Errorf("the Tunnel's status %+v, want waitReason Priority", tun)
+	}
+}
