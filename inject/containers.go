@@ -129,14 +129,16 @@ func (b *builder) waitForNodeContainer() corev1.Container {
 // slurm, that carries Slurm's reason and expected start for the queued job to the kubelet's
 // Events (scripts/wait-reason.sh): its readiness probe fails once per change of what
 // wait-for-node logged, printing it, and passes otherwise. It idles for the pod's life, as a
-// sidecar cannot end, at the cost of a sleeping shell and a probe reading one file every 30 s.
+// sidecar cannot end, at the cost of a sleeping shell and a probe reading one file every 10 s.
+// The pod is Ready only with its sidecars: a probe that failed as the node was found leaves it
+// NotReady for at most one period, shorter than the tunnel's own first check.
 func (b *builder) waitReasonContainer() corev1.Container {
 	c := b.container(containerWaitReason, scriptWaitReason, env(envStateDir, stateDir))
 	c.VolumeMounts = append(c.VolumeMounts, b.stateMount())
 	c.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
 	c.ReadinessProbe = &corev1.Probe{
 		ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: runScript(scriptWaitReason, containerWaitReason, "probe")}},
-		PeriodSeconds:    30,
+		PeriodSeconds:    10,
 		TimeoutSeconds:   3,
 		FailureThreshold: 1,
 		SuccessThreshold: 1,

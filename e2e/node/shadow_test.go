@@ -480,7 +480,7 @@ func runningInit(ctx context.Context, t *testing.T, k harness.Kubectl, dep *apps
 		if pod == "" {
 			return false, "no pod"
 		}
-		r := k.Run(ctx, "", "-n", dep.Namespace, "get", "pod", pod, "-o", `jsonpath={.status.initContainerStatuses[0].state.running.startedAt}`)
+		r := k.Run(ctx, "", "-n", dep.Namespace, "get", "pod", pod, "-o", `jsonpath={.status.initContainerStatuses[?(@.name=="wait-for-node")].state.running.startedAt}`)
 		return r.Err == nil && r.Stdout != "", r.Output()
 	}, explain)
 	return pod
