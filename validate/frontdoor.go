@@ -52,8 +52,17 @@ func validateFrontDoor(n *policy.Network, p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(fp.Child("AllowPlainHTTP"), true,
 			"has no effect while IngressTLS is true, the default; remove it, or set IngressTLS: false to publish over plain HTTP"))
 	}
+	for _, msg := range validation.IsDNS1123Label(fd.ControllerNamespace) {
+		if fd.ControllerNamespace != "" {
+			errs = append(errs, field.Invalid(fp.Child("ControllerNamespace"), fd.ControllerNamespace, "must be a namespace name: "+msg))
+		}
+	}
 	switch fd.Kind {
 	case policy.FrontDoorIngress:
+		if fd.ControllerNamespace == "" {
+			errs = append(errs, field.Required(fp.Child("ControllerNamespace"),
+				"the shadow's NetworkPolicy admits only the pod's own namespace: name the namespace the ingress controller runs in (such as ingress-nginx), so its pods reach the shadow"))
+		}
 		if fd.Gateway != (policy.GatewayRef{}) {
 			errs = append(errs, field.Forbidden(fp.Child("Gateway"), "names a Gateway, which an Ingress does not use: set FrontDoor.Kind: HTTPRoute, or remove Gateway"))
 		}

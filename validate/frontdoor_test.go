@@ -25,58 +25,61 @@ func TestFrontDoorPolicy(t *testing.T) {
 		want  []vt.Err
 	}{
 		"an Ingress front door with a cert-manager ClusterIssuer is valid": {
-			lines: "WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor:\n  IngressClassName: nginx\n"},
+			lines: "WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor:\n  IngressClassName: nginx\n  ControllerNamespace: ingress-nginx\n"},
 		"the VK's *.domain form of WildcardDNS is valid": {
-			lines: "WildcardDNS: '*.apps.example.org'\nIngressClusterIssuer: letsencrypt\n"},
+			lines: "WildcardDNS: '*.apps.example.org'\nIngressClusterIssuer: letsencrypt\nFrontDoor: {ControllerNamespace: ingress-nginx}\n"},
+		"an Ingress front door without the ingress controller's namespace is refused": {
+			lines: "WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\n",
+			want:  []vt.Err{{Type: field.ErrorTypeRequired, Field: frontDoor.Child("ControllerNamespace").String(), Value: ""}}},
 		"an Ingress front door with an existing wildcard Secret is valid": {
-			lines: "WildcardDNS: apps.example.org\nFrontDoor:\n  TLSSecret: apps-wildcard-tls\n"},
+			lines: "WildcardDNS: apps.example.org\nFrontDoor:\n  TLSSecret: apps-wildcard-tls\n  ControllerNamespace: ingress-nginx\n"},
 		"an HTTPRoute front door on a named HTTPS listener is valid": {
 			lines: "WildcardDNS: apps.example.org\nFrontDoor:\n  Kind: httproute\n  Gateway: {Name: public, Namespace: gateways, SectionName: https-apps}\n"},
 		"plain HTTP said in so many words is valid": {
-			lines: "WildcardDNS: apps.example.org\nIngressTLS: false\nFrontDoor:\n  AllowPlainHTTP: true\n"},
+			lines: "WildcardDNS: apps.example.org\nIngressTLS: false\nFrontDoor:\n  AllowPlainHTTP: true\n  ControllerNamespace: ingress-nginx\n"},
 		"a node without WildcardDNS has no front door and needs no certificate": {lines: ""},
 
 		"TLS off without the unsafe opt-in is refused": {
-			lines: "WildcardDNS: apps.example.org\nIngressTLS: false\n",
+			lines: "WildcardDNS: apps.example.org\nIngressTLS: false\nFrontDoor: {ControllerNamespace: ingress-nginx}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeForbidden, Field: network.Child("IngressTLS").String(), Value: ""}}},
 		"TLS off with a certificate named is refused as a contradiction": {
-			lines: "WildcardDNS: apps.example.org\nIngressTLS: false\nIngressClusterIssuer: letsencrypt\nFrontDoor: {AllowPlainHTTP: true}\n",
+			lines: "WildcardDNS: apps.example.org\nIngressTLS: false\nIngressClusterIssuer: letsencrypt\nFrontDoor: {ControllerNamespace: ingress-nginx, AllowPlainHTTP: true}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeInvalid, Field: network.Child("IngressTLS").String(), Value: false}}},
 		"the unsafe opt-in with TLS on is refused as having no effect": {
-			lines: "WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {AllowPlainHTTP: true}\n",
+			lines: "WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {ControllerNamespace: ingress-nginx, AllowPlainHTTP: true}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeInvalid, Field: frontDoor.Child("AllowPlainHTTP").String(), Value: true}}},
 		"an Ingress with TLS but no certificate is refused": {
-			lines: "WildcardDNS: apps.example.org\n",
+			lines: "WildcardDNS: apps.example.org\nFrontDoor: {ControllerNamespace: ingress-nginx}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeRequired, Field: network.Child("IngressClusterIssuer").String(), Value: ""}}},
 		"an Ingress with both an issuer and a Secret is refused": {
-			lines: "WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {TLSSecret: wild}\n",
+			lines: "WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {ControllerNamespace: ingress-nginx, TLSSecret: wild}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeInvalid, Field: frontDoor.Child("TLSSecret").String(), Value: "wild"}}},
 		"a WildcardDNS that is a single label is refused": {
-			lines: "WildcardDNS: org\nIngressClusterIssuer: letsencrypt\n",
+			lines: "WildcardDNS: org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {ControllerNamespace: ingress-nginx}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeInvalid, Field: network.Child("WildcardDNS").String(), Value: "org"}}},
 		"a WildcardDNS that is an IP address is refused": {
-			lines: "WildcardDNS: 10.0.0.1\nIngressClusterIssuer: letsencrypt\n",
+			lines: "WildcardDNS: 10.0.0.1\nIngressClusterIssuer: letsencrypt\nFrontDoor: {ControllerNamespace: ingress-nginx}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeInvalid, Field: network.Child("WildcardDNS").String(), Value: "10.0.0.1"}}},
 		"a WildcardDNS in capitals is refused": {
-			lines: "WildcardDNS: Apps.Example.org\nIngressClusterIssuer: letsencrypt\n",
+			lines: "WildcardDNS: Apps.Example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {ControllerNamespace: ingress-nginx}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeInvalid, Field: network.Child("WildcardDNS").String(), Value: "Apps.Example.org"}}},
 		"a WildcardDNS with a wildcard deeper than its first label is refused": {
-			lines: "WildcardDNS: 'apps.*.example.org'\nIngressClusterIssuer: letsencrypt\n",
+			lines: "WildcardDNS: 'apps.*.example.org'\nIngressClusterIssuer: letsencrypt\nFrontDoor: {ControllerNamespace: ingress-nginx}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeInvalid, Field: network.Child("WildcardDNS").String(), Value: "apps.*.example.org"}}},
 		"a WildcardDNS that leaves no room for a host label is refused": {
-			lines: "WildcardDNS: " + strings.Repeat("a.", 95) + "org\nIngressClusterIssuer: letsencrypt\n",
+			lines: "WildcardDNS: " + strings.Repeat("a.", 95) + "org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {ControllerNamespace: ingress-nginx}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeInvalid, Field: network.Child("WildcardDNS").String(), Value: strings.Repeat("a.", 95) + "org"}}},
 		"an issuer name that is no object name is refused": {
-			lines: "WildcardDNS: apps.example.org\nIngressClusterIssuer: 'Lets Encrypt'\n",
+			lines: "WildcardDNS: apps.example.org\nIngressClusterIssuer: 'Lets Encrypt'\nFrontDoor: {ControllerNamespace: ingress-nginx}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeInvalid, Field: network.Child("IngressClusterIssuer").String(), Value: "Lets Encrypt"}}},
 		"a TLS Secret name that is no object name is refused": {
-			lines: "WildcardDNS: apps.example.org\nFrontDoor: {TLSSecret: ../tls}\n",
+			lines: "WildcardDNS: apps.example.org\nFrontDoor: {ControllerNamespace: ingress-nginx, TLSSecret: ../tls}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeInvalid, Field: frontDoor.Child("TLSSecret").String(), Value: "../tls"}}},
 		"a front door kind other than Ingress or HTTPRoute is refused": {
 			lines: "WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {Kind: Route}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeNotSupported, Field: frontDoor.Child("Kind").String(), Value: "Route"}}},
 		"an Ingress front door naming a Gateway is refused": {
-			lines: "WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {Gateway: {Name: public}}\n",
+			lines: "WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {ControllerNamespace: ingress-nginx, Gateway: {Name: public}}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeForbidden, Field: gateway.String(), Value: ""}}},
 		"an HTTPRoute without its Gateway is refused": {
 			lines: "WildcardDNS: apps.example.org\nFrontDoor: {Kind: HTTPRoute}\n",

@@ -60,6 +60,19 @@ type FrontDoor struct {
 	TLSSecret string `json:"TLSSecret"`
 	// AllowPlainHTTP lets IngressTLS: false publish the ports over plain HTTP.
 	AllowPlainHTTP bool `json:"AllowPlainHTTP"`
+	// ControllerNamespace is where the pods that proxy the front door's traffic run (the
+	// ingress controller's, the Gateway's data plane): the shadow's NetworkPolicy admits them
+	// to the forwarded ports. For an HTTPRoute, empty means Gateway.Namespace.
+	ControllerNamespace string `json:"ControllerNamespace"`
+}
+
+// ProxyNamespace is the namespace whose pods the shadow's NetworkPolicy admits to the
+// forwarded ports for the front door.
+func (f *FrontDoor) ProxyNamespace() string {
+	if f.ControllerNamespace == "" && f.Kind == FrontDoorHTTPRoute {
+		return f.Gateway.Namespace
+	}
+	return f.ControllerNamespace
 }
 
 // GatewayRef names the Gateway API Gateway, and the listener of it, that HTTPRoutes attach to.
