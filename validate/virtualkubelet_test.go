@@ -37,8 +37,10 @@ func TestAPolicyReadsTheVirtualKubeletsNetworkBlockAsTheVirtualKubeletDoes(t *te
 			wantIgnored: []string{"Network.DNSServiceIP is ignored", "Network.ServiceCIDR is ignored", "Network.WstunnelCommand is ignored"},
 		},
 		"the VK's ingress keys are read, not ignored, and judged only for the SSH shadow": {
-			network:     "EnableTunnel: true\nWildcardDNS: '*.example.org'\nIngressTLS: true\nIngressClusterIssuer: lets-issuer\n",
-			wantNetwork: func(n policy.Network) bool { return n.Domain() == "example.org" && n.IngressTLS && n.IngressClusterIssuer == "lets-issuer" },
+			network: "EnableTunnel: true\nWildcardDNS: '*.example.org'\nIngressTLS: true\nIngressClusterIssuer: lets-issuer\n",
+			wantNetwork: func(n policy.Network) bool {
+				return n.Domain() == "example.org" && n.IngressTLS && n.IngressClusterIssuer == "lets-issuer"
+			},
 			networkWants: "domain example.org, TLS from lets-issuer",
 		},
 		"a key the VK does not have either is still refused": {
