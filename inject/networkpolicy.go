@@ -27,7 +27,8 @@ var (
 // the egress NetworkPolicies of the pod's namespace. Egress: DNS to any address on port 53 (so
 // that NodeLocal DNSCache and other resolvers keep working), the login node's SSH port, and the
 // destinations of the pod's reverse forwards; ingress: the forwarded ports, from the pod's own
-// namespace only, where the clients of the offloaded pod would have been.
+// namespace only, where the clients of the offloaded pod would have been, and, with a front
+// door, from the namespace of the pods that proxy it (FrontDoor.ProxyNamespace).
 func (b *builder) networkPolicy() *networkingv1.NetworkPolicy {
 	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
 	dns := intstr.FromInt32(53)
@@ -58,6 +59,9 @@ func (b *builder) networkPolicy() *networkingv1.NetworkPolicy {
 		for _, p := range b.ports {
 			port := intstr.FromInt32(p.Port)
 			rule.Ports = append(rule.Ports, networkingv1.NetworkPolicyPort{Protocol: &tcp, Port: &port})
+		}
+		if network := &b.o.Node.Network; network.HasFrontDoor() && network.FrontDoor.ProxyNamespace() != b.pod.Namespace {
+			rule.From = append(rule.From, namespacePeer(network.FrontDoor.ProxyNamespace()))
 		}
 		ingress = append(ingress, rule)
 	}

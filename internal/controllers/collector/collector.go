@@ -213,7 +213,7 @@ func (c *Collector) unusedCopies(ctx context.Context, lookIn map[string]bool, us
 	}
 	names := map[string]bool{}
 	for _, node := range pol.VirtualNodes {
-		for _, cred := range inject.Credentials(&node.Network.SSH, "") {
+		for _, cred := range inject.Credentials(&node.Network, "") {
 			names[cred.Kind+"/"+cred.Name] = true
 		}
 	}

@@ -172,7 +172,7 @@ func replicatedSources(pol *policy.Policy) map[string]bool {
 	}
 	out := map[string]bool{}
 	for _, node := range pol.VirtualNodes {
-		for _, c := range inject.Credentials(&node.Network.SSH, "") {
+		for _, c := range inject.Credentials(&node.Network, "") {
 			out[c.Kind+"/"+c.Name] = true
 		}
 	}
