@@ -10,6 +10,7 @@ import (
 	"golang.org/x/time/rate"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -67,12 +68,12 @@ func TestTheFollowerLeavesCredentialsThePolicyDoesNotReplicate(t *testing.T) {
 
 func TestWhichCopiesASourceChangeQueues(t *testing.T) {
 	const src = "Secret/hpc-ssh-key"
-	deployments := []appsv1.Deployment{
-		*shadowtest.MountingDeployment("a-shadow", src, "ConfigMap/hpc-known-hosts"),
-		*shadowtest.MountingDeployment("a-shadow", src), // a second shadow of the namespace shares the copy
-		*shadowtest.MountingDeployment("b-shadow", src),
-		*shadowtest.MountingDeployment("c-shadow", "ConfigMap/hpc-known-hosts"), // mounts another source
-		*shadowtest.MountingDeployment("shadowgate-system", src),                // mounts the source itself
+	deployments := []client.Object{
+		shadowtest.MountingDeployment("a-shadow", src, "ConfigMap/hpc-known-hosts"),
+		shadowtest.MountingDeployment("a-shadow", src), // a second shadow of the namespace shares the copy
+		shadowtest.MountingDeployment("b-shadow", src),
+		shadowtest.MountingDeployment("c-shadow", "ConfigMap/hpc-known-hosts"), // mounts another source
+		shadowtest.MountingDeployment("shadowgate-system", src),                // mounts the source itself
 	}
 	got := copiesOf(deployments, src, "shadowgate-system")
 	want := []copyKey{{"a-shadow", "Secret", "hpc-ssh-key"}, {"b-shadow", "Secret", "hpc-ssh-key"}}
@@ -137,9 +138,8 @@ func TestTheFollowerLeavesWhatATenantPlantsAlone(t *testing.T) {
 					return c.Get(ctx, key, obj, opts...)
 				},
 			}).Build()
-			cache := fake.NewClientBuilder().WithObjects(d).WithIndex(&appsv1.Deployment{}, indexMounts, func(o client.Object) []string {
-				return shadows.MountedCredentials(&o.(*appsv1.Deployment).Spec.Template.Spec)
-			}).Build()
+			cache := fake.NewClientBuilder().WithObjects(d).WithIndex(&appsv1.Deployment{}, indexMounts, shadows.UsedCredentials).
+				WithIndex(&networkingv1.Ingress{}, indexMounts, shadows.UsedCredentials).Build()
 			m, err := metrics.New(prometheus.NewRegistry())
 			if err != nil {
 				t.Fatal(err)

@@ -3,12 +3,12 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"golang.org/x/time/rate"
 
@@ -156,7 +157,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager) 
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}))
-	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}, &networkingv1.NetworkPolicy{}} {
+	for _, obj := range shadows.Objects(r.identity.GatewayAPI) {
 		if err := mgr.GetFieldIndexer().IndexField(ctx, obj, shadows.IndexShadowFor, shadows.ShadowForIndex); err != nil {
 			return err
 		}
@@ -322,6 +323,10 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 	if present[objectKey(missing.NetworkPolicy)] {
 		missing.NetworkPolicy = nil
 	}
+	if missing.Ingress != nil && present[objectKey(missing.Ingress)] {
+		missing.Ingress = nil
+	}
+	missing.HTTPRoutes = slices.DeleteFunc(slices.Clone(missing.HTTPRoutes), func(r *gatewayv1.HTTPRoute) bool { return present[objectKey(r)] })
 	if present[objectKey(missing.Deployment)] {
 		missing.Deployment = nil
 	}
@@ -330,7 +335,8 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 			return 0, err
 		}
 	}
-	if missing.NodeConfigMap == nil && missing.Service == nil && missing.NetworkPolicy == nil && missing.Deployment == nil {
+	if missing.NodeConfigMap == nil && missing.Service == nil && missing.Ingress == nil && len(missing.HTTPRoutes) == 0 &&
+		missing.NetworkPolicy == nil && missing.Deployment == nil {
 		return r.follow(ctx, pod, deployment, a.Shadow)
 	}
 	if missing.Deployment != nil {

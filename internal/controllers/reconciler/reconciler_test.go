@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -134,7 +133,7 @@ func TestReconcilerDeletesTheShadowOfAFinishedPod(t *testing.T) {
 			objs = append(objs, shadow.Deployment.DeepCopy())
 		}
 		b := shadowtest.Client().WithObjects(objs...)
-		for _, kind := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}, &networkingv1.NetworkPolicy{}} {
+		for _, kind := range shadows.Objects(false) {
 			b = b.WithIndex(kind, shadows.IndexShadowFor, shadows.ShadowForIndex)
 		}
 		applier := &shadowtest.RecordingApplier{}

@@ -80,6 +80,7 @@ func reporterClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object
 		WithIndex(&corev1.Service{}, shadows.IndexShadowFor, shadows.ShadowForIndex).
 		WithIndex(&corev1.ConfigMap{}, shadows.IndexShadowFor, shadows.ShadowForIndex).
 		WithIndex(&networkingv1.NetworkPolicy{}, shadows.IndexShadowFor, shadows.ShadowForIndex).
+		WithIndex(&networkingv1.Ingress{}, shadows.IndexShadowFor, shadows.ShadowForIndex).
 		WithIndex(&corev1.Event{}, "involvedObject.uid", func(o client.Object) []string {
 			return []string{string(o.(*corev1.Event).InvolvedObject.UID)}
 		}).
