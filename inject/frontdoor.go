@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -58,29 +59,49 @@ func IsRouteName(shadowName, name string) bool {
 	return err == nil && p >= 1 && p <= 65535
 }
 
-// frontDoorHosts are the hosts of the shadow's ports, in port order.
-func (b *builder) frontDoorHosts() []string {
-	hosts := make([]string, 0, len(b.ports))
+// publishedPorts are the forwarded ports the front door publishes: those the pod lists in
+// interlink.eu/front-door-ports (validate.Pod has checked that it forwards each), else all;
+// none without a front door.
+func (b *builder) publishedPorts() []shadowPort {
+	if !b.o.Node.Network.HasFrontDoor() {
+		return nil
+	}
+	if b.o.FrontDoorPorts == nil {
+		return b.ports
+	}
+	var out []shadowPort
 	for _, p := range b.ports {
+		if slices.Contains(b.o.FrontDoorPorts, p.Port) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// frontDoorHosts are the hosts of ports, in their order.
+func (b *builder) frontDoorHosts(ports []shadowPort) []string {
+	hosts := make([]string, 0, len(ports))
+	for _, p := range ports {
 		hosts = append(hosts, FrontDoorHost(b.pod.Name, b.pod.Namespace, p.Port, b.o.Node.Network.Domain()))
 	}
 	return hosts
 }
 
-// ingress publishes each forwarded port at its host through the admin's IngressClass: one
+// ingress publishes each published port (publishedPorts) at its host through the admin's IngressClass: one
 // rule per port to the shadow's Service, and, with IngressTLS, TLS for all the hosts with the
 // wildcard certificate FrontDoor.TLSSecret (copied in with the credentials) or a certificate
 // cert-manager issues from IngressClusterIssuer into <shadow>-tls. Nil without a front door of
 // kind Ingress or without a port.
 func (b *builder) ingress() *networkingv1.Ingress {
 	network := &b.o.Node.Network
-	if !network.HasFrontDoor() || network.FrontDoor.Kind != policy.FrontDoorIngress || len(b.ports) == 0 {
+	ports := b.publishedPorts()
+	if network.FrontDoor.Kind != policy.FrontDoorIngress || len(ports) == 0 {
 		return nil
 	}
-	hosts := b.frontDoorHosts()
+	hosts := b.frontDoorHosts(ports)
 	prefix := networkingv1.PathTypePrefix
 	var rules []networkingv1.IngressRule
-	for i, p := range b.ports {
+	for i, p := range ports {
 		rules = append(rules, networkingv1.IngressRule{
 			Host: hosts[i],
 			IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{
@@ -110,13 +131,14 @@ func (b *builder) ingress() *networkingv1.Ingress {
 	return ing
 }
 
-// httpRoutes publish each forwarded port at its host through the admin's Gateway: one
+// httpRoutes publish each published port (publishedPorts) at its host through the admin's Gateway: one
 // HTTPRoute per port (RouteName), attached to the Gateway's listener FrontDoor.Gateway names,
 // which terminates TLS with the Gateway's certificate. Nil without a front door of kind
 // HTTPRoute.
 func (b *builder) httpRoutes() []*gatewayv1.HTTPRoute {
 	network := &b.o.Node.Network
-	if !network.HasFrontDoor() || network.FrontDoor.Kind != policy.FrontDoorHTTPRoute {
+	ports := b.publishedPorts()
+	if network.FrontDoor.Kind != policy.FrontDoorHTTPRoute || len(ports) == 0 {
 		return nil
 	}
 	gw := network.FrontDoor.Gateway
@@ -129,9 +151,9 @@ func (b *builder) httpRoutes() []*gatewayv1.HTTPRoute {
 	if gw.SectionName != "" {
 		parent.SectionName = ptr.To(gatewayv1.SectionName(gw.SectionName))
 	}
-	hosts := b.frontDoorHosts()
-	routes := make([]*gatewayv1.HTTPRoute, 0, len(b.ports))
-	for i, p := range b.ports {
+	hosts := b.frontDoorHosts(ports)
+	routes := make([]*gatewayv1.HTTPRoute, 0, len(ports))
+	for i, p := range ports {
 		routes = append(routes, &gatewayv1.HTTPRoute{
 			TypeMeta:   metav1.TypeMeta{APIVersion: gatewayv1.GroupVersion.String(), Kind: "HTTPRoute"},
 			ObjectMeta: b.meta(RouteName(b.name, p.Port)),

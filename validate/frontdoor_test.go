@@ -1,6 +1,7 @@
 package validate_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -111,6 +112,53 @@ func TestFrontDoorPolicy(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			_, errs := validate.ParsePolicy([]byte(sshFrontDoor(indent(c.lines, 0))), validate.CredentialRules{})
 			vt.Expect(t, errs, c.want)
+		})
+	}
+}
+
+// A pod chooses which of its ports the front door publishes, only among the TCP ports it
+// declares, and only on a node that has a front door.
+func TestFrontDoorPortsOfAPod(t *testing.T) {
+	withDoor := mustPolicy(t, sshFrontDoor("WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {ControllerNamespace: ingress-nginx}\n"))
+	without := mustPolicy(t, sshFrontDoor(""))
+	door := validate.AnnotationFrontDoorPorts
+	for name, c := range map[string]struct {
+		without bool // on the node without a front door
+		value   string
+		extra   string // interlink.eu/wstunnel-extra-ports
+		want    []vt.Err
+		ports   []int32
+	}{
+		"A declared TCP port is published.":                               {value: "8888", ports: []int32{8888}},
+		"Ports may be separated by commas or spaces.":                     {value: "8888, 9000", extra: "9000", ports: []int32{8888, 9000}},
+		"A port of interlink.eu/wstunnel-extra-ports is a declared port.": {value: "9000", extra: "9000:api", ports: []int32{9000}},
+		"A port the pod does not declare is refused.": {value: "8888 22",
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(door), Value: "22"}}},
+		"A UDP port is refused: the shadow carries TCP only.": {value: "5353", extra: "5353:dns:UDP",
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(door), Value: "5353"}}},
+		"A port listed twice is refused.": {value: "8888,8888",
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(door), Value: "8888"}}},
+		"Something other than a port number is refused.": {value: "8888 http",
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(door), Value: "http"}}},
+		"An empty list is refused.": {value: " ",
+			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(door), Value: " "}}},
+		"The annotation on a node without a front door is refused.": {without: true, value: "8888",
+			want: []vt.Err{{Type: field.ErrorTypeForbidden, Field: annPath(door), Value: ""}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := ann(door, c.value)
+			if c.extra != "" {
+				a[validate.AnnotationExtraPorts] = c.extra
+			}
+			pol := withDoor
+			if c.without {
+				pol = without
+			}
+			o, d := validate.Pod(podOn("cern-vk", a), validate.Config{Policy: pol})
+			vt.Expect(t, d.Errors, c.want)
+			if len(c.want) == 0 && !slices.Equal(o.FrontDoorPorts, c.ports) {
+				t.Errorf("published ports %v, want %v", o.FrontDoorPorts, c.ports)
+			}
 		})
 	}
 }
