@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/internal/shadows"
 	"github.com/interlink-hq/shadowgate/internal/shadowtest"
+	"github.com/interlink-hq/shadowgate/validate"
 )
 
 func newTestReconciler(grace time.Duration) *Reconciler {
@@ -285,6 +287,55 @@ func TestANewLeaderAdoptsRollsFromTheDeploymentNotThePod(t *testing.T) {
 			other := r.pacer.take("other", types.NamespacedName{Namespace: "user", Name: "other"}, "h", 1, true, time.Now())
 			if held := other == turnWait; held != tc.wantHeld {
 				t.Errorf("the one slot held: %v, want %v", held, tc.wantHeld)
+			}
+		})
+	}
+}
+
+// The front door is part of a live pod's shadow: an Ingress, or an HTTPRoute, deleted while
+// the pod runs is applied again, and nothing else of the shadow with it.
+func TestAFrontDoorDeletedWhileItsPodRunsIsReapplied(t *testing.T) {
+	for name, door := range map[string]string{
+		"Ingress":   "FrontDoor: {ControllerNamespace: ingress-nginx}\n      IngressClusterIssuer: letsencrypt\n",
+		"HTTPRoute": "FrontDoor: {Kind: HTTPRoute, Gateway: {Name: public, Namespace: gateways, SectionName: https}}\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			cm := shadowtest.ExamplePolicyConfigMap(t, func(doc string) string {
+				edited := strings.Replace(doc, "  hpc-vk:\n    Network:\n", "  hpc-vk:\n    Network:\n      WildcardDNS: apps.example.org\n      "+door, 1)
+				if edited == doc {
+					t.Fatal("the example policy has no hpc-vk Network block to add a front door to")
+				}
+				return edited
+			})
+			pol, errs := validate.PolicyConfigMap(cm, validate.CredentialRules{})
+			if len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			p := shadowtest.Mutated(t, shadowtest.Pod("trainer", nil), pol)
+			p.Status.Phase = corev1.PodRunning
+			shadow := shadowtest.ShadowOf(t, p, pol)
+			if (shadow.Ingress == nil) == (len(shadow.HTTPRoutes) == 0) {
+				t.Fatalf("the shadow has Ingress %v and HTTPRoutes %v, want the one of kind %s", shadow.Ingress, shadow.HTTPRoutes, name)
+			}
+			b := shadowtest.Client().WithObjects(p, shadow.NodeConfigMap.DeepCopy(), shadow.Service.DeepCopy(), shadow.NetworkPolicy.DeepCopy(), shadow.Deployment.DeepCopy())
+			for _, kind := range shadows.Objects(true) {
+				b = b.WithIndex(kind, shadows.IndexShadowFor, shadows.ShadowForIndex)
+			}
+			applier := &shadowtest.RecordingApplier{}
+			r := newTestReconciler(time.Hour)
+			r.client, r.policies, r.applier, r.recorder = b.Build(), shadowtest.FixedPolicy{Policy: pol}, applier, &shadowtest.RecordingEvents{}
+			r.identity = shadows.Identity{Cache: r.client, GatewayAPI: true,
+				Namespaces: shadowtest.NamespaceLabels{shadow.Deployment.Namespace: {inject.LabelShadowNamespaceFor: p.Namespace}}}
+			if _, err := r.Reconcile(t.Context(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
+				t.Fatal(err)
+			}
+			if len(applier.Applied) != 1 {
+				t.Fatalf("applied %d shadows, want the front door once", len(applier.Applied))
+			}
+			got := applier.Applied[0]
+			if got.Deployment != nil || got.Service != nil || got.NodeConfigMap != nil || got.NetworkPolicy != nil ||
+				(got.Ingress == nil) != (shadow.Ingress == nil) || len(got.HTTPRoutes) != len(shadow.HTTPRoutes) {
+				t.Errorf("applied %+v, want the front door alone", got)
 			}
 		})
 	}
