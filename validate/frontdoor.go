@@ -52,11 +52,7 @@ func validateFrontDoor(n *policy.Network, p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(fp.Child("AllowPlainHTTP"), true,
 			"has no effect while IngressTLS is true, the default; remove it, or set IngressTLS: false to publish over plain HTTP"))
 	}
-	for _, msg := range validation.IsDNS1123Label(fd.ControllerNamespace) {
-		if fd.ControllerNamespace != "" {
-			errs = append(errs, field.Invalid(fp.Child("ControllerNamespace"), fd.ControllerNamespace, "must be a namespace name: "+msg))
-		}
-	}
+	errs = append(errs, namespaceName(fp.Child("ControllerNamespace"), fd.ControllerNamespace)...)
 	switch fd.Kind {
 	case policy.FrontDoorIngress:
 		if fd.ControllerNamespace == "" {
@@ -127,11 +123,7 @@ func validateGateway(n *policy.Network, p *field.Path) field.ErrorList {
 	if fd.Gateway.Namespace == "" {
 		errs = append(errs, field.Required(gp.Child("Namespace"), "the Gateway's namespace: the routes live in shadow namespaces, never the Gateway's own"))
 	}
-	for _, msg := range validation.IsDNS1123Label(fd.Gateway.Namespace) {
-		if fd.Gateway.Namespace != "" {
-			errs = append(errs, field.Invalid(gp.Child("Namespace"), fd.Gateway.Namespace, "must be a namespace name: "+msg))
-		}
-	}
+	errs = append(errs, namespaceName(gp.Child("Namespace"), fd.Gateway.Namespace)...)
 	if n.IngressTLS && fd.Gateway.SectionName == "" {
 		errs = append(errs, field.Required(gp.Child("SectionName"), fmt.Sprintf(
 			"name the Gateway's HTTPS listener for *.%s: without it the routes attach to every listener of the Gateway, a plain HTTP one too", n.Domain())))
@@ -148,6 +140,18 @@ func validateGateway(n *policy.Network, p *field.Path) field.ErrorList {
 	}
 	if fd.IngressClassName != "" {
 		errs = append(errs, field.Forbidden(fp.Child("IngressClassName"), "names an IngressClass, which an HTTPRoute does not use: remove it, or set FrontDoor.Kind: Ingress"))
+	}
+	return errs
+}
+
+// namespaceName refuses a set value that is no namespace name.
+func namespaceName(p *field.Path, ns string) field.ErrorList {
+	var errs field.ErrorList
+	if ns == "" {
+		return nil
+	}
+	for _, msg := range validation.IsDNS1123Label(ns) {
+		errs = append(errs, field.Invalid(p, ns, "must be a namespace name: "+msg))
 	}
 	return errs
 }
