@@ -180,3 +180,27 @@ func TestTheFollowerLeavesWhatATenantPlantsAlone(t *testing.T) {
 		})
 	}
 }
+
+// The front door's wildcard certificate follows its source like a mounted credential: a
+// shadow Ingress naming it queues its copy, and a renewal of the source queues the copy of
+// every namespace whose Ingress names it.
+func TestAnIngressTLSSecretIsFollowedLikeAMount(t *testing.T) {
+	const tls = "Secret/apps-wildcard-tls"
+	replicated := map[string]bool{tls: true}
+	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "a-shadow", Name: "notebook-user"},
+		Spec: networkingv1.IngressSpec{TLS: []networkingv1.IngressTLS{{SecretName: "apps-wildcard-tls"}}}}
+	want := []copyKey{{"a-shadow", "Secret", "apps-wildcard-tls"}}
+	if got := mountedCopies(ing, nil, replicated, "shadowgate-system"); !slices.Equal(got, want) {
+		t.Errorf("a new shadow Ingress queues %v, want %v", got, want)
+	}
+	if got := mountedCopies(ing, ing.DeepCopy(), replicated, "shadowgate-system"); len(got) != 0 {
+		t.Errorf("an Ingress update naming nothing new queues %v", got)
+	}
+	other := ing.DeepCopy()
+	other.Namespace = "b-shadow"
+	users := []client.Object{ing, other, shadowtest.MountingDeployment("c-shadow", "Secret/hpc-ssh-key")}
+	want = []copyKey{{"a-shadow", "Secret", "apps-wildcard-tls"}, {"b-shadow", "Secret", "apps-wildcard-tls"}}
+	if got := copiesOf(users, tls, "shadowgate-system"); !slices.Equal(got, want) {
+		t.Errorf("a renewed certificate queues %v, want %v", got, want)
+	}
+}
