@@ -45,6 +45,15 @@ func TestTheFrontDoorGoesWithTheShadowAndNoTenantReadsOrPlantsIt(t *testing.T) {
 	grantEdit(t, tenant, ns)
 	as := "--as=" + tenant
 
+	// A pod may narrow what is published to ports it declares, and only to those.
+	undeclared := offloaded{name: "undeclared", namespace: ns, node: frontDoorNode, ports: []int32{8888},
+		annotations: map[string]string{validate.AnnotationFrontDoorPorts: "8888 22"}}
+	if r := kubectl(t, undeclared.json(), as, "apply", "-f", "-"); r.Err == nil {
+		t.Errorf("a pod publishing a port it does not declare was admitted:\n%s", r.Output())
+	} else {
+		expectContains(t, r.Stderr, `metadata.annotations[interlink.eu/front-door-ports]: Invalid value: "22": port 22 is not a TCP port the pod declares`)
+	}
+
 	mustKubectl(t, pod.json(), "apply", "-f", "-")
 	shadowNS := pod.shadowNamespace()
 	ing := &networkingv1.Ingress{}
