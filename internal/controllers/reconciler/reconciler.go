@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -313,6 +314,9 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 		}
 		return r.refuse(ctx, pod, fmt.Sprintf("under the policy in force virtual node %q gives this pod no SSH shadow", a.Offload.NodeName))
 	}
+	if err := r.dropStaleFrontDoor(ctx, pod, have, a.Shadow); err != nil {
+		return 0, err
+	}
 	missing := *a.Shadow
 	if present[objectKey(missing.NodeConfigMap)] {
 		missing.NodeConfigMap = nil
@@ -350,6 +354,39 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 		return 0, nil // applied as the policy in force renders it
 	}
 	return r.follow(ctx, pod, deployment, a.Shadow)
+}
+
+// dropStaleFrontDoor deletes the pod's Ingress and HTTPRoutes (of have, its shadow objects)
+// that want, its shadow under the policy in force, no longer has: a front door turned off,
+// another kind, a port no longer published. Left, they would publish the pod where the policy
+// says not to. The rest of the shadow follows the policy at its roll's turn (follow).
+func (r *Reconciler) dropStaleFrontDoor(ctx context.Context, pod *corev1.Pod, have []client.Object, want *inject.Shadow) error {
+	wanted := map[string]bool{}
+	if want.Ingress != nil {
+		wanted[objectKey(want.Ingress)] = true
+	}
+	for _, route := range want.HTTPRoutes {
+		wanted[objectKey(route)] = true
+	}
+	for _, obj := range have {
+		switch obj.(type) {
+		case *networkingv1.Ingress, *gatewayv1.HTTPRoute:
+		default:
+			continue
+		}
+		if types.UID(obj.GetLabels()[inject.LabelPodUID]) != pod.UID || wanted[objectKey(obj)] {
+			continue
+		}
+		deleted, err := r.deleteObject(ctx, obj)
+		if err != nil {
+			return err
+		}
+		if deleted {
+			log.FromContext(ctx).Info("deleted a front door the policy in force no longer gives the pod", "pod", pod.Namespace+"/"+pod.Name,
+				"object", applier.DescribeObject(r.objectKind(obj), obj))
+		}
+	}
+	return nil
 }
 
 // sayIfSecondShadow records a Warning Event on pod when the name of its shadow Deployment,

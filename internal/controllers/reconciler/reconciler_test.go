@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,6 +23,7 @@ import (
 	"github.com/interlink-hq/shadowgate/internal/shadows"
 	"github.com/interlink-hq/shadowgate/internal/shadowtest"
 	"github.com/interlink-hq/shadowgate/validate"
+	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
 func newTestReconciler(grace time.Duration) *Reconciler {
@@ -336,6 +338,60 @@ func TestAFrontDoorDeletedWhileItsPodRunsIsReapplied(t *testing.T) {
 			if got.Deployment != nil || got.Service != nil || got.NodeConfigMap != nil || got.NetworkPolicy != nil ||
 				(got.Ingress == nil) != (shadow.Ingress == nil) || len(got.HTTPRoutes) != len(shadow.HTTPRoutes) {
 				t.Errorf("applied %+v, want the front door alone", got)
+			}
+		})
+	}
+}
+
+// A front door the policy in force no longer gives a live pod (turned off, or of another
+// kind) is deleted, and only the pod's own: an Ingress of another pod UID at the same name is
+// left to the orphan rules.
+func TestAFrontDoorThePolicyNoLongerGivesIsDeleted(t *testing.T) {
+	withDoor := func(door string) *policy.Policy {
+		cm := shadowtest.ExamplePolicyConfigMap(t, func(doc string) string {
+			if door == "" {
+				return doc
+			}
+			return strings.Replace(doc, "  hpc-vk:\n    Network:\n", "  hpc-vk:\n    Network:\n      WildcardDNS: apps.example.org\n      "+door, 1)
+		})
+		pol, errs := validate.PolicyConfigMap(cm, validate.CredentialRules{})
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		return pol
+	}
+	ingressDoor := withDoor("FrontDoor: {ControllerNamespace: ingress-nginx}\n      IngressClusterIssuer: letsencrypt\n")
+	for name, c := range map[string]struct {
+		now      *policy.Policy
+		wantKept bool
+	}{
+		"Turned off, the Ingress is deleted.": {now: withDoor("")},
+		"Made an HTTPRoute, the Ingress is deleted.": {
+			now: withDoor("FrontDoor: {Kind: HTTPRoute, Gateway: {Name: public, Namespace: gateways, SectionName: https}}\n")},
+		"Still an Ingress, it is kept.": {now: ingressDoor, wantKept: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := shadowtest.Mutated(t, shadowtest.Pod("trainer", nil), ingressDoor)
+			p.Status.Phase = corev1.PodRunning
+			before := shadowtest.ShadowOf(t, p, ingressDoor)
+			b := shadowtest.Client().WithObjects(p, before.NodeConfigMap.DeepCopy(), before.Service.DeepCopy(), before.NetworkPolicy.DeepCopy(),
+				before.Deployment.DeepCopy(), before.Ingress.DeepCopy())
+			for _, kind := range shadows.Objects(true) {
+				b = b.WithIndex(kind, shadows.IndexShadowFor, shadows.ShadowForIndex)
+			}
+			r := newTestReconciler(time.Hour)
+			r.client, r.policies, r.applier, r.recorder = b.Build(), shadowtest.FixedPolicy{Policy: c.now}, &shadowtest.RecordingApplier{}, &shadowtest.RecordingEvents{}
+			r.identity = shadows.Identity{Cache: r.client, GatewayAPI: true,
+				Namespaces: shadowtest.NamespaceLabels{before.Deployment.Namespace: {inject.LabelShadowNamespaceFor: p.Namespace}}}
+			if _, err := r.Reconcile(t.Context(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
+				t.Fatal(err)
+			}
+			err := r.client.Get(t.Context(), client.ObjectKeyFromObject(before.Ingress), &networkingv1.Ingress{})
+			if kept := err == nil; kept != c.wantKept {
+				t.Errorf("the Ingress kept %v (%v), want kept %v", kept, err, c.wantKept)
+			}
+			if err := r.client.Get(t.Context(), client.ObjectKeyFromObject(before.Service), &corev1.Service{}); err != nil {
+				t.Errorf("the shadow's Service went with the front door: %v", err)
 			}
 		})
 	}
