@@ -27,7 +27,9 @@ var (
 // the egress NetworkPolicies of the pod's namespace. Egress: DNS to any address on port 53 (so
 // that NodeLocal DNSCache and other resolvers keep working), the login node's SSH port, and the
 // destinations of the pod's reverse forwards; ingress: the forwarded ports, from the pod's own
-// namespace only, where the clients of the offloaded pod would have been.
+// namespace only, where the clients of the offloaded pod would have been, and, with a front
+// door, the ports it publishes from the namespace of the pods that proxy it
+// (FrontDoor.ProxyNamespace).
 func (b *builder) networkPolicy() *networkingv1.NetworkPolicy {
 	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
 	dns := intstr.FromInt32(53)
@@ -56,6 +58,14 @@ func (b *builder) networkPolicy() *networkingv1.NetworkPolicy {
 	if len(b.ports) > 0 {
 		rule := networkingv1.NetworkPolicyIngressRule{From: []networkingv1.NetworkPolicyPeer{namespacePeer(b.pod.Namespace)}}
 		for _, p := range b.ports {
+			port := intstr.FromInt32(p.Port)
+			rule.Ports = append(rule.Ports, networkingv1.NetworkPolicyPort{Protocol: &tcp, Port: &port})
+		}
+		ingress = append(ingress, rule)
+	}
+	if published := b.publishedPorts(); len(published) > 0 {
+		rule := networkingv1.NetworkPolicyIngressRule{From: []networkingv1.NetworkPolicyPeer{namespacePeer(b.o.Node.Network.FrontDoor.ProxyNamespace())}}
+		for _, p := range published {
 			port := intstr.FromInt32(p.Port)
 			rule.Ports = append(rule.Ports, networkingv1.NetworkPolicyPort{Protocol: &tcp, Port: &port})
 		}

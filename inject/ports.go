@@ -52,32 +52,13 @@ func forwardedPorts(pod *corev1.Pod, o *validate.Offload) ([]shadowPort, []strin
 		names[name] = true
 		ports = append(ports, shadowPort{Name: name, Port: port})
 	}
-	containers := validate.PodPaths.Spec.Child("containers")
-	for i, c := range pod.Spec.Containers {
-		for j, p := range c.Ports {
-			if p.Protocol == "" || p.Protocol == corev1.ProtocolTCP {
-				add(p.Name, p.ContainerPort, containers.Index(i).Child("ports").Index(j))
-			}
-		}
-	}
-	initContainers := validate.PodPaths.Spec.Child("initContainers")
-	for i, c := range pod.Spec.InitContainers {
-		if c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
-			continue
-		}
-		for j, p := range c.Ports {
-			at := initContainers.Index(i).Child("ports").Index(j)
-			if p.Protocol == "" || p.Protocol == corev1.ProtocolTCP {
-				add(p.Name, p.ContainerPort, at)
-			} else {
-				warnings = append(warnings, fmt.Sprintf("%s: sidecar %q port %d/%s is skipped: the SSH shadow carries TCP only", at, c.Name, p.ContainerPort, p.Protocol))
-			}
-		}
-	}
-	extra := validate.PodPaths.Meta.Child("annotations").Key(validate.AnnotationExtraPorts)
-	for _, p := range o.ExtraPorts {
-		if p.Protocol == corev1.ProtocolTCP {
-			add(p.Name, int32(p.Port), extra)
+	for _, p := range validate.PodPorts(&pod.Spec, o.ExtraPorts, validate.PodPaths) {
+		switch {
+		case p.TCP():
+			add(p.Name, p.Port, p.At)
+		case p.Sidecar != "":
+			// validate.Pod warns of the containers' and the annotation's, not the sidecars'.
+			warnings = append(warnings, fmt.Sprintf("%s: sidecar %q port %d/%s is skipped: the SSH shadow carries TCP only", p.At, p.Sidecar, p.Port, p.Protocol))
 		}
 	}
 	return ports, warnings

@@ -10,6 +10,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
@@ -21,6 +22,10 @@ type Shadow struct {
 	Namespace     *corev1.Namespace // nil with interlink.eu/shadow-same-ns
 	NodeConfigMap *corev1.ConfigMap
 	Service       *corev1.Service // nil when no TCP port is forwarded
+	// Ingress or HTTPRoutes publish the forwarded ports outside the cluster, with the policy's
+	// front door (policy.Network.HasFrontDoor); both are empty without one.
+	Ingress       *networkingv1.Ingress
+	HTTPRoutes    []*gatewayv1.HTTPRoute
 	NetworkPolicy *networkingv1.NetworkPolicy
 	Deployment    *appsv1.Deployment
 	// Scripts is the scripts ConfigMap the Deployment mounts (ScriptsConfigMap), shared by
@@ -54,6 +59,8 @@ func buildShadow(pod *corev1.Pod, o *validate.Offload) (*Shadow, []string) {
 	s := &Shadow{
 		NodeConfigMap: b.nodeConfigMap(),
 		Service:       b.service(),
+		Ingress:       b.ingress(),
+		HTTPRoutes:    b.httpRoutes(),
 		NetworkPolicy: b.networkPolicy(),
 		Deployment:    b.deployment(),
 		Scripts:       ScriptsConfigMap(b.namespaceName),
@@ -67,7 +74,7 @@ func buildShadow(pod *corev1.Pod, o *validate.Offload) (*Shadow, []string) {
 }
 
 // AnnotationRendered, on the shadow Deployment, is a hash of the shadow as the policy in force
-// and this shadowgate rendered it: the Deployment's, Service's and NetworkPolicy's specs,
+// and this shadowgate rendered it: the Deployment's, Service's, NetworkPolicy's and front door's specs,
 // without the labels and annotations the shadow pod carries from the offloaded pod. The
 // reconciler renders each live pod's shadow again and rolls the shadows whose hash differs
 // (webhook's Reconciler): a policy change or a shadowgate that renders differently, never a
@@ -83,6 +90,12 @@ func renderedHash(s *Shadow) string {
 	if s.Service != nil {
 		specs = append(specs, s.Service.Spec)
 	}
+	if s.Ingress != nil {
+		specs = append(specs, s.Ingress.Annotations[AnnotationClusterIssuer], s.Ingress.Spec)
+	}
+	for _, r := range s.HTTPRoutes {
+		specs = append(specs, r.Spec)
+	}
 	h := sha256.New()
 	if err := json.NewEncoder(h).Encode(specs); err != nil {
 		panic(err) // API types always marshal
@@ -91,7 +104,7 @@ func renderedHash(s *Shadow) string {
 }
 
 // Objects returns the shadow's objects in apply order: Namespace, node ConfigMap, Service,
-// NetworkPolicy, Deployment, leaving out the ones it does not have. The NetworkPolicy goes
+// Ingress or HTTPRoutes, NetworkPolicy, Deployment, leaving out the ones it does not have. The NetworkPolicy goes
 // before the Deployment, so the shadow pod never runs unfenced. Credentials and the scripts
 // ConfigMap go between the node ConfigMap and the Deployment; they are not among these: copying
 // credentials needs the source objects, and both are shared by the namespace's shadows rather
@@ -105,6 +118,12 @@ func (s *Shadow) Objects() []client.Object {
 	if s.Service != nil {
 		objs = append(objs, s.Service)
 	}
+	if s.Ingress != nil {
+		objs = append(objs, s.Ingress)
+	}
+	for _, r := range s.HTTPRoutes {
+		objs = append(objs, r)
+	}
 	return append(objs, s.NetworkPolicy, s.Deployment)
 }
 
@@ -114,12 +133,14 @@ func (s *Shadow) Objects() []client.Object {
 func (s *Shadow) Credentials() []Credential { return s.credentials }
 
 func (b *builder) credentials() []Credential {
-	return Credentials(b.ssh, b.namespaceName)
+	return Credentials(&b.o.Node.Network, b.namespaceName)
 }
 
-// Credentials are the Secret and ConfigMaps a shadow of a virtual node with sshPolicy mounts
-// as copies in namespace: none unless the policy replicates them.
-func Credentials(sshPolicy *policy.SSH, namespace string) []Credential {
+// Credentials are the Secret and ConfigMaps a shadow of a virtual node with network mounts
+// as copies in namespace, and the front door's wildcard certificate its Ingress names: none
+// unless the policy replicates them.
+func Credentials(network *policy.Network, namespace string) []Credential {
+	sshPolicy := &network.SSH
 	if !sshPolicy.ReplicateCredentials {
 		return nil
 	}
@@ -134,6 +155,9 @@ func Credentials(sshPolicy *policy.SSH, namespace string) []Credential {
 		add("ConfigMap", sshPolicy.Krb5ConfigMap)
 	}
 	add("ConfigMap", sshPolicy.KnownHostsConfigMap)
+	if network.HasFrontDoor() && network.FrontDoor.Kind == policy.FrontDoorIngress && network.IngressTLS {
+		add("Secret", network.FrontDoor.TLSSecret)
+	}
 	return creds
 }
 

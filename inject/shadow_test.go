@@ -82,6 +82,8 @@ func TestObjectsComeInApplyOrder(t *testing.T) {
 	}
 }
 
+// A shadow copies exactly the credentials it uses: what its Deployment mounts from the policy
+// and the TLS Secret its front door's Ingress names.
 func TestCredentialsToReplicate(t *testing.T) {
 	for _, c := range shadowCases(t) {
 		t.Run(c.name, func(t *testing.T) {
@@ -98,6 +100,11 @@ func TestCredentialsToReplicate(t *testing.T) {
 					case v.ConfigMap != nil && v.Name != volumeNode && v.Name != volumeScripts:
 						want = append(want, Credential{Kind: "ConfigMap", Name: v.ConfigMap.Name, Namespace: s.Deployment.Namespace})
 					}
+				}
+				// And the front door's wildcard certificate, which its Ingress names and no
+				// shadow pod mounts.
+				if s.Ingress != nil && c.policy.VirtualNodes["hpc-vk"].Network.FrontDoor.TLSSecret != "" {
+					want = append(want, Credential{Kind: "Secret", Name: s.Ingress.Spec.TLS[0].SecretName, Namespace: s.Ingress.Namespace})
 				}
 			}
 			if got := s.Credentials(); !slices.Equal(got, want) {

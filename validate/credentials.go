@@ -62,12 +62,16 @@ func (r CredentialRules) secretInPodNamespace(o *Offload, namespace string, at P
 	return nil
 }
 
-// copiedSecret is the Secret a shadow on this network has copied into its namespace, or "".
+// copiedSecret is a Secret a shadow on this network has copied into its namespace, or "": the
+// login's key or keytab, else the front door's wildcard certificate.
 func copiedSecret(network *policy.Network) string {
-	if network.SSHShadow() && network.SSH.ReplicateCredentials {
-		return network.SSH.CredentialSecret()
+	if !network.SSHShadow() || !network.SSH.ReplicateCredentials {
+		return ""
 	}
-	return ""
+	if secret := network.SSH.CredentialSecret(); secret != "" || !network.HasFrontDoor() {
+		return secret
+	}
+	return network.FrontDoor.TLSSecret
 }
 
 func secretCopyForbidden(node, secret, namespace string, at Paths) field.ErrorList {

@@ -38,6 +38,9 @@ type Offload struct {
 	SameNamespace bool
 	ExtraPorts    []ExtraPort
 	PodVPN        bool
+	// FrontDoorPorts are the ports interlink.eu/front-door-ports publishes; nil without it,
+	// when every forwarded port is.
+	FrontDoorPorts []int32
 }
 
 // WantsReverse reports whether the pod asks for the reverse tunnel.
@@ -105,6 +108,9 @@ func podSpec(meta *metav1.ObjectMeta, spec *corev1.PodSpec, namespace string, po
 	}
 	d.Errors = append(d.Errors, containerPorts(spec, at.Spec)...)
 	o.parseAnnotations(ann, namespace, annPath, &d)
+	if v, ok := ann[AnnotationFrontDoorPorts]; ok {
+		d.Errors = append(d.Errors, o.parseFrontDoorPorts(v, spec, at)...)
+	}
 	o.judgeReverse(ann, at, &d)
 	if o.Node.Network.SSHShadow() && o.Node.Network.EnableTunnel && !o.PodVPN {
 		warnSkippedPorts(spec, o.ExtraPorts, at.Spec, annPath, &d)

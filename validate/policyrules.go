@@ -167,6 +167,7 @@ func validateNetwork(n *policy.Network, p *field.Path) field.ErrorList {
 					"which is what the SSH shadow exists to avoid; set FullMesh: false and use the reverse tunnel (SSH.Reverse) for pod-to-cluster traffic, or use ShadowMode: wstunnel"))
 		}
 		errs = append(errs, validateSSH(&n.SSH, p.Child("SSH"))...)
+		errs = append(errs, validateFrontDoor(n, p)...)
 	default:
 		errs = append(errs, field.NotSupported(p.Child("ShadowMode"), n.ShadowMode, []string{policy.ShadowModeWstunnel, policy.ShadowModeSSH}))
 	}

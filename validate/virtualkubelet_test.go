@@ -33,8 +33,15 @@ func TestAPolicyReadsTheVirtualKubeletsNetworkBlockAsTheVirtualKubeletDoes(t *te
 			networkWants: "ssh, publickey, exec, srun, userspace",
 		},
 		"the VK's keys for the wstunnel shadow and the mesh are ignored with a warning each": {
-			network:     "EnableTunnel: true\nWildcardDNS: example.org\nIngressTLS: true\nServiceCIDR: 10.96.0.0/12\nDNSServiceIP: 10.96.0.10\n",
-			wantIgnored: []string{"Network.DNSServiceIP is ignored", "Network.IngressTLS is ignored", "Network.ServiceCIDR is ignored", "Network.WildcardDNS is ignored"},
+			network:     "EnableTunnel: true\nWstunnelCommand: wstunnel\nServiceCIDR: 10.96.0.0/12\nDNSServiceIP: 10.96.0.10\n",
+			wantIgnored: []string{"Network.DNSServiceIP is ignored", "Network.ServiceCIDR is ignored", "Network.WstunnelCommand is ignored"},
+		},
+		"the VK's ingress keys are read, not ignored, and judged only for the SSH shadow": {
+			network: "EnableTunnel: true\nWildcardDNS: '*.example.org'\nIngressTLS: true\nIngressClusterIssuer: lets-issuer\n",
+			wantNetwork: func(n policy.Network) bool {
+				return n.Domain() == "example.org" && n.IngressTLS && n.IngressClusterIssuer == "lets-issuer"
+			},
+			networkWants: "domain example.org, TLS from lets-issuer",
 		},
 		"a key the VK does not have either is still refused": {
 			network: "EnableTunnel: true\nWildcardDns: example.org\n",
@@ -62,12 +69,12 @@ func TestAPolicyReadsTheVirtualKubeletsNetworkBlockAsTheVirtualKubeletDoes(t *te
 // The policy ConfigMap is admitted with the ignored keys as its warnings, which kubectl prints.
 func TestThePolicyConfigMapWarnsOfIgnoredKeys(t *testing.T) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: policy.ConfigMapName, Namespace: "shadowgate-system"},
-		Data: map[string]string{policy.DataKey: node("EnableTunnel: true\nWildcardDNS: example.org\n")}}
+		Data: map[string]string{policy.DataKey: node("EnableTunnel: true\nServiceCIDR: 10.96.0.0/12\n")}}
 	d, _ := validate.Object(cm, validate.Config{PolicyRef: validate.PolicyRef{Namespace: "shadowgate-system", Name: policy.ConfigMapName}})
 	if !d.Allowed() {
 		t.Fatal(d.Errors)
 	}
-	expectWarnings(t, d.Warnings, []string{"data[policy.yaml].virtualNodes[cern-vk].Network.WildcardDNS is ignored",
+	expectWarnings(t, d.Warnings, []string{"data[policy.yaml].virtualNodes[cern-vk].Network.ServiceCIDR is ignored",
 		"data[policy.yaml].virtualNodes[cern-vk]: any namespace may use virtual node cern-vk"})
 }
 

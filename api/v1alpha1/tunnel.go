@@ -33,6 +33,7 @@ func AddToScheme(s *runtime.Scheme) error {
 // +kubebuilder:printcolumn:name="Wait-Reason",type=string,JSONPath=`.status.waitReason`,priority=1
 // +kubebuilder:printcolumn:name="Expected-Start",type=string,JSONPath=`.status.expectedStart`,priority=1
 // +kubebuilder:printcolumn:name="Service",type=string,JSONPath=`.status.service`
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.urls[0]`
 // +kubebuilder:printcolumn:name="Shadow",type=string,JSONPath=`.status.shadow.state`
 // +kubebuilder:printcolumn:name="Since",type=date,JSONPath=`.status.since`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -122,6 +123,14 @@ type TunnelStatus struct {
 	// +listType=atomic
 	// +optional
 	Ports []int32 `json:"ports,omitempty"`
+	// URLs are where the front door publishes the ports outside the cluster, one per port in
+	// the order of Ports: https://<host>/, or http://<host>/ where the policy allows plain
+	// HTTP. Empty without a front door.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=264
+	// +optional
+	URLs []string `json:"urls,omitempty"`
 	// Since is when State, Reason and ComputeNode took their values.
 	// +optional
 	Since *metav1.Time `json:"since,omitempty"`

@@ -109,6 +109,11 @@ func (in *TunnelStatus) DeepCopyInto(out *TunnelStatus) {
 		*out = make([]int32, len(*in))
 		copy(*out, *in)
 	}
+	if in.URLs != nil {
+		in, out := &in.URLs, &out.URLs
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Since != nil {
 		in, out := &in.Since, &out.Since
 		*out = (*in).DeepCopy()

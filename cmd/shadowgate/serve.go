@@ -12,10 +12,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -29,6 +27,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/interlink-hq/shadowgate/api/v1alpha1"
 	"github.com/interlink-hq/shadowgate/certs"
@@ -141,7 +140,18 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 		return &exitError{code: exitServeFailed, msg: err.Error()}
 	}
 	webhookServer := o.webhookServer(servingCert, clientCA)
-	mgrOpts := o.managerOptions(namespace, webhookServer, logger)
+	discover, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return &exitError{code: exitServeFailed, msg: err.Error()}
+	}
+	gatewayAPI, err := shadows.GatewayAPIServed(discover)
+	if err != nil {
+		return &exitError{code: exitServeFailed, msg: err.Error()}
+	}
+	if !gatewayAPI {
+		logger.Info("the API server serves no Gateway API HTTPRoutes: a front door of kind HTTPRoute cannot be applied, and its shadows are refused; restart shadowgate once the Gateway API is installed")
+	}
+	mgrOpts := o.managerOptions(namespace, webhookServer, logger, gatewayAPI)
 	webhooks := serving.NewDrainingServer(mgrOpts.WebhookServer)
 	mgrOpts.WebhookServer = webhooks
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
@@ -180,6 +190,7 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 		MaxUnconfirmedShadows: o.maxUnconfirmed,
 		UnconfirmedShare:      o.maxPerNamespace,
 		MaxRollingShadows:     o.maxRolling,
+		GatewayAPI:            gatewayAPI,
 	}
 	waitForCleanups, err := setup(ctx, mgr, opts, metrics, decisions)
 	if err != nil {
@@ -230,23 +241,24 @@ func (o *serveOptions) restConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-func (o *serveOptions) managerOptions(namespace string, webhookServer ctrlwebhook.Server, logger logr.Logger) manager.Options {
+// managerOptions are the manager's; gatewayAPI says whether the API server serves HTTPRoutes
+// (shadows.GatewayAPIServed), which the cache then holds too.
+func (o *serveOptions) managerOptions(namespace string, webhookServer ctrlwebhook.Server, logger logr.Logger, gatewayAPI bool) manager.Options {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme) // registering built-in types into a new scheme cannot fail
 	_ = v1alpha1.AddToScheme(scheme)
-	shadows := cache.ByObject{Label: shadows.Selector}
+	_ = gatewayv1.Install(scheme)
+	// Only shadow objects: the reconciler needs no other Deployment, Service, ConfigMap,
+	// NetworkPolicy, Ingress or HTTPRoute, and the scripts ConfigMaps are no shadow's.
+	byObject := map[client.Object]cache.ByObject{}
+	for _, obj := range shadows.Objects(gatewayAPI) {
+		byObject[obj] = cache.ByObject{Label: shadows.Selector}
+	}
 	return manager.Options{
 		Scheme: scheme,
 		Logger: logger,
 		Cache: cache.Options{
-			ByObject: map[client.Object]cache.ByObject{
-				// Only shadow objects: the reconciler needs no other Deployment, Service,
-				// ConfigMap or NetworkPolicy, and the scripts ConfigMaps are no shadow's.
-				&appsv1.Deployment{}:          shadows,
-				&corev1.Service{}:             shadows,
-				&corev1.ConfigMap{}:           shadows,
-				&networkingv1.NetworkPolicy{}: shadows,
-			},
+			ByObject: byObject,
 			// The cache holds every pod in the cluster (the reconciler watches them all), in a
 			// container of 256Mi; managedFields are often a pod's largest part, and nothing reads
 			// them from the cache (shadows are written with server-side apply, which needs no

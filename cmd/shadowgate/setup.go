@@ -37,6 +37,8 @@ type setupOptions struct {
 	UnconfirmedShare int
 	// MaxRollingShadows bounds the shadows rolled at a time to a changed policy (rollPacer).
 	MaxRollingShadows int
+	// GatewayAPI is set when the API server serves HTTPRoutes (shadows.GatewayAPIServed).
+	GatewayAPI bool
 }
 
 // setup reads the policy (an error when it is missing or invalid), then registers the
@@ -84,7 +86,7 @@ func setup(ctx context.Context, mgr manager.Manager, opts setupOptions, metrics 
 		return nil, err
 	}
 	namespaces := policystore.CachedNamespaces{Cache: mgr.GetCache(), Live: mgr.GetAPIReader()}
-	identity := shadows.Identity{Namespaces: namespaces, Cache: mgr.GetClient(), Policies: store, Rules: opts.Rules}
+	identity := shadows.Identity{Namespaces: namespaces, Cache: mgr.GetClient(), Policies: store, Rules: opts.Rules, GatewayAPI: opts.GatewayAPI}
 	admission := webhook.Options{Policy: opts.Policy, Rules: opts.Rules, ShadowGracePeriod: opts.ShadowGracePeriod,
 		MaxUnconfirmedShadows: opts.MaxUnconfirmedShadows, UnconfirmedShare: opts.UnconfirmedShare}
 	if err := webhook.Setup(ctx, mgr, admission, store, namespaces, shadowApplier, recorder, metrics, decisions); err != nil {

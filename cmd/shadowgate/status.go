@@ -522,6 +522,10 @@ func rowOf(p *corev1.Pod, t *v1alpha1.Tunnel) podTunnel {
 		st.Message, st.Container = printable.String(st.Message), printable.String(st.Container)
 		st.ComputeNode, st.ForwardMode, st.Service = printable.String(st.ComputeNode), printable.String(st.ForwardMode), printable.String(st.Service)
 		st.WaitReason, st.ExpectedStart = printable.String(st.WaitReason), printable.String(st.ExpectedStart)
+		st.URLs = slices.Clone(st.URLs)
+		for i, u := range st.URLs {
+			st.URLs[i] = printable.String(u)
+		}
 		row.Tunnel = &st
 	}
 	return row
@@ -598,7 +602,8 @@ func (p *printer) doc(rows []podTunnel) error {
 	return err
 }
 
-// table is status's table: NAMESPACE first with -A, SERVICE and MESSAGE last with -o wide.
+// table is status's table: NAMESPACE first with -A, URL (the front door's, one per port) after
+// SHADOW, SERVICE and MESSAGE last with -o wide.
 type table struct {
 	allNamespaces, wide bool
 }
@@ -613,7 +618,7 @@ func (t table) print(out io.Writer, rows []podTunnel, now time.Time) {
 		return
 	}
 	w := tabwriter.NewWriter(out, 0, 8, 3, ' ', 0)
-	cols := []string{"POD", "NODE", "COMPUTE-NODE", "MODE", "STATE", "REASON", "AGE", "SHADOW"}
+	cols := []string{"POD", "NODE", "COMPUTE-NODE", "MODE", "STATE", "REASON", "AGE", "SHADOW", "URL"}
 	if t.allNamespaces {
 		cols = append([]string{"NAMESPACE"}, cols...)
 	}
@@ -645,9 +650,9 @@ func (t table) row(w io.Writer, r podTunnel, now time.Time) {
 	st := r.Tunnel
 	switch {
 	case r.Deleted:
-		cols = append(cols, r.Name, "-", "-", "-", "-", "pod deleted", "-", "-")
+		cols = append(cols, r.Name, "-", "-", "-", "-", "pod deleted", "-", "-", "-")
 	case st == nil:
-		cols = append(cols, r.Name, dash(r.Node), "-", "-", "-", "no tunnel state reported", "-", string(r.Shadow.State))
+		cols = append(cols, r.Name, dash(r.Node), "-", "-", "-", "no tunnel state reported", "-", string(r.Shadow.State), "-")
 	default:
 		reason := string(st.Reason)
 		switch {
@@ -657,7 +662,7 @@ func (t table) row(w io.Writer, r podTunnel, now time.Time) {
 			reason += ": " + st.Message
 		}
 		cols = append(cols, r.Name, dash(r.Node), dash(st.ComputeNode), dash(st.ForwardMode), string(st.State),
-			dash(oneLine(reason, 100)), duration.HumanDuration(now.Sub(st.Since)), string(r.Shadow.State))
+			dash(oneLine(reason, 100)), duration.HumanDuration(now.Sub(st.Since)), string(r.Shadow.State), dash(strings.Join(st.URLs, ",")))
 	}
 	if t.wide {
 		if st == nil || r.Deleted {

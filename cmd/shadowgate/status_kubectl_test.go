@@ -65,7 +65,8 @@ func TestStatusOutputs(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Second)
 	failed := tunnelstate.Status{State: tunnelstate.Failed, Reason: tunnelstate.ReasonNodeConnectionRefused, Message: "nothing listens on 8888 " + hostile,
 		ComputeNode: "10.0.0.3", ForwardMode: "portforward", Service: "user-shadow/notebook-1", Since: now}
-	ready := tunnelstate.Status{State: tunnelstate.Ready, Reason: tunnelstate.ReasonReady, Service: "other-shadow/trainer-2", Since: now}
+	ready := tunnelstate.Status{State: tunnelstate.Ready, Reason: tunnelstate.ReasonReady, Service: "other-shadow/trainer-2", Since: now,
+		URLs: []string{"https://trainer-other-8888-0123456789.apps.example.org/", "https://trainer-other-6006-0123456789.apps.example.org/" + hostile}}
 	notebook, trainer := statusPod("notebook"), statusPod("trainer")
 	trainer.Namespace = "other"
 	objs := []client.Object{notebook, trainer, tunnelOf(notebook, failed, nil), tunnelOf(trainer, ready, nil)}
@@ -82,6 +83,18 @@ func TestStatusOutputs(t *testing.T) {
 			opts: statusOptions{output: "text"}, code: exitDenied,
 			want: []string{"NAMESPACE POD NODE", "other trainer hpc-vk - - Ready", "user notebook hpc-vk 10.0.0.3 portforward Failed NodeConnectionRefused: nothing listens"},
 		},
+		"The URL column shows the front door's URLs, escaped, and -o json holds them.": {
+			opts: statusOptions{output: "text"}, ns: "other",
+			want: []string{"POD NODE COMPUTE-NODE MODE STATE REASON AGE SHADOW URL",
+				"trainer hpc-vk - - Ready Ready 0s Current https://trainer-other-8888-0123456789.apps.example.org/,https://trainer-other-6006-0123456789.apps.example.org/" + hostileEscaped},
+			check: func(t *testing.T, out string) {
+				var js bytes.Buffer
+				_ = (&statusOptions{output: "json"}).show(t.Context(), &js, statusClient(objs...), "other", "")
+				if !strings.Contains(js.String(), `"urls": [`) || !strings.Contains(js.String(), "https://trainer-other-8888-0123456789.apps.example.org/") {
+					t.Errorf("-o json holds no urls:\n%s", js.String())
+				}
+			},
+		},
 		"Without -A, one namespace is listed, without a NAMESPACE column.": {
 			opts: statusOptions{output: "text"}, ns: "other",
 			want:  []string{"POD NODE COMPUTE-NODE", "trainer hpc-vk - - Ready"},
@@ -93,8 +106,8 @@ func TestStatusOutputs(t *testing.T) {
 		},
 		"-o wide adds the Service and the whole message, escaped.": {
 			opts: statusOptions{output: "wide"}, ns: "user", code: exitDenied,
-			want: []string{"POD NODE COMPUTE-NODE MODE STATE REASON AGE SHADOW SERVICE MESSAGE",
-				"notebook hpc-vk 10.0.0.3 portforward Failed NodeConnectionRefused 0s Current user-shadow/notebook-1 nothing listens on 8888 " + hostileEscaped},
+			want: []string{"POD NODE COMPUTE-NODE MODE STATE REASON AGE SHADOW URL SERVICE MESSAGE",
+				"notebook hpc-vk 10.0.0.3 portforward Failed NodeConnectionRefused 0s Current - user-shadow/notebook-1 nothing listens on 8888 " + hostileEscaped},
 		},
 		"-o yaml is the document -o json prints.": {
 			opts: statusOptions{output: "yaml"}, code: exitDenied,

@@ -68,9 +68,10 @@ func New(writer client.Client, reader client.Reader, scheme *runtime.Scheme, cre
 }
 
 // Apply applies a shadow: its namespace first (unless applied lately: knownNamespaces), then
-// the node ConfigMap, Service, NetworkPolicy, credentials and scripts ConfigMap together, then
-// the Deployment, which mounts them, so its pods never start before what they mount exists nor
-// unfenced. A nil NodeConfigMap, Service, NetworkPolicy, Deployment or Scripts is left alone
+// the node ConfigMap, Service, front door (Ingress or HTTPRoutes), NetworkPolicy, credentials
+// and scripts ConfigMap together, then the Deployment, which mounts them, so its pods never
+// start before what they mount exists nor unfenced. A nil NodeConfigMap, Service, Ingress,
+// NetworkPolicy, Deployment or Scripts (or no HTTPRoutes) is left alone
 // (the reconciler applies only what is missing). On an error the objects this call created are
 // removed in the background, once the caller has its answer, but not the namespace, the
 // credential copies nor the scripts ConfigMap: every shadow of the pod's namespace shares them,
@@ -127,6 +128,12 @@ func (a *Applier) applyObjects(ctx context.Context, s *inject.Shadow, dryRun boo
 	}
 	if s.Service != nil {
 		g.Go(func() error { _, err := a.applyObject(ctx, s.Service, dryRun, created); return err })
+	}
+	if s.Ingress != nil {
+		g.Go(func() error { _, err := a.applyObject(ctx, s.Ingress, dryRun, created); return err })
+	}
+	for _, r := range s.HTTPRoutes {
+		g.Go(func() error { _, err := a.applyObject(ctx, r, dryRun, created); return err })
 	}
 	if s.NetworkPolicy != nil {
 		g.Go(func() error { _, err := a.applyObject(ctx, s.NetworkPolicy, dryRun, created); return err })

@@ -4,20 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -265,5 +270,47 @@ func TestNodeConfigMapChangedDuringItsResetIsTakenAgain(t *testing.T) {
 	}
 	if got := computeNode(t, c); got.Labels[inject.LabelPodUID] != "earlier-uid" {
 		t.Errorf("a reset refused at an older version was written: pod-uid %q", got.Labels[inject.LabelPodUID])
+	}
+}
+
+// The front door is applied with the rest of the shadow, as the API server knows its kinds
+// (an Ingress, a Gateway API HTTPRoute), before the Deployment.
+func TestTheFrontDoorIsAppliedWithTheShadow(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := gatewayv1.Install(scheme); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var applied []string
+	c := fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
+		Apply: func(_ context.Context, _ client.WithWatch, obj runtime.ApplyConfiguration, _ ...client.ApplyOption) error {
+			u := obj.(interface{ GetObjectKind() schema.ObjectKind }) // an unstructured object's
+			mu.Lock()
+			defer mu.Unlock()
+			gvk := u.GetObjectKind().GroupVersionKind()
+			applied = append(applied, gvk.GroupVersion().String()+" "+gvk.Kind)
+			return nil
+		},
+	}).Build()
+	m, err := metrics.New(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Applier{client: c, reader: c, scheme: scheme, metrics: m}
+	meta := metav1.ObjectMeta{Name: "shadow", Namespace: "user-shadow"}
+	s := &inject.Shadow{
+		Ingress:    &networkingv1.Ingress{ObjectMeta: meta},
+		HTTPRoutes: []*gatewayv1.HTTPRoute{{ObjectMeta: metav1.ObjectMeta{Name: "shadow-8888", Namespace: "user-shadow"}}},
+		Deployment: &appsv1.Deployment{ObjectMeta: meta},
+	}
+	if _, err := a.Apply(t.Context(), s, false); err != nil {
+		t.Fatal(err)
+	}
+	if len(applied) != 3 || applied[2] != "apps/v1 Deployment" ||
+		!slices.Contains(applied, "networking.k8s.io/v1 Ingress") || !slices.Contains(applied, "gateway.networking.k8s.io/v1 HTTPRoute") {
+		t.Errorf("applied %v, want the Ingress and the HTTPRoute, then the Deployment", applied)
 	}
 }

@@ -102,10 +102,11 @@ func (a *Applier) CopyCredential(ctx context.Context, c inject.Credential, dryRu
 		fmt.Errorf("it changed %d times while shadowgate was copying %s into it; try again", writeRounds, from))
 }
 
-// copyableSecretTypes are the types of Secret a key or keytab is kept in, the only ones
-// shadowgate copies; the least-privilege policy (manifests/base/least-privilege-policy.yaml)
-// refuses its account a Secret of any other type, a service-account token above all.
-var copyableSecretTypes = []corev1.SecretType{corev1.SecretTypeOpaque, corev1.SecretTypeSSHAuth}
+// copyableSecretTypes are the types of Secret a key or keytab is kept in, and the front door's
+// wildcard certificate (FrontDoor.TLSSecret), the only ones shadowgate copies; the
+// least-privilege policy (manifests/base/least-privilege-policy.yaml) refuses its account a
+// Secret of any other type, a service-account token above all.
+var copyableSecretTypes = []corev1.SecretType{corev1.SecretTypeOpaque, corev1.SecretTypeSSHAuth, corev1.SecretTypeTLS}
 
 // uncopyableType refuses a source Secret of a type shadowgate does not copy, saying what to do;
 // nil for one it copies, and for a ConfigMap.
@@ -119,9 +120,9 @@ func uncopyableType(src client.Object) error {
 		Code:    http.StatusForbidden,
 		Reason:  metav1.StatusReasonForbidden,
 		Details: &metav1.StatusDetails{Kind: "secrets", Name: s.Name},
-		Message: fmt.Sprintf("secret %s/%s is of type %q, and shadowgate copies only Secrets of type %s or %s, the types a key or keytab is kept in: "+
+		Message: fmt.Sprintf("secret %s/%s is of type %q, and shadowgate copies only Secrets of type %s or %s, the types a key or keytab is kept in, or %s, a front door's certificate: "+
 			"ask the cluster admin to create it again as one of those (kubectl create secret generic %s -n %s --from-file=<key>=<file>)",
-			s.Namespace, s.Name, s.Type, copyableSecretTypes[0], copyableSecretTypes[1], s.Name, s.Namespace),
+			s.Namespace, s.Name, s.Type, copyableSecretTypes[0], copyableSecretTypes[1], copyableSecretTypes[2], s.Name, s.Namespace),
 	}}
 }
 

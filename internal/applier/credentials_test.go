@@ -112,10 +112,10 @@ func TestMissingSourceIsAProperNotFound(t *testing.T) {
 	}
 }
 
-// A source Secret of a type no key or keytab is kept in is not copied: the copy is refused,
+// A source Secret of a type no key, keytab or front-door certificate is kept in is not copied: the copy is refused,
 // naming the Secret, its type and what to do, before anything is read in the shadow's namespace.
 func TestASourceOfAnotherTypeIsNotCopied(t *testing.T) {
-	for _, typ := range []corev1.SecretType{corev1.SecretTypeServiceAccountToken, corev1.SecretTypeTLS, corev1.SecretTypeDockerConfigJson} {
+	for _, typ := range []corev1.SecretType{corev1.SecretTypeServiceAccountToken, corev1.SecretTypeBasicAuth, corev1.SecretTypeDockerConfigJson} {
 		src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shadowgate-system", Name: "hpc-ssh-key"}, Type: typ}
 		api := fake.NewClientBuilder().WithObjects(src).Build()
 		a := &Applier{client: api, reader: api, credentialsNamespace: "shadowgate-system"}

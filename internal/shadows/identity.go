@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/policystore"
@@ -29,6 +30,9 @@ type Identity struct {
 	Cache      client.Reader          // the manager's cache: pods and shadow Deployments
 	Policies   policystore.Policies
 	Rules      validate.CredentialRules
+	// GatewayAPI is set when the API server serves HTTPRoutes (GatewayAPIServed): the cache
+	// holds front doors' HTTPRoutes among the shadow objects.
+	GatewayAPI bool
 }
 
 // ShadowNamespaceFor is the pod namespace whose shadow namespace ns is, or "": ns must carry
@@ -59,7 +63,7 @@ func (id Identity) Objects(ctx context.Context, podKey string) ([]client.Object,
 	if !ok {
 		return nil, nil
 	}
-	objs, err := ListKinds(ctx, id.Cache, client.MatchingFields{IndexShadowFor: podKey})
+	objs, err := ListKinds(ctx, id.Cache, id.GatewayAPI, client.MatchingFields{IndexShadowFor: podKey})
 	if err != nil {
 		return nil, err
 	}
@@ -77,13 +81,19 @@ func (id Identity) Objects(ctx context.Context, podKey string) ([]client.Object,
 }
 
 // isShadowOf says whether obj is at a namespace and name shadowgate derives for the shadow of
-// the pod podNS/podName: the shadow's name (Deployment, Service, NetworkPolicy) or its node
-// ConfigMap's, in the pod namespace's marked shadow namespace (ShadowNamespaceFor) or, for a
-// shadow beside its pod (interlink.eu/shadow-same-ns), in podNS itself.
+// the pod podNS/podName: the shadow's name (Deployment, Service, NetworkPolicy, Ingress), its
+// node ConfigMap's or, for an HTTPRoute, one of its route names (inject.RouteName), in the pod
+// namespace's marked shadow namespace (ShadowNamespaceFor) or, for a shadow beside its pod
+// (interlink.eu/shadow-same-ns), in podNS itself.
 func (id Identity) isShadowOf(ctx context.Context, obj client.Object, podNS, podName string) (bool, error) {
+	_, isRoute := obj.(*gatewayv1.HTTPRoute)
 	for _, beside := range []bool{false, true} {
 		shadow := inject.ShadowName(podName, podNS, beside)
-		if obj.GetNamespace() != inject.ShadowNamespace(podNS, beside) || (obj.GetName() != shadow && obj.GetName() != inject.NodeConfigMapName(shadow)) {
+		named := obj.GetName() == shadow || obj.GetName() == inject.NodeConfigMapName(shadow)
+		if isRoute {
+			named = inject.IsRouteName(shadow, obj.GetName())
+		}
+		if obj.GetNamespace() != inject.ShadowNamespace(podNS, beside) || !named {
 			continue
 		}
 		if beside {

@@ -10,6 +10,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/shadowtest"
@@ -167,15 +168,27 @@ func TestAPodsShadowObjectsAreAtTheNamesShadowgateDerives(t *testing.T) {
 			obj: claim(&corev1.ConfigMap{}, shadowNS, "planted-node"), namespaces: marked},
 		"The shadow namespace's name, not marked for the pod's namespace, holds none of its shadow.": {
 			obj: claim(&appsv1.Deployment{}, shadowNS, shadow), namespaces: shadowtest.NamespaceLabels{shadowNS: {inject.LabelShadowNamespaceFor: "evil"}}},
+		"The front door's Ingress in the marked shadow namespace is the pod's.": {
+			obj: claim(&networkingv1.Ingress{}, shadowNS, shadow), namespaces: marked, want: true},
+		"An HTTPRoute of the front door, at a port's route name, is the pod's.": {
+			obj: claim(&gatewayv1.HTTPRoute{}, shadowNS, inject.RouteName(shadow, 8888)), namespaces: marked, want: true},
+		"An HTTPRoute beside its pod, at a port's route name, is the pod's.": {
+			obj: claim(&gatewayv1.HTTPRoute{}, podNS, inject.RouteName(beside, 8888)), namespaces: marked, want: true},
+		"An HTTPRoute at the shadow's own name, which no route has, is not.": {
+			obj: claim(&gatewayv1.HTTPRoute{}, shadowNS, shadow), namespaces: marked},
+		"An HTTPRoute look-alike in the attacker's namespace, at a route name, is not.": {
+			obj: claim(&gatewayv1.HTTPRoute{}, "evil", inject.RouteName(shadow, 8888)), namespaces: marked},
+		"An Ingress look-alike in the attacker's namespace, at the shadow's name, is not.": {
+			obj: claim(&networkingv1.Ingress{}, "evil", shadow), namespaces: marked},
 		"A shadow namespace that does not exist holds none of its shadow.": {
 			obj: claim(&appsv1.Deployment{}, shadowNS, shadow), namespaces: shadowtest.NamespaceLabels{}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			b := fake.NewClientBuilder().WithObjects(c.obj)
-			for _, kind := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}, &networkingv1.NetworkPolicy{}} {
+			b := shadowtest.Client().WithObjects(c.obj)
+			for _, kind := range Objects(true) {
 				b = b.WithIndex(kind, IndexShadowFor, ShadowForIndex)
 			}
-			objs, err := Identity{Namespaces: c.namespaces, Cache: b.Build()}.Objects(t.Context(), podNS+"/"+pod)
+			objs, err := Identity{Namespaces: c.namespaces, Cache: b.Build(), GatewayAPI: true}.Objects(t.Context(), podNS+"/"+pod)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -87,6 +88,24 @@ func MountedCredentials(spec *corev1.PodSpec) []string {
 		}
 	}
 	return out
+}
+
+// UsedCredentials names the Secrets and ConfigMaps a shadow object uses, as "<Kind>/<name>":
+// those a Deployment's pods mount (MountedCredentials), and the TLS Secrets an Ingress names.
+func UsedCredentials(obj client.Object) []string {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		return MountedCredentials(&o.Spec.Template.Spec)
+	case *networkingv1.Ingress:
+		var out []string
+		for _, tls := range o.Spec.TLS {
+			if tls.SecretName != "" {
+				out = append(out, "Secret/"+tls.SecretName)
+			}
+		}
+		return out
+	}
+	return nil
 }
 
 // PhaseEnded says whether a pod update moved the pod into a terminal phase, which ends its

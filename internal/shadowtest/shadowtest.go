@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/interlink-hq/shadowgate/api/v1alpha1"
@@ -161,6 +162,7 @@ func Client(objs ...client.Object) *fake.ClientBuilder {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme) // registering built-in types into a new scheme cannot fail
 	_ = v1alpha1.AddToScheme(scheme)
+	_ = gatewayv1.Install(scheme)
 	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&v1alpha1.Tunnel{})
 }
 

@@ -45,6 +45,8 @@ type Status struct {
 	// Service is the shadow Service, <namespace>/<name>, that reaches the pod's ports.
 	Service string  `json:"service,omitempty"`
 	Ports   []int32 `json:"ports,omitempty"`
+	// URLs are the front door's, one per port; empty without one.
+	URLs []string `json:"urls,omitempty"`
 	// Since is when State, Reason and ComputeNode took their values.
 	Since time.Time `json:"since"`
 }
@@ -62,7 +64,7 @@ func (s Status) Changed(next Status) bool {
 // Shadow.
 func (s Status) Into(st *v1alpha1.TunnelStatus) {
 	st.State, st.Reason, st.Message, st.Container = string(s.State), string(s.Reason), s.Message, s.Container
-	st.ComputeNode, st.ForwardMode, st.Service, st.Ports = s.ComputeNode, s.ForwardMode, s.Service, s.Ports
+	st.ComputeNode, st.ForwardMode, st.Service, st.Ports, st.URLs = s.ComputeNode, s.ForwardMode, s.Service, s.Ports, s.URLs
 	st.WaitReason, st.ExpectedStart = s.WaitReason, s.ExpectedStart
 	st.Since = nil
 	if !s.Since.IsZero() {
@@ -78,7 +80,7 @@ func Of(st *v1alpha1.TunnelStatus) (Status, bool) {
 	}
 	s := Status{State: State(st.State), Reason: Reason(st.Reason), Message: st.Message, Container: st.Container,
 		ComputeNode: st.ComputeNode, WaitReason: st.WaitReason, ExpectedStart: st.ExpectedStart,
-		ForwardMode: st.ForwardMode, Service: st.Service, Ports: st.Ports}
+		ForwardMode: st.ForwardMode, Service: st.Service, Ports: st.Ports, URLs: st.URLs}
 	if st.Since != nil {
 		s.Since = st.Since.Time
 	}

@@ -88,14 +88,11 @@ func Decode(doc []byte, docPath *field.Path) (*Policy, field.ErrorList) {
 
 // virtualKubeletKeys are the keys of the virtual kubelet's Network block (interLink's
 // pkg/virtualkubelet Network) that configure what shadowgate does not render: the wstunnel
-// shadow, its ingress, and the full mesh. Each says why shadowgate ignores it.
+// shadow and the full mesh. Each says why shadowgate ignores it.
 var virtualKubeletKeys = map[string]string{
-	"WildcardDNS":            "it names the wstunnel shadow's ingress domain",
 	"WSTunnelExecutable":     "it is the wstunnel shadow's client download",
 	"WstunnelTemplatePath":   "it is the wstunnel shadow's template",
 	"WstunnelCommand":        "it is the wstunnel shadow's client command",
-	"IngressTLS":             "it configures the wstunnel shadow's ingress",
-	"IngressClusterIssuer":   "it configures the wstunnel shadow's ingress",
 	"MeshScriptTemplatePath": "it is the full mesh's script, which the SSH shadow replaces with the reverse tunnel",
 	"ServiceCIDR":            "it configures the full mesh",
 	"PodCIDRCluster":         "it configures the full mesh",
@@ -129,6 +126,11 @@ func dropVirtualKubeletKeys(nodes map[string]any, nodesPath *field.Path) []strin
 func normalizeChoices(n *Network) {
 	for _, v := range []*string{&n.ShadowMode, &n.SSH.Auth, &n.SSH.ForwardMode, &n.SSH.NodeDiscovery, &n.SSH.Reverse.NodeExec, &n.SSH.Reverse.Sshd} {
 		*v = strings.ToLower(strings.TrimSpace(*v))
+	}
+	for _, kind := range []string{FrontDoorIngress, FrontDoorHTTPRoute} {
+		if strings.EqualFold(strings.TrimSpace(n.FrontDoor.Kind), kind) {
+			n.FrontDoor.Kind = kind
+		}
 	}
 }
 

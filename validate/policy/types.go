@@ -2,6 +2,7 @@ package policy
 
 import (
 	"sort"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +39,47 @@ type Network struct {
 	ShadowMode   string `json:"ShadowMode"`
 	FullMesh     bool   `json:"FullMesh"`
 	SSH          SSH    `json:"SSH"`
+	// WildcardDNS, IngressTLS and IngressClusterIssuer are the virtual kubelet's keys for its
+	// shadow's ingress; here they open the front door (FrontDoor): with WildcardDNS set, each
+	// port the SSH shadow forwards is also published at a host under it.
+	WildcardDNS          string    `json:"WildcardDNS"`
+	IngressTLS           bool      `json:"IngressTLS"`
+	IngressClusterIssuer string    `json:"IngressClusterIssuer"`
+	FrontDoor            FrontDoor `json:"FrontDoor"`
+}
+
+// FrontDoor says how the shadow's ports are published outside the cluster when WildcardDNS is
+// set: through an Ingress of IngressClassName, or an HTTPRoute attached to Gateway, carrying
+// TLS with a certificate from IngressClusterIssuer (cert-manager) or the existing TLSSecret.
+type FrontDoor struct {
+	Kind             string     `json:"Kind"` // FrontDoorIngress | FrontDoorHTTPRoute
+	IngressClassName string     `json:"IngressClassName"`
+	Gateway          GatewayRef `json:"Gateway"`
+	// TLSSecret is a wildcard certificate for WildcardDNS (a kubernetes.io/tls Secret), copied
+	// into each shadow namespace with the credentials.
+	TLSSecret string `json:"TLSSecret"`
+	// AllowPlainHTTP lets IngressTLS: false publish the ports over plain HTTP.
+	AllowPlainHTTP bool `json:"AllowPlainHTTP"`
+	// ControllerNamespace is where the pods that proxy the front door's traffic run (the
+	// ingress controller's, the Gateway's data plane): the shadow's NetworkPolicy admits them
+	// to the forwarded ports. For an HTTPRoute, empty means Gateway.Namespace.
+	ControllerNamespace string `json:"ControllerNamespace"`
+}
+
+// ProxyNamespace is the namespace whose pods the shadow's NetworkPolicy admits to the
+// forwarded ports for the front door.
+func (f *FrontDoor) ProxyNamespace() string {
+	if f.ControllerNamespace == "" && f.Kind == FrontDoorHTTPRoute {
+		return f.Gateway.Namespace
+	}
+	return f.ControllerNamespace
+}
+
+// GatewayRef names the Gateway API Gateway, and the listener of it, that HTTPRoutes attach to.
+type GatewayRef struct {
+	Name        string `json:"Name"`
+	Namespace   string `json:"Namespace"`
+	SectionName string `json:"SectionName"`
 }
 
 // SSH configures the SSH shadow.
@@ -138,6 +180,11 @@ const (
 	// the job named after the pod UID runs (squeue) and at which address Slurm itself reaches
 	// that node (scontrol show node: NodeAddr).
 	NodeDiscoverySlurm = "slurm"
+
+	// FrontDoorIngress publishes the shadow's ports with a networking.k8s.io/v1 Ingress,
+	// FrontDoorHTTPRoute with a Gateway API gateway.networking.k8s.io/v1 HTTPRoute.
+	FrontDoorIngress   = "Ingress"
+	FrontDoorHTTPRoute = "HTTPRoute"
 )
 
 // ShadowImageVersion is the tag of shadowgate's shadow image (shadow.Dockerfile), which
@@ -154,6 +201,9 @@ const DefaultImage = "ghcr.io/interlink-hq/shadowgate/shadow:" + ShadowImageVers
 func Defaults() VirtualNode {
 	return VirtualNode{Network: Network{
 		ShadowMode: ShadowModeWstunnel,
+		// HTTPS unless the admin says otherwise, where the virtual kubelet's default is off.
+		IngressTLS: true,
+		FrontDoor:  FrontDoor{Kind: FrontDoorIngress},
 		SSH: SSH{
 			Port:                 22,
 			Image:                DefaultImage,
@@ -194,6 +244,15 @@ func (n *Network) SSHShadow() bool { return n.ShadowMode == ShadowModeSSH }
 func (n *Network) ReverseEnabled() bool {
 	return n.EnableTunnel && n.SSHShadow() && n.SSH.Reverse.Enabled
 }
+
+// HasFrontDoor reports whether this node publishes its shadows' ports outside the cluster.
+func (n *Network) HasFrontDoor() bool {
+	return n.SSHShadow() && n.EnableTunnel && n.WildcardDNS != ""
+}
+
+// Domain is WildcardDNS without its leading "*.": the domain the front door's hosts are in.
+// The virtual kubelet takes *.tunnel.example.com and tunnel.example.com alike.
+func (n *Network) Domain() string { return strings.TrimPrefix(n.WildcardDNS, "*.") }
 
 // CredentialSecret is the Secret the shadow's ssh authenticates with: the keytab under
 // Kerberos, else the key; empty when the policy names none.

@@ -9,8 +9,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -177,12 +180,13 @@ func (c *Collector) sweep(ctx context.Context) error {
 }
 
 // shadowMounts are, for each namespace holding cached shadow objects (and only those), the
-// credentials its shadow Deployments mount ("Secret/<name>", "ConfigMap/<name>").
+// credentials its shadow Deployments mount and its shadow Ingresses name ("Secret/<name>",
+// "ConfigMap/<name>").
 type shadowMounts map[string]map[string]bool
 
 // shadowUses reads the cache's shadow objects, by namespace.
 func (c *Collector) shadowUses(ctx context.Context) (shadowMounts, error) {
-	objs, err := shadows.ListKinds(ctx, c.cache, client.MatchingLabelsSelector{Selector: shadows.Selector})
+	objs, err := shadows.ListKinds(ctx, c.cache, c.identity.GatewayAPI, client.MatchingLabelsSelector{Selector: shadows.Selector})
 	if err != nil {
 		return nil, err
 	}
@@ -193,10 +197,8 @@ func (c *Collector) shadowUses(ctx context.Context) (shadowMounts, error) {
 			mounts = map[string]bool{}
 			uses[obj.GetNamespace()] = mounts
 		}
-		if d, ok := obj.(*appsv1.Deployment); ok {
-			for _, m := range shadows.MountedCredentials(&d.Spec.Template.Spec) {
-				mounts[m] = true
-			}
+		for _, m := range shadows.UsedCredentials(obj) {
+			mounts[m] = true
 		}
 	}
 	return uses, nil
@@ -213,7 +215,7 @@ func (c *Collector) unusedCopies(ctx context.Context, lookIn map[string]bool, us
 	}
 	names := map[string]bool{}
 	for _, node := range pol.VirtualNodes {
-		for _, cred := range inject.Credentials(&node.Network.SSH, "") {
+		for _, cred := range inject.Credentials(&node.Network, "") {
 			names[cred.Kind+"/"+cred.Name] = true
 		}
 	}
@@ -383,20 +385,24 @@ func (c *Collector) namespaceUnused(ctx context.Context, ns string) (bool, error
 	if live, err := c.podNamespaceLives(ctx, c.reader, obj.Labels[inject.LabelShadowNamespaceFor]); err != nil || live {
 		return false, err
 	}
-	objs, err := shadows.ListKinds(ctx, c.reader, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: shadows.Selector}, client.Limit(1))
+	objs, err := shadows.ListKinds(ctx, c.reader, c.identity.GatewayAPI, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: shadows.Selector}, client.Limit(1))
 	return err == nil && len(objs) == 0, err
 }
 
 // copyUnused asks the API server, not the cache, whether no shadow Deployment of the copy's
-// (or scripts ConfigMap's) namespace mounts it.
+// (or scripts ConfigMap's) namespace mounts it and no shadow Ingress there names it.
 func (c *Collector) copyUnused(ctx context.Context, k collectKey) (bool, error) {
-	list := &appsv1.DeploymentList{}
-	if err := c.reader.List(ctx, list, client.InNamespace(k.namespace), client.MatchingLabels{inject.LabelManagedBy: inject.ManagedBy}); err != nil {
-		return false, err
-	}
-	for i := range list.Items {
-		if slices.Contains(shadows.MountedCredentials(&list.Items[i].Spec.Template.Spec), k.kind+"/"+k.name) {
-			return false, nil
+	for _, list := range []client.ObjectList{&appsv1.DeploymentList{}, &networkingv1.IngressList{}} {
+		if err := c.reader.List(ctx, list, client.InNamespace(k.namespace), client.MatchingLabels{inject.LabelManagedBy: inject.ManagedBy}); err != nil {
+			return false, err
+		}
+		used := false
+		err := apimeta.EachListItem(list, func(o runtime.Object) error {
+			used = used || slices.Contains(shadows.UsedCredentials(o.(client.Object)), k.kind+"/"+k.name)
+			return nil
+		})
+		if err != nil || used {
+			return false, err
 		}
 	}
 	return true, nil

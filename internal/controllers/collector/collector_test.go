@@ -6,10 +6,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/internal/shadows"
+	"github.com/interlink-hq/shadowgate/internal/shadowtest"
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
@@ -116,5 +119,43 @@ func TestHeldNamespacesAreForgottenByAgeThenOldestFirst(t *testing.T) {
 	forgetOldest(held, now.Add(-copiesMemory), 2)
 	if _, ok := held["stale"]; ok || len(held) != 2 || held["older"].IsZero() || held["newest"].IsZero() {
 		t.Errorf("kept %v, want older and newest", held)
+	}
+}
+
+// A copy of the front door's wildcard certificate is used while a shadow Ingress of its
+// namespace names it, though no shadow pod mounts it: the collector leaves it, and takes it
+// once no Ingress there names it. An Ingress shadowgate does not manage uses nothing.
+func TestATLSCopyIsUsedWhileAShadowIngressNamesIt(t *testing.T) {
+	copyKey := collectKey{kind: "Secret", namespace: "user-shadow", name: "apps-wildcard-tls"}
+	ingress := func(managed bool) *networkingv1.Ingress {
+		ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: "notebook-user", Namespace: "user-shadow"},
+			Spec: networkingv1.IngressSpec{TLS: []networkingv1.IngressTLS{{Hosts: []string{"h.apps.example.org"}, SecretName: "apps-wildcard-tls"}}}}
+		if managed {
+			ing.Labels = map[string]string{inject.LabelManagedBy: inject.ManagedBy}
+		}
+		return ing
+	}
+	for name, c := range map[string]struct {
+		objs       []client.Object
+		wantUnused bool
+	}{
+		"Named by a shadow Ingress, the copy is used.":        {objs: []client.Object{ingress(true)}},
+		"Named by no Ingress, the copy is unused.":            {wantUnused: true},
+		"Named by an Ingress not shadowgate's, it is unused.": {objs: []client.Object{ingress(false)}, wantUnused: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			col := &Collector{reader: shadowtest.Client(c.objs...).Build()}
+			unused, err := col.copyUnused(t.Context(), copyKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if unused != c.wantUnused {
+				t.Errorf("copyUnused = %v, want %v", unused, c.wantUnused)
+			}
+		})
+	}
+	used := shadows.UsedCredentials(ingress(true))
+	if !slices.Equal(used, []string{"Secret/apps-wildcard-tls"}) {
+		t.Errorf("UsedCredentials of the Ingress = %v, want its TLS Secret", used)
 	}
 }

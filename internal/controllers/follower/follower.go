@@ -11,7 +11,10 @@ import (
 	"golang.org/x/time/rate"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -97,27 +100,50 @@ func New(shadowCache client.Reader, identity shadows.Identity, sources *applier.
 func (f *CredentialFollower) SetupWithManager(ctx context.Context, mgr manager.Manager, sourceCache cache.Cache) error {
 	f.limiter = rate.NewLimiter(followRate, followBurst)
 	f.refusals = map[copyKey]string{}
-	err := mgr.GetFieldIndexer().IndexField(ctx, &appsv1.Deployment{}, indexMounts, func(o client.Object) []string {
-		return shadows.MountedCredentials(&o.(*appsv1.Deployment).Spec.Template.Spec)
-	})
-	if err != nil {
-		return err
-	}
-	deployments := handler.TypedFuncs[*appsv1.Deployment, copyKey]{
-		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[*appsv1.Deployment], q workqueue.TypedRateLimitingInterface[copyKey]) {
-			f.enqueue(ctx, q, mountedCopies(e.Object, nil, f.replicated(), f.credentialsNamespace))
-		},
-		// A Deployment's status changes all the time; only a template mounting more matters.
-		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*appsv1.Deployment], q workqueue.TypedRateLimitingInterface[copyKey]) {
-			f.enqueue(ctx, q, mountedCopies(e.ObjectNew, e.ObjectOld, f.replicated(), f.credentialsNamespace))
-		},
+	for _, obj := range []client.Object{&appsv1.Deployment{}, &networkingv1.Ingress{}} {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, obj, indexMounts, shadows.UsedCredentials); err != nil {
+			return err
+		}
 	}
 	return builder.TypedControllerManagedBy[copyKey](mgr).Named("credential-copies").
 		WatchesRawSource(source.TypedKind(sourceCache, &corev1.Secret{}, sourceEvents[*corev1.Secret](f))).
 		WatchesRawSource(source.TypedKind(sourceCache, &corev1.ConfigMap{}, sourceEvents[*corev1.ConfigMap](f))).
-		WatchesRawSource(source.TypedKind(mgr.GetCache(), &appsv1.Deployment{}, handler.TypedEventHandler[*appsv1.Deployment, copyKey](deployments))).
+		WatchesRawSource(source.TypedKind(mgr.GetCache(), &appsv1.Deployment{}, userEvents[*appsv1.Deployment](f))).
+		WatchesRawSource(source.TypedKind(mgr.GetCache(), &networkingv1.Ingress{}, userEvents[*networkingv1.Ingress](f))).
 		WithOptions(controller.TypedOptions[copyKey]{MaxConcurrentReconciles: followWorkers}).
 		Complete(f)
+}
+
+// userEvents queues the copies a shadow Deployment or Ingress comes to use. Its status changes
+// all the time; only a template mounting more, or TLS naming more, matters.
+func userEvents[T client.Object](f *CredentialFollower) handler.TypedEventHandler[T, copyKey] {
+	return handler.TypedFuncs[T, copyKey]{
+		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[T], q workqueue.TypedRateLimitingInterface[copyKey]) {
+			f.enqueue(ctx, q, mountedCopies(e.Object, nil, f.replicated(), f.credentialsNamespace))
+		},
+		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[T], q workqueue.TypedRateLimitingInterface[copyKey]) {
+			f.enqueue(ctx, q, mountedCopies(e.ObjectNew, e.ObjectOld, f.replicated(), f.credentialsNamespace))
+		},
+	}
+}
+
+// users lists the cached shadow Deployments and Ingresses that use the credential mount
+// ("<Kind>/<name>"), with opts; read only, the cache's own objects.
+func (f *CredentialFollower) users(ctx context.Context, mount string, opts ...client.ListOption) ([]client.Object, error) {
+	var out []client.Object
+	for _, list := range []client.ObjectList{&appsv1.DeploymentList{}, &networkingv1.IngressList{}} {
+		if err := f.shadows.List(ctx, list, append(opts, client.MatchingFields{indexMounts: mount}, client.UnsafeDisableDeepCopy)...); err != nil {
+			return nil, err
+		}
+		err := apimeta.EachListItem(list, func(o runtime.Object) error {
+			out = append(out, o.(client.Object))
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // sourceEvents queues the copies of a source that is created (at start, or made again) or
@@ -140,13 +166,13 @@ func (f *CredentialFollower) sourceChanged(ctx context.Context, src client.Objec
 	if !f.replicated()[mount] {
 		return
 	}
-	list := &appsv1.DeploymentList{}
 	// Read only: the cache's objects themselves, not a copy of every Deployment mounting it.
-	if err := f.shadows.List(ctx, list, client.MatchingFields{indexMounts: mount}, client.UnsafeDisableDeepCopy); err != nil {
-		log.FromContext(ctx).Error(err, "listing the shadow Deployments that mount a changed credential; its copies follow it at the next change", "source", f.credentialsNamespace+"/"+src.GetName())
+	users, err := f.users(ctx, mount)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "listing the shadow Deployments and Ingresses that use a changed credential; its copies follow it at the next change", "source", f.credentialsNamespace+"/"+src.GetName())
 		return
 	}
-	f.enqueue(ctx, q, copiesOf(list.Items, mount, f.credentialsNamespace))
+	f.enqueue(ctx, q, copiesOf(users, mount, f.credentialsNamespace))
 }
 
 // enqueue queues the keys that are places for copies; one whose place cannot be told now is
@@ -172,45 +198,45 @@ func replicatedSources(pol *policy.Policy) map[string]bool {
 	}
 	out := map[string]bool{}
 	for _, node := range pol.VirtualNodes {
-		for _, c := range inject.Credentials(&node.Network.SSH, "") {
+		for _, c := range inject.Credentials(&node.Network, "") {
 			out[c.Kind+"/"+c.Name] = true
 		}
 	}
 	return out
 }
 
-// copiesOf are the copies of the credential mount ("<Kind>/<name>") that deployments need, one
-// per namespace other than the credentials namespace, where the shadows mount the source itself.
-func copiesOf(deployments []appsv1.Deployment, mount, credentialsNamespace string) []copyKey {
+// copiesOf are the copies of the credential mount ("<Kind>/<name>") that users (shadow
+// Deployments and Ingresses) need, one per namespace other than the credentials namespace,
+// where the shadows use the source itself.
+func copiesOf(users []client.Object, mount, credentialsNamespace string) []copyKey {
 	kind, name, _ := strings.Cut(mount, "/")
 	var out []copyKey
-	for i := range deployments {
-		d := &deployments[i]
-		k := copyKey{Namespace: d.Namespace, Kind: kind, Name: name}
-		if d.Namespace != credentialsNamespace && !slices.Contains(out, k) && slices.Contains(shadows.MountedCredentials(&d.Spec.Template.Spec), mount) {
+	for _, d := range users {
+		k := copyKey{Namespace: d.GetNamespace(), Kind: kind, Name: name}
+		if d.GetNamespace() != credentialsNamespace && !slices.Contains(out, k) && slices.Contains(shadows.UsedCredentials(d), mount) {
 			out = append(out, k)
 		}
 	}
 	return out
 }
 
-// mountedCopies are the copies of replicated credentials that d mounts and old (nil: none)
-// did not, outside the credentials namespace.
-func mountedCopies(d, old *appsv1.Deployment, replicated map[string]bool, credentialsNamespace string) []copyKey {
-	if d.Namespace == credentialsNamespace {
+// mountedCopies are the copies of replicated credentials that d (a shadow Deployment or
+// Ingress) uses and old (nil: none) did not, outside the credentials namespace.
+func mountedCopies(d, old client.Object, replicated map[string]bool, credentialsNamespace string) []copyKey {
+	if d.GetNamespace() == credentialsNamespace {
 		return nil
 	}
 	var before []string
 	if old != nil {
-		before = shadows.MountedCredentials(&old.Spec.Template.Spec)
+		before = shadows.UsedCredentials(old)
 	}
 	var out []copyKey
-	for _, m := range shadows.MountedCredentials(&d.Spec.Template.Spec) {
+	for _, m := range shadows.UsedCredentials(d) {
 		if !replicated[m] || slices.Contains(before, m) {
 			continue
 		}
 		kind, name, _ := strings.Cut(m, "/")
-		if k := (copyKey{Namespace: d.Namespace, Kind: kind, Name: name}); !slices.Contains(out, k) {
+		if k := (copyKey{Namespace: d.GetNamespace(), Kind: kind, Name: name}); !slices.Contains(out, k) {
 			out = append(out, k)
 		}
 	}
@@ -222,16 +248,15 @@ func mountedCopies(d, old *appsv1.Deployment, replicated map[string]bool, creden
 // the Collector's, and one anywhere else is not shadowgate's and is not even read.
 func (f *CredentialFollower) Reconcile(ctx context.Context, k copyKey) (reconcile.Result, error) {
 	mount := k.Kind + "/" + k.Name
-	list := &appsv1.DeploymentList{}
-	// Whether one shadow still mounts the copy is all this asks: one, uncopied. Every new
-	// shadow Deployment of a namespace comes here, so a copy of each Deployment of the
-	// namespace per reconcile would cost in the square of its shadows.
-	if err := f.shadows.List(ctx, list, client.InNamespace(k.Namespace), client.MatchingFields{indexMounts: mount},
-		client.Limit(1), client.UnsafeDisableDeepCopy); err != nil {
+	// Whether one shadow still uses the copy is all this asks: one of each kind, uncopied.
+	// Every new shadow Deployment of a namespace comes here, so a copy of each Deployment of
+	// the namespace per reconcile would cost in the square of its shadows.
+	users, err := f.users(ctx, mount, client.InNamespace(k.Namespace), client.Limit(1))
+	if err != nil {
 		return reconcile.Result{}, err
 	}
 	owned := false
-	if f.replicated()[mount] && len(list.Items) > 0 {
+	if f.replicated()[mount] && len(users) > 0 {
 		var err error
 		if owned, err = f.identity.MayHoldCopy(ctx, k.credential()); err != nil {
 			return reconcile.Result{}, err

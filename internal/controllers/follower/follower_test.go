@@ -10,6 +10,7 @@ import (
 	"golang.org/x/time/rate"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -67,12 +68,12 @@ func TestTheFollowerLeavesCredentialsThePolicyDoesNotReplicate(t *testing.T) {
 
 func TestWhichCopiesASourceChangeQueues(t *testing.T) {
 	const src = "Secret/hpc-ssh-key"
-	deployments := []appsv1.Deployment{
-		*shadowtest.MountingDeployment("a-shadow", src, "ConfigMap/hpc-known-hosts"),
-		*shadowtest.MountingDeployment("a-shadow", src), // a second shadow of the namespace shares the copy
-		*shadowtest.MountingDeployment("b-shadow", src),
-		*shadowtest.MountingDeployment("c-shadow", "ConfigMap/hpc-known-hosts"), // mounts another source
-		*shadowtest.MountingDeployment("shadowgate-system", src),                // mounts the source itself
+	deployments := []client.Object{
+		shadowtest.MountingDeployment("a-shadow", src, "ConfigMap/hpc-known-hosts"),
+		shadowtest.MountingDeployment("a-shadow", src), // a second shadow of the namespace shares the copy
+		shadowtest.MountingDeployment("b-shadow", src),
+		shadowtest.MountingDeployment("c-shadow", "ConfigMap/hpc-known-hosts"), // mounts another source
+		shadowtest.MountingDeployment("shadowgate-system", src),                // mounts the source itself
 	}
 	got := copiesOf(deployments, src, "shadowgate-system")
 	want := []copyKey{{"a-shadow", "Secret", "hpc-ssh-key"}, {"b-shadow", "Secret", "hpc-ssh-key"}}
@@ -137,9 +138,8 @@ func TestTheFollowerLeavesWhatATenantPlantsAlone(t *testing.T) {
 					return c.Get(ctx, key, obj, opts...)
 				},
 			}).Build()
-			cache := fake.NewClientBuilder().WithObjects(d).WithIndex(&appsv1.Deployment{}, indexMounts, func(o client.Object) []string {
-				return shadows.MountedCredentials(&o.(*appsv1.Deployment).Spec.Template.Spec)
-			}).Build()
+			cache := fake.NewClientBuilder().WithObjects(d).WithIndex(&appsv1.Deployment{}, indexMounts, shadows.UsedCredentials).
+				WithIndex(&networkingv1.Ingress{}, indexMounts, shadows.UsedCredentials).Build()
 			m, err := metrics.New(prometheus.NewRegistry())
 			if err != nil {
 				t.Fatal(err)
@@ -178,5 +178,29 @@ func TestTheFollowerLeavesWhatATenantPlantsAlone(t *testing.T) {
 				t.Errorf("the follower read %v", touched[:len(touched)-1])
 			}
 		})
+	}
+}
+
+// The front door's wildcard certificate follows its source like a mounted credential: a
+// shadow Ingress naming it queues its copy, and a renewal of the source queues the copy of
+// every namespace whose Ingress names it.
+func TestAnIngressTLSSecretIsFollowedLikeAMount(t *testing.T) {
+	const tls = "Secret/apps-wildcard-tls"
+	replicated := map[string]bool{tls: true}
+	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "a-shadow", Name: "notebook-user"},
+		Spec: networkingv1.IngressSpec{TLS: []networkingv1.IngressTLS{{SecretName: "apps-wildcard-tls"}}}}
+	want := []copyKey{{"a-shadow", "Secret", "apps-wildcard-tls"}}
+	if got := mountedCopies(ing, nil, replicated, "shadowgate-system"); !slices.Equal(got, want) {
+		t.Errorf("a new shadow Ingress queues %v, want %v", got, want)
+	}
+	if got := mountedCopies(ing, ing.DeepCopy(), replicated, "shadowgate-system"); len(got) != 0 {
+		t.Errorf("an Ingress update naming nothing new queues %v", got)
+	}
+	other := ing.DeepCopy()
+	other.Namespace = "b-shadow"
+	users := []client.Object{ing, other, shadowtest.MountingDeployment("c-shadow", "Secret/hpc-ssh-key")}
+	want = []copyKey{{"a-shadow", "Secret", "apps-wildcard-tls"}, {"b-shadow", "Secret", "apps-wildcard-tls"}}
+	if got := copiesOf(users, tls, "shadowgate-system"); !slices.Equal(got, want) {
+		t.Errorf("a renewed certificate queues %v, want %v", got, want)
 	}
 }

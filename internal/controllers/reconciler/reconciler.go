@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"golang.org/x/time/rate"
 
@@ -156,7 +158,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager) 
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}))
-	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}, &networkingv1.NetworkPolicy{}} {
+	for _, obj := range shadows.Objects(r.identity.GatewayAPI) {
 		if err := mgr.GetFieldIndexer().IndexField(ctx, obj, shadows.IndexShadowFor, shadows.ShadowForIndex); err != nil {
 			return err
 		}
@@ -312,6 +314,9 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 		}
 		return r.refuse(ctx, pod, fmt.Sprintf("under the policy in force virtual node %q gives this pod no SSH shadow", a.Offload.NodeName))
 	}
+	if err := r.dropStaleFrontDoor(ctx, pod, have, a.Shadow); err != nil {
+		return 0, err
+	}
 	missing := *a.Shadow
 	if present[objectKey(missing.NodeConfigMap)] {
 		missing.NodeConfigMap = nil
@@ -322,6 +327,10 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 	if present[objectKey(missing.NetworkPolicy)] {
 		missing.NetworkPolicy = nil
 	}
+	if missing.Ingress != nil && present[objectKey(missing.Ingress)] {
+		missing.Ingress = nil
+	}
+	missing.HTTPRoutes = slices.DeleteFunc(slices.Clone(missing.HTTPRoutes), func(r *gatewayv1.HTTPRoute) bool { return present[objectKey(r)] })
 	if present[objectKey(missing.Deployment)] {
 		missing.Deployment = nil
 	}
@@ -330,7 +339,8 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 			return 0, err
 		}
 	}
-	if missing.NodeConfigMap == nil && missing.Service == nil && missing.NetworkPolicy == nil && missing.Deployment == nil {
+	if missing.NodeConfigMap == nil && missing.Service == nil && missing.Ingress == nil && len(missing.HTTPRoutes) == 0 &&
+		missing.NetworkPolicy == nil && missing.Deployment == nil {
 		return r.follow(ctx, pod, deployment, a.Shadow)
 	}
 	if missing.Deployment != nil {
@@ -344,6 +354,39 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 		return 0, nil // applied as the policy in force renders it
 	}
 	return r.follow(ctx, pod, deployment, a.Shadow)
+}
+
+// dropStaleFrontDoor deletes the pod's Ingress and HTTPRoutes (of have, its shadow objects)
+// that want, its shadow under the policy in force, no longer has: a front door turned off,
+// another kind, a port no longer published. Left, they would publish the pod where the policy
+// says not to. The rest of the shadow follows the policy at its roll's turn (follow).
+func (r *Reconciler) dropStaleFrontDoor(ctx context.Context, pod *corev1.Pod, have []client.Object, want *inject.Shadow) error {
+	wanted := map[string]bool{}
+	if want.Ingress != nil {
+		wanted[objectKey(want.Ingress)] = true
+	}
+	for _, route := range want.HTTPRoutes {
+		wanted[objectKey(route)] = true
+	}
+	for _, obj := range have {
+		switch obj.(type) {
+		case *networkingv1.Ingress, *gatewayv1.HTTPRoute:
+		default:
+			continue
+		}
+		if types.UID(obj.GetLabels()[inject.LabelPodUID]) != pod.UID || wanted[objectKey(obj)] {
+			continue
+		}
+		deleted, err := r.deleteObject(ctx, obj)
+		if err != nil {
+			return err
+		}
+		if deleted {
+			log.FromContext(ctx).Info("deleted a front door the policy in force no longer gives the pod", "pod", pod.Namespace+"/"+pod.Name,
+				"object", applier.DescribeObject(r.objectKind(obj), obj))
+		}
+	}
+	return nil
 }
 
 // sayIfSecondShadow records a Warning Event on pod when the name of its shadow Deployment,

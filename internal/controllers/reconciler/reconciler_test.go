@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +22,8 @@ import (
 	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/internal/shadows"
 	"github.com/interlink-hq/shadowgate/internal/shadowtest"
+	"github.com/interlink-hq/shadowgate/validate"
+	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
 func newTestReconciler(grace time.Duration) *Reconciler {
@@ -134,7 +137,7 @@ func TestReconcilerDeletesTheShadowOfAFinishedPod(t *testing.T) {
 			objs = append(objs, shadow.Deployment.DeepCopy())
 		}
 		b := shadowtest.Client().WithObjects(objs...)
-		for _, kind := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}, &networkingv1.NetworkPolicy{}} {
+		for _, kind := range shadows.Objects(false) {
 			b = b.WithIndex(kind, shadows.IndexShadowFor, shadows.ShadowForIndex)
 		}
 		applier := &shadowtest.RecordingApplier{}
@@ -286,6 +289,109 @@ func TestANewLeaderAdoptsRollsFromTheDeploymentNotThePod(t *testing.T) {
 			other := r.pacer.take("other", types.NamespacedName{Namespace: "user", Name: "other"}, "h", 1, true, time.Now())
 			if held := other == turnWait; held != tc.wantHeld {
 				t.Errorf("the one slot held: %v, want %v", held, tc.wantHeld)
+			}
+		})
+	}
+}
+
+// The front door is part of a live pod's shadow: an Ingress, or an HTTPRoute, deleted while
+// the pod runs is applied again, and nothing else of the shadow with it.
+func TestAFrontDoorDeletedWhileItsPodRunsIsReapplied(t *testing.T) {
+	for name, door := range map[string]string{
+		"Ingress":   "FrontDoor: {ControllerNamespace: ingress-nginx}\n      IngressClusterIssuer: letsencrypt\n",
+		"HTTPRoute": "FrontDoor: {Kind: HTTPRoute, Gateway: {Name: public, Namespace: gateways, SectionName: https}}\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			cm := shadowtest.ExamplePolicyConfigMap(t, func(doc string) string {
+				edited := strings.Replace(doc, "  hpc-vk:\n    Network:\n", "  hpc-vk:\n    Network:\n      WildcardDNS: apps.example.org\n      "+door, 1)
+				if edited == doc {
+					t.Fatal("the example policy has no hpc-vk Network block to add a front door to")
+				}
+				return edited
+			})
+			pol, errs := validate.PolicyConfigMap(cm, validate.CredentialRules{})
+			if len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			p := shadowtest.Mutated(t, shadowtest.Pod("trainer", nil), pol)
+			p.Status.Phase = corev1.PodRunning
+			shadow := shadowtest.ShadowOf(t, p, pol)
+			if (shadow.Ingress == nil) == (len(shadow.HTTPRoutes) == 0) {
+				t.Fatalf("the shadow has Ingress %v and HTTPRoutes %v, want the one of kind %s", shadow.Ingress, shadow.HTTPRoutes, name)
+			}
+			b := shadowtest.Client().WithObjects(p, shadow.NodeConfigMap.DeepCopy(), shadow.Service.DeepCopy(), shadow.NetworkPolicy.DeepCopy(), shadow.Deployment.DeepCopy())
+			for _, kind := range shadows.Objects(true) {
+				b = b.WithIndex(kind, shadows.IndexShadowFor, shadows.ShadowForIndex)
+			}
+			applier := &shadowtest.RecordingApplier{}
+			r := newTestReconciler(time.Hour)
+			r.client, r.policies, r.applier, r.recorder = b.Build(), shadowtest.FixedPolicy{Policy: pol}, applier, &shadowtest.RecordingEvents{}
+			r.identity = shadows.Identity{Cache: r.client, GatewayAPI: true,
+				Namespaces: shadowtest.NamespaceLabels{shadow.Deployment.Namespace: {inject.LabelShadowNamespaceFor: p.Namespace}}}
+			if _, err := r.Reconcile(t.Context(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
+				t.Fatal(err)
+			}
+			if len(applier.Applied) != 1 {
+				t.Fatalf("applied %d shadows, want the front door once", len(applier.Applied))
+			}
+			got := applier.Applied[0]
+			if got.Deployment != nil || got.Service != nil || got.NodeConfigMap != nil || got.NetworkPolicy != nil ||
+				(got.Ingress == nil) != (shadow.Ingress == nil) || len(got.HTTPRoutes) != len(shadow.HTTPRoutes) {
+				t.Errorf("applied %+v, want the front door alone", got)
+			}
+		})
+	}
+}
+
+// A front door the policy in force no longer gives a live pod (turned off, or of another
+// kind) is deleted, and only the pod's own: an Ingress of another pod UID at the same name is
+// left to the orphan rules.
+func TestAFrontDoorThePolicyNoLongerGivesIsDeleted(t *testing.T) {
+	withDoor := func(door string) *policy.Policy {
+		cm := shadowtest.ExamplePolicyConfigMap(t, func(doc string) string {
+			if door == "" {
+				return doc
+			}
+			return strings.Replace(doc, "  hpc-vk:\n    Network:\n", "  hpc-vk:\n    Network:\n      WildcardDNS: apps.example.org\n      "+door, 1)
+		})
+		pol, errs := validate.PolicyConfigMap(cm, validate.CredentialRules{})
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		return pol
+	}
+	ingressDoor := withDoor("FrontDoor: {ControllerNamespace: ingress-nginx}\n      IngressClusterIssuer: letsencrypt\n")
+	for name, c := range map[string]struct {
+		now      *policy.Policy
+		wantKept bool
+	}{
+		"Turned off, the Ingress is deleted.": {now: withDoor("")},
+		"Made an HTTPRoute, the Ingress is deleted.": {
+			now: withDoor("FrontDoor: {Kind: HTTPRoute, Gateway: {Name: public, Namespace: gateways, SectionName: https}}\n")},
+		"Still an Ingress, it is kept.": {now: ingressDoor, wantKept: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := shadowtest.Mutated(t, shadowtest.Pod("trainer", nil), ingressDoor)
+			p.Status.Phase = corev1.PodRunning
+			before := shadowtest.ShadowOf(t, p, ingressDoor)
+			b := shadowtest.Client().WithObjects(p, before.NodeConfigMap.DeepCopy(), before.Service.DeepCopy(), before.NetworkPolicy.DeepCopy(),
+				before.Deployment.DeepCopy(), before.Ingress.DeepCopy())
+			for _, kind := range shadows.Objects(true) {
+				b = b.WithIndex(kind, shadows.IndexShadowFor, shadows.ShadowForIndex)
+			}
+			r := newTestReconciler(time.Hour)
+			r.client, r.policies, r.applier, r.recorder = b.Build(), shadowtest.FixedPolicy{Policy: c.now}, &shadowtest.RecordingApplier{}, &shadowtest.RecordingEvents{}
+			r.identity = shadows.Identity{Cache: r.client, GatewayAPI: true,
+				Namespaces: shadowtest.NamespaceLabels{before.Deployment.Namespace: {inject.LabelShadowNamespaceFor: p.Namespace}}}
+			if _, err := r.Reconcile(t.Context(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
+				t.Fatal(err)
+			}
+			err := r.client.Get(t.Context(), client.ObjectKeyFromObject(before.Ingress), &networkingv1.Ingress{})
+			if kept := err == nil; kept != c.wantKept {
+				t.Errorf("the Ingress kept %v (%v), want kept %v", kept, err, c.wantKept)
+			}
+			if err := r.client.Get(t.Context(), client.ObjectKeyFromObject(before.Service), &corev1.Service{}); err != nil {
+				t.Errorf("the shadow's Service went with the front door: %v", err)
 			}
 		})
 	}

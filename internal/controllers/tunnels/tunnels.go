@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/interlink-hq/shadowgate/api/v1alpha1"
 	"github.com/interlink-hq/shadowgate/inject"
@@ -33,6 +35,7 @@ import (
 	"github.com/interlink-hq/shadowgate/internal/shadows"
 	"github.com/interlink-hq/shadowgate/internal/tunnelstate"
 	"github.com/interlink-hq/shadowgate/validate"
+	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
 // Event reasons of the tunnel reporter, recorded on the offloaded pod.
@@ -177,7 +180,7 @@ func (t *TunnelReporter) Reconcile(ctx context.Context, req reconcile.Request) (
 		if err := t.writeState(ctx, pod, tunnel, next); err != nil {
 			return reconcile.Result{}, err
 		}
-		t.record(pod, &shadowView{service: prev.Service, ports: prev.Ports}, prev, hadPrev, next)
+		t.record(pod, &shadowView{service: prev.Service, ports: prev.Ports, urls: prev.URLs}, prev, hadPrev, next)
 		return reconcile.Result{}, nil
 	}
 	sh, err := t.shadowOf(ctx, pod)
@@ -197,7 +200,7 @@ func (t *TunnelReporter) Reconcile(ctx context.Context, req reconcile.Request) (
 		}
 	}
 	next := tunnelstate.Observe(obs)
-	next.ForwardMode, next.Ports, next.Service = sh.forwardMode, sh.ports, sh.service
+	next.ForwardMode, next.Ports, next.Service, next.URLs = sh.forwardMode, sh.ports, sh.service, sh.urls
 	next.Since = obs.Now.UTC().Truncate(time.Second)
 	if hadPrev && !prev.Changed(next) {
 		next.Since = prev.Since
@@ -206,7 +209,7 @@ func (t *TunnelReporter) Reconcile(ctx context.Context, req reconcile.Request) (
 	// A new message alone is written only where it says something: a probe's message can
 	// change on every check.
 	informative := next.State == tunnelstate.Failed || next.State == tunnelstate.WaitingForNode
-	if !hadPrev || missing || prev.Changed(next) || (informative && prev.Message != next.Message) || prev.Service != next.Service {
+	if !hadPrev || missing || prev.Changed(next) || (informative && prev.Message != next.Message) || prev.Service != next.Service || !slices.Equal(prev.URLs, next.URLs) {
 		if err := t.writeState(ctx, pod, tunnel, next); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -227,6 +230,7 @@ type shadowView struct {
 	computeNode string
 	service     string
 	ports       []int32
+	urls        []string // the front door's, in the order of ports
 	forwardMode string
 	context     tunnelstate.Context
 }
@@ -240,6 +244,7 @@ func (t *TunnelReporter) shadowOf(ctx context.Context, pod *corev1.Pod) (*shadow
 		return nil, err
 	}
 	sh := &shadowView{}
+	published := map[int32]string{} // port: URL
 	for _, obj := range objs {
 		if types.UID(obj.GetLabels()[inject.LabelPodUID]) != pod.UID {
 			continue
@@ -256,10 +261,19 @@ func (t *TunnelReporter) shadowOf(ctx context.Context, pod *corev1.Pod) (*shadow
 			if o.Labels[validate.LabelShadowRole] == validate.ShadowRoleNode {
 				sh.computeNode = strings.TrimSpace(o.Data[validate.ComputeNodeKey])
 			}
+		case *networkingv1.Ingress:
+			ingressURLs(o, published)
+		case *gatewayv1.HTTPRoute:
+			t.routeURLs(pod, o, published)
 		}
 	}
 	if sh.deployment == nil {
 		return nil, nil
+	}
+	for _, p := range sh.ports {
+		if u, ok := published[p]; ok {
+			sh.urls = append(sh.urls, u)
+		}
 	}
 	d := sh.deployment
 	pol := t.policies.Current()
@@ -408,7 +422,40 @@ func related(shadow *corev1.Pod) runtime.Object {
 	return shadow
 }
 
-// reach says how to reach the pod through a Ready tunnel.
+// ingressURLs adds to published the URL of each port the shadow's Ingress publishes: https
+// for a host its TLS covers, else http.
+func ingressURLs(ing *networkingv1.Ingress, published map[int32]string) {
+	for _, rule := range ing.Spec.Rules {
+		if rule.HTTP == nil || len(rule.HTTP.Paths) == 0 || rule.HTTP.Paths[0].Backend.Service == nil {
+			continue
+		}
+		scheme := "http"
+		for _, tls := range ing.Spec.TLS {
+			if slices.Contains(tls.Hosts, rule.Host) {
+				scheme = "https"
+			}
+		}
+		published[rule.HTTP.Paths[0].Backend.Service.Port.Number] = scheme + "://" + rule.Host + "/"
+	}
+}
+
+// routeURLs adds to published the URL of the port an HTTPRoute of the shadow publishes: its
+// TLS is the Gateway listener's, https unless the pod's virtual node allows plain HTTP.
+func (t *TunnelReporter) routeURLs(pod *corev1.Pod, route *gatewayv1.HTTPRoute, published map[int32]string) {
+	if len(route.Spec.Hostnames) == 0 || len(route.Spec.Rules) == 0 || len(route.Spec.Rules[0].BackendRefs) == 0 || route.Spec.Rules[0].BackendRefs[0].Port == nil {
+		return
+	}
+	network := &policy.Network{IngressTLS: true}
+	pol := t.policies.Current()
+	if node, ok := validate.VirtualNodeFor(&pod.Spec, pol); ok {
+		n := pol.VirtualNodes[node].Network
+		network = &n
+	}
+	published[int32(*route.Spec.Rules[0].BackendRefs[0].Port)] = inject.FrontDoorURL(network, string(route.Spec.Hostnames[0]))
+}
+
+// reach says how to reach the pod through a Ready tunnel: at the front door's URLs, else
+// through the shadow Service, from the cluster or with kubectl port-forward.
 func reach(sh *shadowView, st tunnelstate.Status) string {
 	to := ""
 	if st.ComputeNode != "" {
@@ -426,7 +473,11 @@ func reach(sh *shadowView, st tunnelstate.Status) string {
 	if st.ForwardMode != "" {
 		mode = " (" + st.ForwardMode + ")"
 	}
-	return fmt.Sprintf("connect to %s.%s.svc port %s, forwarded%s%s", name, ns, strings.Join(ports, ", "), to, mode)
+	if len(sh.urls) > 0 {
+		return fmt.Sprintf("open %s; port %s forwarded%s%s, in the cluster at %s.%s.svc", strings.Join(sh.urls, " "), strings.Join(ports, ", "), to, mode, name, ns)
+	}
+	return fmt.Sprintf("connect to %s.%s.svc port %s, forwarded%s%s; from your machine: kubectl port-forward -n %s svc/%s %s",
+		name, ns, strings.Join(ports, ", "), to, mode, ns, name, strings.Join(ports, " "))
 }
 
 // count keeps the gauge of tunnels by state.

@@ -3,6 +3,7 @@ package tunnels
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -80,6 +81,7 @@ func reporterClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object
 		WithIndex(&corev1.Service{}, shadows.IndexShadowFor, shadows.ShadowForIndex).
 		WithIndex(&corev1.ConfigMap{}, shadows.IndexShadowFor, shadows.ShadowForIndex).
 		WithIndex(&networkingv1.NetworkPolicy{}, shadows.IndexShadowFor, shadows.ShadowForIndex).
+		WithIndex(&networkingv1.Ingress{}, shadows.IndexShadowFor, shadows.ShadowForIndex).
 		WithIndex(&corev1.Event{}, "involvedObject.uid", func(o client.Object) []string {
 			return []string{string(o.(*corev1.Event).InvolvedObject.UID)}
 		}).
@@ -533,5 +535,63 @@ func TestAQueuedJobsSlurmReasonIsSaidOncePerChange(t *testing.T) {
 	}
 	if tun := shadowtest.TunnelOf(t, c, pod); tun == nil || tun.Status.WaitReason != "Priority" {
 		t.Errorf("the Tunnel's status %+v, want waitReason Priority", tun)
+	}
+}
+
+// TunnelReady names where to reach the pod: the front door's URL when the shadow has one, in
+// the Event and the Tunnel's status; without one, the kubectl port-forward of the shadow
+// Service. An Ingress that claims the pod outside its shadow namespace names no URL.
+func TestTunnelReadyNamesTheURLOrThePortForward(t *testing.T) {
+	meta := func(ns, name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: ns,
+			Labels:      map[string]string{inject.LabelManagedBy: inject.ManagedBy, inject.LabelPodUID: "pod-uid"},
+			Annotations: map[string]string{inject.AnnotationShadowFor: "user/notebook"}}
+	}
+	service := &corev1.Service{ObjectMeta: meta(reporterShadowNS, reporterShadow), Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 8888}}}}
+	ingress := func(ns, host string) *networkingv1.Ingress {
+		return &networkingv1.Ingress{ObjectMeta: meta(ns, reporterShadow), Spec: networkingv1.IngressSpec{
+			TLS: []networkingv1.IngressTLS{{Hosts: []string{host}, SecretName: reporterShadow + "-tls"}},
+			Rules: []networkingv1.IngressRule{{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+				Paths: []networkingv1.HTTPIngressPath{{Path: "/", Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
+					Name: reporterShadow, Port: networkingv1.ServiceBackendPort{Number: 8888}}}}}}}}}}}
+	}
+	host := inject.FrontDoorHost("notebook", "user", 8888, "apps.example.org")
+	for name, c := range map[string]struct {
+		objs      []client.Object
+		wantEvent string
+		wantURLs  []string
+	}{
+		"With a front door, TunnelReady names its HTTPS URL and the Tunnel holds it.": {
+			objs:      []client.Object{service, ingress(reporterShadowNS, host)},
+			wantEvent: "Tunnel ready: open https://" + host + "/; port 8888 forwarded, in the cluster at notebook-user.user-shadow.svc",
+			wantURLs:  []string{"https://" + host + "/"},
+		},
+		"Without a front door, TunnelReady names the port-forward that reaches the Service.": {
+			objs:      []client.Object{service},
+			wantEvent: "Tunnel ready: connect to notebook-user.user-shadow.svc port 8888, forwarded; from your machine: kubectl port-forward -n user-shadow svc/notebook-user 8888",
+		},
+		"An Ingress claiming the pod from another namespace names no URL.": {
+			objs:      []client.Object{service, ingress("evil", "evil.example.org")},
+			wantEvent: "from your machine: kubectl port-forward -n user-shadow svc/notebook-user 8888",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pod, cl, r, recorder, req := reportingOnAReadyTunnel(t, c.objs...)
+			if _, err := r.Reconcile(t.Context(), req); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case e := <-recorder.Events:
+				if !strings.Contains(e, ReasonTunnelReady) || !strings.Contains(e, c.wantEvent) {
+					t.Errorf("Event %q, want TunnelReady saying %q", e, c.wantEvent)
+				}
+			default:
+				t.Fatal("no Event recorded")
+			}
+			tunnel := shadowtest.TunnelOf(t, cl, pod)
+			if tunnel == nil || !slices.Equal(tunnel.Status.URLs, c.wantURLs) {
+				t.Errorf("Tunnel %+v, want URLs %q", tunnel, c.wantURLs)
+			}
+		})
 	}
 }

@@ -1,0 +1,177 @@
+package e2e
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/interlink-hq/shadowgate/inject"
+	"github.com/interlink-hq/shadowgate/validate"
+)
+
+// frontDoorNode is a virtual node of the example policy's site with a front door through an
+// Ingress, its TLS from the wildcard certificate in Secret frontDoorSecret.
+const (
+	frontDoorNode   = "door-vk"
+	frontDoorDomain = "apps.example.org"
+	frontDoorSecret = "apps-wildcard-tls"
+)
+
+// A pod on a node with a front door gets an Ingress in its shadow namespace, at the shadow's
+// name: its host is the one shadowgate derives from the pod, under the policy's domain, with
+// TLS from the copy of the wildcard certificate. A namespace-only tenant can neither read that
+// copy nor plant an Ingress marked as shadowgate's in its own namespace; the Ingress goes with
+// the pod's shadow.
+func TestTheFrontDoorGoesWithTheShadowAndNoTenantReadsOrPlantsIt(t *testing.T) {
+	const ns, tenant = "door-user", "door-tenant"
+	createNamespaces(t, ns)
+	pod := offloaded{name: "notebook", namespace: ns, node: frontDoorNode, ports: []int32{8888}}
+	t.Cleanup(func() {
+		kubectl(t, "", "delete", "namespace", ns, pod.shadowNamespace(), "--wait=false", "--ignore-not-found")
+	})
+	withFrontDoorPolicy(t)
+	grantEdit(t, tenant, ns)
+	as := "--as=" + tenant
+
+	// A pod may narrow what is published to ports it declares, and only to those.
+	undeclared := offloaded{name: "undeclared", namespace: ns, node: frontDoorNode, ports: []int32{8888},
+		annotations: map[string]string{validate.AnnotationFrontDoorPorts: "8888 22"}}
+	if r := kubectl(t, undeclared.json(), as, "apply", "-f", "-"); r.Err == nil {
+		t.Errorf("a pod publishing a port it does not declare was admitted:\n%s", r.Output())
+	} else {
+		expectContains(t, r.Stderr, `metadata.annotations[interlink.eu/front-door-ports]: Invalid value: "22": port 22 is not a TCP port the pod declares`)
+	}
+
+	mustKubectl(t, pod.json(), "apply", "-f", "-")
+	shadowNS := pod.shadowNamespace()
+	ing := &networkingv1.Ingress{}
+	if err := json.Unmarshal([]byte(mustKubectl(t, "", "get", "ingress", pod.shadowName(), "-n", shadowNS, "-o", "json")), ing); err != nil {
+		t.Fatal(err)
+	}
+	host := inject.FrontDoorHost(pod.name, pod.namespace, 8888, frontDoorDomain)
+	if len(ing.Spec.Rules) != 1 || ing.Spec.Rules[0].Host != host || len(ing.Spec.TLS) != 1 ||
+		ing.Spec.TLS[0].SecretName != frontDoorSecret || len(ing.Spec.TLS[0].Hosts) != 1 || ing.Spec.TLS[0].Hosts[0] != host {
+		t.Fatalf("the shadow's Ingress is %+v, want host %s with TLS from %s", ing.Spec, host, frontDoorSecret)
+	}
+	copied := mustKubectl(t, "", "get", "secret", frontDoorSecret, "-n", shadowNS, "-o", "jsonpath={.type} {.metadata.annotations.interlink\\.eu/replicated-from}")
+	if copied != "kubernetes.io/tls shadowgate-system/"+frontDoorSecret {
+		t.Errorf("the certificate's copy in %s is %q, want a kubernetes.io/tls copy of shadowgate-system/%s", shadowNS, copied, frontDoorSecret)
+	}
+
+	for _, args := range [][]string{
+		{"get", "secret", frontDoorSecret, "-n", shadowNS},
+		{"get", "ingress", pod.shadowName(), "-n", shadowNS},
+	} {
+		if r := kubectl(t, "", append([]string{as}, args...)...); r.Err == nil || !strings.Contains(r.Stderr, "forbidden") {
+			t.Errorf("the tenant ran kubectl %s:\n%s", strings.Join(args, " "), r.Output())
+		}
+	}
+	planted := "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: " + pod.shadowName() + ", namespace: " + ns +
+		", labels: {app.kubernetes.io/managed-by: shadowgate, interlink.eu/pod-uid: planted}, annotations: {interlink.eu/shadow-for: " + ns + "/" + pod.name + "}}\n" +
+		"spec: {rules: [{host: " + host + ", http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: x, port: {number: 80}}}}]}}]}\n"
+	if r := kubectl(t, planted, as, "create", "-f", "-"); r.Err == nil {
+		t.Errorf("the tenant created an Ingress marked as shadowgate's:\n%s", r.Output())
+	} else {
+		expectContains(t, r.Stderr, "ValidatingAdmissionPolicy 'shadowgate-shadow-object-marks'")
+	}
+
+	mustKubectl(t, "", "delete", "pod", pod.name, "-n", ns, "--wait=false")
+	eventually(t, time.Minute, "the shadow's Ingress deleted with the pod", func() (bool, string) {
+		ok, out := exists(t, "ingress", pod.shadowName(), "-n", shadowNS)
+		return !ok, out
+	})
+}
+
+// A policy whose front door is unsafe is refused at its apply, naming the key.
+func TestAnUnsafeFrontDoorIsRefusedAtThePolicysApply(t *testing.T) {
+	for _, c := range []struct{ lines, want string }{
+		{"WildcardDNS: 10.0.0.1\n", "Network.WildcardDNS: Invalid value: \"10.0.0.1\""},
+		{"WildcardDNS: " + frontDoorDomain + "\nIngressTLS: false\nFrontDoor: {ControllerNamespace: ingress-nginx}\n", "Network.IngressTLS: Forbidden"},
+	} {
+		r := kubectl(t, frontDoorPolicy(t, c.lines), "apply", "--dry-run=server", "-f", "-")
+		if r.Err == nil {
+			t.Errorf("a policy with %q was admitted", c.lines)
+			continue
+		}
+		expectContains(t, r.Stderr, c.want)
+	}
+}
+
+// withFrontDoorPolicy applies the example policy with frontDoorNode added, and the wildcard
+// certificate in shadowgate's namespace; the example policy comes back when the test ends.
+func withFrontDoorPolicy(t *testing.T) {
+	t.Helper()
+	dir := t.TempDir()
+	cert, key := wildcardCertificate(t, "*."+frontDoorDomain)
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	for file, data := range map[string][]byte{certFile: cert, keyFile: key} {
+		if err := os.WriteFile(file, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustKubectl(t, "", "create", "secret", "tls", frontDoorSecret, "-n", "shadowgate-system", "--cert="+certFile, "--key="+keyFile)
+	t.Cleanup(func() {
+		kubectl(t, "", "apply", "-f", exampleFile("policy.yaml"))
+		kubectl(t, "", "delete", "secret", frontDoorSecret, "-n", "shadowgate-system", "--ignore-not-found")
+	})
+	mustKubectl(t, frontDoorPolicy(t, "WildcardDNS: '*."+frontDoorDomain+"'\nFrontDoor: {TLSSecret: "+frontDoorSecret+", ControllerNamespace: ingress-nginx}\n"), "apply", "-f", "-")
+	eventually(t, time.Minute, "the webhook to judge pods by the front-door policy", func() (bool, string) {
+		probe := offloaded{name: "probe", namespace: "default", node: frontDoorNode, ports: []int32{8888}}
+		// The mutating webhook prepares only pods of a node the policy in force lists.
+		r := kubectl(t, probe.json(), "apply", "--dry-run=server", "-o", "json", "-f", "-")
+		return r.Err == nil && strings.Contains(r.Stdout, validate.AnnotationPreExec), r.Output()
+	})
+}
+
+// frontDoorPolicy is the example policy ConfigMap with frontDoorNode added: hpc-vk's site, with
+// network lines added to its Network block.
+func frontDoorPolicy(t *testing.T, network string) string {
+	t.Helper()
+	example, err := os.ReadFile(exampleFile("policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines strings.Builder
+	for line := range strings.Lines(network) {
+		lines.WriteString("          " + line)
+	}
+	node := "      " + frontDoorNode + ":\n        Network:\n          EnableTunnel: true\n          ShadowMode: ssh\n" + lines.String() +
+		"          SSH:\n            LoginHost: login.hpc.example.org\n            User: alice\n            KeySecret: hpc-ssh-key\n            KnownHostsConfigMap: hpc-known-hosts\n"
+	changed := strings.Replace(string(example), "    virtualNodes:\n", "    virtualNodes:\n"+node, 1)
+	if changed == string(example) {
+		t.Fatal("the example policy has no virtualNodes line to add a node beside")
+	}
+	return changed
+}
+
+// wildcardCertificate is a self-signed certificate for name and its key, PEM-encoded.
+func wildcardCertificate(t *testing.T, name string) (cert, key []byte) {
+	t.Helper()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
+}
