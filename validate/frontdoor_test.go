@@ -1,6 +1,7 @@
 package validate_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -159,6 +160,32 @@ func TestFrontDoorPortsOfAPod(t *testing.T) {
 			if len(c.want) == 0 && !slices.Equal(o.FrontDoorPorts, c.ports) {
 				t.Errorf("published ports %v, want %v", o.FrontDoorPorts, c.ports)
 			}
+		})
+	}
+}
+
+// A pod on a node with a front door that lists no ports publishes every TCP port it declares:
+// no more than interlink.eu/front-door-ports may list, as each is a URL its Tunnel holds.
+func TestAPodPublishesAtMostSixtyFourPorts(t *testing.T) {
+	withDoor := mustPolicy(t, sshFrontDoor("WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {ControllerNamespace: ingress-nginx}\n"))
+	extra := func(n int) string {
+		var entries []string
+		for p := range n {
+			entries = append(entries, fmt.Sprintf("%d:p%d", 10000+p, p))
+		}
+		return strings.Join(entries, ",")
+	}
+	for name, c := range map[string]struct {
+		extra string
+		want  []vt.Err
+	}{
+		"64 ports are published.": {extra: extra(63)},
+		"65 ports are refused at the annotation that would choose among them.": {extra: extra(64),
+			want: []vt.Err{{Type: field.ErrorTypeTooMany, Field: annPath(validate.AnnotationFrontDoorPorts), Value: 65}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, d := validate.Pod(podOn("cern-vk", ann(validate.AnnotationExtraPorts, c.extra)), validate.Config{Policy: withDoor})
+			vt.Expect(t, d.Errors, c.want)
 		})
 	}
 }

@@ -110,6 +110,8 @@ func podSpec(meta *metav1.ObjectMeta, spec *corev1.PodSpec, namespace string, po
 	o.parseAnnotations(ann, namespace, annPath, &d)
 	if v, ok := ann[AnnotationFrontDoorPorts]; ok {
 		d.Errors = append(d.Errors, o.parseFrontDoorPorts(v, spec, at)...)
+	} else if o.Node.Network.HasFrontDoor() {
+		d.Errors = append(d.Errors, o.publishedPortsBound(spec, at)...)
 	}
 	o.judgeReverse(ann, at, &d)
 	if o.Node.Network.SSHShadow() && o.Node.Network.EnableTunnel && !o.PodVPN {

@@ -72,12 +72,7 @@ func (o *Offload) parseFrontDoorPorts(value string, spec *corev1.PodSpec, at Pat
 	if len(entries) == 0 {
 		return field.ErrorList{field.Invalid(p, value, "lists no port: "+instead+", or remove the annotation to publish every port the shadow forwards")}
 	}
-	var tcp []int32
-	for _, port := range PodPorts(spec, o.ExtraPorts, at) {
-		if port.TCP() && !slices.Contains(tcp, port.Port) {
-			tcp = append(tcp, port.Port)
-		}
-	}
+	tcp := tcpPorts(spec, o.ExtraPorts, at)
 	var errs field.ErrorList
 	for i, entry := range entries {
 		if len(errs) >= maxErrorsPerValue {
@@ -99,6 +94,32 @@ func (o *Offload) parseFrontDoorPorts(value string, spec *corev1.PodSpec, at Pat
 		}
 	}
 	return errs
+}
+
+// publishedPortsBound refuses a pod on o's node, which has a front door, that would publish
+// more TCP ports than interlink.eu/front-door-ports may list: each is a host on one
+// certificate and a URL of the pod's Tunnel, which holds at most that many.
+func (o *Offload) publishedPortsBound(spec *corev1.PodSpec, at Paths) field.ErrorList {
+	tcp := tcpPorts(spec, o.ExtraPorts, at)
+	if len(tcp) <= maxExtraPorts {
+		return nil
+	}
+	p := at.Meta.Child("annotations").Key(AnnotationFrontDoorPorts)
+	e := field.TooMany(p, len(tcp), maxExtraPorts)
+	e.Detail = fmt.Sprintf("the pod declares %d TCP ports and, without this annotation, would publish each, over the limit of %d; list here the ones to publish, such as 8888",
+		len(tcp), maxExtraPorts)
+	return field.ErrorList{e}
+}
+
+// tcpPorts are the distinct TCP port numbers of PodPorts.
+func tcpPorts(spec *corev1.PodSpec, extra []ExtraPort, at Paths) []int32 {
+	var tcp []int32
+	for _, port := range PodPorts(spec, extra, at) {
+		if port.TCP() && !slices.Contains(tcp, port.Port) {
+			tcp = append(tcp, port.Port)
+		}
+	}
+	return tcp
 }
 
 func portsList(ports []int32) string {

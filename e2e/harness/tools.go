@@ -84,3 +84,14 @@ func BuildShadowgate(root, dir string) (string, error) {
 	}
 	return bin, nil
 }
+
+// BuildTraefik runs hack/build-traefik.sh in the repository at root, which builds Traefik, the
+// local site's ingress controller, into bin/ unless it is there (minutes on a fresh machine),
+// and returns its path.
+func BuildTraefik(root string, progress *os.File) (string, error) {
+	paths, err := runBuildScript(root, "build-traefik.sh", progress, "traefik")
+	if err != nil {
+		return "", err
+	}
+	return paths["traefik"], nil
+}

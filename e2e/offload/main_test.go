@@ -24,6 +24,7 @@ const gracePeriod = 5 * time.Second
 
 var site struct {
 	root    string
+	dir     string // the suite's state and logs
 	bin     string // the shadowgate binary, for shadowgate status
 	sg      *harness.Shadowgate
 	cp      *harness.ControlPlane
@@ -33,7 +34,7 @@ var site struct {
 
 func TestMain(m *testing.M) {
 	os.Exit(harness.RunSiteSuite(m, "offload", "../..", gracePeriod, func(s *harness.Suite) error {
-		site.root, site.bin, site.sg, site.cp, site.kubectl, site.local = s.Root, s.Bin, s.SG, s.CP, s.Kubectl, s.Site
+		site.root, site.dir, site.bin, site.sg, site.cp, site.kubectl, site.local = s.Root, s.Dir, s.Bin, s.SG, s.CP, s.Kubectl, s.Site
 		return nil
 	}))
 }

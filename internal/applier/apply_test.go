@@ -108,11 +108,7 @@ func TestApplyAnswersBeforeRemovingWhatItCreated(t *testing.T) {
 			return c.Delete(ctx, obj, opts...)
 		},
 	}).Build()
-	m, err := metrics.New(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &Applier{client: c, reader: c, scheme: scheme, metrics: m}
+	a := meteredApplier(t, c, scheme)
 	s := &inject.Shadow{
 		NodeConfigMap: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shadow-node", Namespace: "user-shadow"}},
 		Deployment:    &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "shadow", Namespace: "user-shadow"}},
@@ -139,7 +135,7 @@ func TestApplyAnswersBeforeRemovingWhatItCreated(t *testing.T) {
 	}
 	close(release)
 	<-waited
-	err = c.Get(context.Background(), client.ObjectKeyFromObject(s.NodeConfigMap), &corev1.ConfigMap{})
+	err := c.Get(context.Background(), client.ObjectKeyFromObject(s.NodeConfigMap), &corev1.ConfigMap{})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("the node ConfigMap the failed request created is still there: %v", err)
 	}
@@ -295,11 +291,7 @@ func TestTheFrontDoorIsAppliedWithTheShadow(t *testing.T) {
 			return nil
 		},
 	}).Build()
-	m, err := metrics.New(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &Applier{client: c, reader: c, scheme: scheme, metrics: m}
+	a := meteredApplier(t, c, scheme)
 	meta := metav1.ObjectMeta{Name: "shadow", Namespace: "user-shadow"}
 	s := &inject.Shadow{
 		Ingress:    &networkingv1.Ingress{ObjectMeta: meta},
@@ -313,4 +305,14 @@ func TestTheFrontDoorIsAppliedWithTheShadow(t *testing.T) {
 		!slices.Contains(applied, "networking.k8s.io/v1 Ingress") || !slices.Contains(applied, "gateway.networking.k8s.io/v1 HTTPRoute") {
 		t.Errorf("applied %v, want the Ingress and the HTTPRoute, then the Deployment", applied)
 	}
+}
+
+// meteredApplier is an Applier over c, with scheme and metrics of its own.
+func meteredApplier(t *testing.T, c client.WithWatch, scheme *runtime.Scheme) *Applier {
+	t.Helper()
+	m, err := metrics.New(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Applier{client: c, reader: c, scheme: scheme, metrics: m}
 }

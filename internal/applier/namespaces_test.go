@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/interlink-hq/shadowgate/inject"
-	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/internal/shadowtest"
 )
 
@@ -63,11 +61,8 @@ func testApplier(t *testing.T, apply func(ctx context.Context, kind string) erro
 			return c.Create(ctx, obj, opts...)
 		},
 	}).Build()
-	m, err := metrics.New(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	a = &Applier{client: c, reader: c, scheme: scheme, metrics: m, credentialsNamespace: "shadowgate-system"}
+	a = meteredApplier(t, c, scheme)
+	a.credentialsNamespace = "shadowgate-system"
 	return a, func(kind string) int {
 		mu.Lock()
 		defer mu.Unlock()

@@ -16,10 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/interlink-hq/shadowgate/inject"
-	"github.com/interlink-hq/shadowgate/internal/metrics"
 )
 
 // A shadow namespace is written to only when it is shadowgate's for the pod's namespace: a
@@ -68,17 +66,13 @@ func TestShadowNamespaceIsWrittenOnlyWhenOurs(t *testing.T) {
 					return nil
 				},
 			}).Build()
-			m, err := metrics.New(prometheus.NewRegistry())
-			if err != nil {
-				t.Fatal(err)
-			}
-			a := &Applier{client: c, reader: c, scheme: scheme, metrics: m}
+			a := meteredApplier(t, c, scheme)
 			s := &inject.Shadow{
 				Namespace: &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 					ObjectMeta: metav1.ObjectMeta{Name: "user-shadow", Labels: map[string]string{inject.LabelShadowNamespaceFor: "user"}}},
 				Deployment: &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "trainer-user", Namespace: "user-shadow"}},
 			}
-			_, err = a.Apply(context.Background(), s, false)
+			_, err := a.Apply(context.Background(), s, false)
 			a.Wait()
 			var foreign *ForeignNamespaceError
 			if tc.refused {

@@ -73,9 +73,9 @@ func Observe(o Observation) Status {
 		if t := cs.State.Terminated; t != nil && t.ExitCode == 0 {
 			continue
 		}
-		// A sidecar (wait-reason) that runs decides nothing: it only carries what the
-		// containers after it say.
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways && cs.State.Running != nil {
+		// wait-reason decides nothing, whatever its state: it only carries what Slurm says of
+		// the queued job (waitingForNode).
+		if c.Name == waitReason {
 			continue
 		}
 		if v, decided := failedOrWaiting(o, cs, st); decided {
@@ -279,11 +279,12 @@ func EventTime(e *corev1.Event) time.Time {
 	return t
 }
 
-// WaitsForNode says whether the shadow pod's wait-for-node runs: the job is queued, or its
-// node not found yet.
+// WaitsForNode says whether the shadow pod's wait-for-node runs beside a wait-reason sidecar
+// (NodeDiscovery slurm): the job is queued, and what Slurm says of it is in the sidecar's
+// probe Events.
 func WaitsForNode(pod *corev1.Pod) bool {
 	cs := statusOf(pod.Status.InitContainerStatuses, waitForNode)
-	return cs != nil && cs.State.Running != nil
+	return cs != nil && cs.State.Running != nil && statusOf(pod.Status.InitContainerStatuses, waitReason) != nil
 }
 
 // WaitsForVolumes says whether the shadow pod's containers wait to be created, which is

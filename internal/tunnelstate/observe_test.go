@@ -115,6 +115,15 @@ func TestObserve(t *testing.T) {
 			obs:   Observation{Pod: slurmShadowPod(time.Hour, nodeFound, &corev1.ContainerStatus{State: running(time.Minute), Ready: true})},
 			state: Ready, node: "10.213.0.3",
 		},
+		"A crashing wait-reason sidecar does not fail a Ready tunnel.": {
+			obs: Observation{Pod: func() *corev1.Pod {
+				p := slurmShadowPod(time.Hour, nodeFound, &corev1.ContainerStatus{State: running(time.Hour), Ready: true})
+				sc := &p.Status.InitContainerStatuses[0]
+				sc.State, sc.LastTerminationState, sc.Ready = waiting("CrashLoopBackOff"), exited(137, ""), false
+				return p
+			}()},
+			state: Ready, node: "10.213.0.3",
+		},
 		"A node wait that timed out is Failed with the reason of its termination message.": {
 			obs:   Observation{Pod: shadowPod(corev1.ContainerStatus{State: exited(1, "NodeWaitTimedOut: no compute node after 20s: job abc is PENDING in Slurm\nmore")}, nil)},
 			state: Failed, reason: ReasonNodeWaitTimedOut, message: "job abc is PENDING", container: "wait-for-node",

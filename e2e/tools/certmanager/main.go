@@ -1,8 +1,9 @@
 // Command cert-manager runs cert-manager's own controllers and cainjector, from the
 // github.com/cert-manager/cert-manager module, for the e2e tests. The module proxy does not serve
 // cert-manager's cmd/* modules, so this main does what cmd/controller and cmd/cainjector do, for
-// the part shadowgate's overlay uses: Issuers of the SelfSigned and CA kinds, Certificates, and
-// caBundle injection into webhook configurations from a Certificate.
+// the part shadowgate uses: Issuers and ClusterIssuers of the SelfSigned and CA kinds,
+// Certificates, the ingress-shim that makes a Certificate of an annotated Ingress (the front
+// door), and caBundle injection into webhook configurations from a Certificate.
 //
 // Each controller is the upstream one, registered with cert-manager's controller registry by
 // the package imports below; only the selection and the start-up are ours.
@@ -22,6 +23,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	controllerpkg "github.com/cert-manager/cert-manager/pkg/controller"
+	ingresses "github.com/cert-manager/cert-manager/pkg/controller/certificate-shim/ingresses"
 	"github.com/cert-manager/cert-manager/pkg/controller/certificaterequests/approver"
 	crca "github.com/cert-manager/cert-manager/pkg/controller/certificaterequests/ca"
 	crselfsigned "github.com/cert-manager/cert-manager/pkg/controller/certificaterequests/selfsigned"
@@ -31,6 +33,7 @@ import (
 	"github.com/cert-manager/cert-manager/pkg/controller/certificates/requestmanager"
 	"github.com/cert-manager/cert-manager/pkg/controller/certificates/revisionmanager"
 	"github.com/cert-manager/cert-manager/pkg/controller/certificates/trigger"
+	"github.com/cert-manager/cert-manager/pkg/controller/clusterissuers"
 	"github.com/cert-manager/cert-manager/pkg/controller/issuers"
 	logf "github.com/cert-manager/cert-manager/pkg/logs"
 
@@ -42,9 +45,12 @@ import (
 
 // controllers are the names of the upstream controllers this binary runs: the whole Certificate
 // life cycle, automatic approval of CertificateRequests (no policy engine runs here, as in a
-// default install), signing by SelfSigned and CA issuers, and Issuer readiness.
+// default install), signing by SelfSigned and CA issuers, Issuer and ClusterIssuer readiness,
+// and the ingress-shim.
 var controllers = []string{
 	issuers.ControllerName,
+	clusterissuers.ControllerName,
+	ingresses.ControllerName,
 	approver.ControllerName,
 	crselfsigned.CRControllerName,
 	crca.CRControllerName,
@@ -91,6 +97,10 @@ func startControllers(ctx context.Context, g *errgroup.Group, kubeconfig string)
 		Kubeconfig:         kubeconfig,
 		KubernetesAPIQPS:   20,
 		KubernetesAPIBurst: 50,
+		// Upstream's defaults (cmd/controller's configuration).
+		IssuerOptions: controllerpkg.IssuerOptions{ClusterResourceNamespace: "kube-system"},
+		IngressShimOptions: controllerpkg.IngressShimOptions{DefaultIssuerKind: "Issuer", DefaultIssuerGroup: "cert-manager.io",
+			DefaultAutoCertificateAnnotations: []string{"kubernetes.io/tls-acme"}},
 		CertificateOptions: controllerpkg.CertificateOptions{
 			CopiedAnnotationPrefixes:                 []string{"*", "-kubectl.kubernetes.io/", "-fluxcd.io/", "-argocd.argoproj.io/"},
 			CertificateRequestMinimumBackoffDuration: time.Hour,

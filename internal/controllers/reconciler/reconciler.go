@@ -280,6 +280,16 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 			haveNodeConfigMap = true
 		}
 	}
+	// A front door publishes the pod outside the cluster: one the policy in force does not give
+	// the pod (it refuses the pod, offloads it nowhere, or gives it no front door) goes now,
+	// whatever else of the shadow stays.
+	var want *inject.Shadow
+	if a.Decision.Allowed() && a.Offload != nil {
+		want = a.Shadow
+	}
+	if err := r.dropStaleFrontDoor(ctx, pod, have, want); err != nil {
+		return 0, err
+	}
 	if !a.Decision.Allowed() {
 		// A pod the policy in force refuses (tightened since, or a serve with stricter
 		// credential flags), or one the mutating webhook never prepared (it came in while the
@@ -313,9 +323,6 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 			return 0, nil
 		}
 		return r.refuse(ctx, pod, fmt.Sprintf("under the policy in force virtual node %q gives this pod no SSH shadow", a.Offload.NodeName))
-	}
-	if err := r.dropStaleFrontDoor(ctx, pod, have, a.Shadow); err != nil {
-		return 0, err
 	}
 	missing := *a.Shadow
 	if present[objectKey(missing.NodeConfigMap)] {
@@ -357,16 +364,19 @@ func (r *Reconciler) ensure(ctx context.Context, pod *corev1.Pod, have []client.
 }
 
 // dropStaleFrontDoor deletes the pod's Ingress and HTTPRoutes (of have, its shadow objects)
-// that want, its shadow under the policy in force, no longer has: a front door turned off,
-// another kind, a port no longer published. Left, they would publish the pod where the policy
+// that want, its shadow under the policy in force (nil when the policy gives the pod none),
+// no longer has: a front door turned off, another kind, a port no longer published, a pod the
+// policy now refuses. Left, they would publish the pod where the policy
 // says not to. The rest of the shadow follows the policy at its roll's turn (follow).
 func (r *Reconciler) dropStaleFrontDoor(ctx context.Context, pod *corev1.Pod, have []client.Object, want *inject.Shadow) error {
 	wanted := map[string]bool{}
-	if want.Ingress != nil {
-		wanted[objectKey(want.Ingress)] = true
-	}
-	for _, route := range want.HTTPRoutes {
-		wanted[objectKey(route)] = true
+	if want != nil {
+		if want.Ingress != nil {
+			wanted[objectKey(want.Ingress)] = true
+		}
+		for _, route := range want.HTTPRoutes {
+			wanted[objectKey(route)] = true
+		}
 	}
 	for _, obj := range have {
 		switch obj.(type) {
