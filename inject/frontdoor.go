@@ -23,15 +23,20 @@ const tlsSuffix = "-tls"
 // maxPortDigits is the most digits a port has.
 const maxPortDigits = 5
 
+// hostHashLen is how many hex digits of the hash end a front door's host: 80 bits, as hosts
+// are public and one pod's differs from another's, whose names a tenant chooses, by its hash
+// alone.
+const hostHashLen = 20
+
 // FrontDoorHost is the host at which port of the pod namespace/podName is published under
 // domain (policy.Network.Domain): one DNS label, <pod>-<ns>-<port>-<hash>, then the domain.
-// The label is cut so that it is at most 63 characters whatever the port, and ends in the
-// hash of <ns>/<pod> that ends ShadowName's own names: a host is one label under a wildcard
+// The label is cut so that it is at most 63 characters whatever the port, and ends in
+// hostHashLen hex digits of the hash of <ns>/<pod> (ShadowName's names end in its first ten): a host is one label under a wildcard
 // certificate, and joined names alone collide (pod a-b in c, pod a in b-c), so only the
 // hash keeps two pods' hosts apart. The port, before the hash, keeps one pod's ports apart.
 func FrontDoorHost(podName, namespace string, port int32, domain string) string {
-	cut := cleanCut(podName+"-"+namespace, maxLabel-1-maxPortDigits-1-hashLen)
-	return cut + "-" + strconv.Itoa(int(port)) + "-" + hash(namespace+"/"+podName) + "." + domain
+	cut := cleanCut(podName+"-"+namespace, maxLabel-1-maxPortDigits-1-hostHashLen)
+	return cut + "-" + strconv.Itoa(int(port)) + "-" + hashOf(namespace+"/"+podName, hostHashLen) + "." + domain
 }
 
 // FrontDoorURL is the address a browser opens for host: https unless plain HTTP is allowed.

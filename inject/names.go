@@ -136,6 +136,11 @@ func cleanCut(name string, max int) string {
 // hash ends every name shadowgate shortens or changes: hashLen hex digits of the SHA-256 of
 // what the name stands for, so two names that differ only in what was cut or changed differ.
 func hash(identity string) string {
+	return hashOf(identity, hashLen)
+}
+
+// hashOf is n hex digits of the SHA-256 of identity.
+func hashOf(identity string, n int) string {
 	sum := sha256.Sum256([]byte(identity))
-	return hex.EncodeToString(sum[:])[:hashLen]
+	return hex.EncodeToString(sum[:])[:n]
 }
