@@ -52,9 +52,20 @@ func (r CredentialRules) validateReplication(network *policy.Network, p *field.P
 // author first, could read the site's key or keytab. The shadow's own namespace, <ns>-shadow,
 // grants pod authors nothing. The pod is refused whether or not it has a port that needs a
 // shadow: the annotation asks for the copy, and the rule stays one a user can read off the
-// pod's annotations and the policy.
+// pod's annotations and the policy. A front door's wildcard certificate (FrontDoor.TLSSecret) is
+// never copied there, whatever the flag: its key serves every host under the domain, other
+// tenants' pods' among them.
 func (r CredentialRules) secretInPodNamespace(o *Offload, namespace string, at Paths) field.ErrorList {
-	if r.WithoutCopiesInPodNamespaces && o != nil && o.SameNamespace && !o.PodVPN {
+	if o == nil || !o.SameNamespace || o.PodVPN {
+		return nil
+	}
+	if wildcard := copiedWildcard(&o.Node.Network); wildcard != "" {
+		return field.ErrorList{field.Forbidden(at.Meta.Child("annotations").Key(AnnotationShadowSameNS), fmt.Sprintf(
+			"the shadow would live in namespace %s and the front door's wildcard certificate (Secret %s of virtual node %s) would be copied there, "+
+				"where its key, which serves every host under the domain, other tenants' pods' among them, could be read: remove the annotation, and the shadow lives in %s-shadow",
+			namespace, wildcard, o.NodeName, namespace))}
+	}
+	if r.WithoutCopiesInPodNamespaces {
 		if secret := copiedSecret(&o.Node.Network); secret != "" {
 			return secretCopyForbidden(o.NodeName, secret, namespace, at)
 		}
@@ -62,14 +73,20 @@ func (r CredentialRules) secretInPodNamespace(o *Offload, namespace string, at P
 	return nil
 }
 
-// copiedSecret is a Secret a shadow on this network has copied into its namespace, or "": the
-// login's key or keytab, else the front door's wildcard certificate.
+// copiedSecret is the login's key or keytab a shadow on this network has copied into its
+// namespace, or "".
 func copiedSecret(network *policy.Network) string {
 	if !network.SSHShadow() || !network.SSH.ReplicateCredentials {
 		return ""
 	}
-	if secret := network.SSH.CredentialSecret(); secret != "" || !network.HasFrontDoor() {
-		return secret
+	return network.SSH.CredentialSecret()
+}
+
+// copiedWildcard is the front door's wildcard certificate a shadow on this network has copied
+// into its namespace, or "".
+func copiedWildcard(network *policy.Network) string {
+	if !network.SSHShadow() || !network.SSH.ReplicateCredentials || !network.HasFrontDoor() {
+		return ""
 	}
 	return network.FrontDoor.TLSSecret
 }

@@ -119,3 +119,32 @@ func TestCredentialRulesOnThePolicyConfigMap(t *testing.T) {
 		t.Errorf("errors (-want +got):\n%s", diff)
 	}
 }
+
+// A front door's wildcard certificate is never copied into a pod's own namespace, whatever
+// --credentials-in-pod-namespaces says: its key serves every host under the domain.
+func TestAWildcardCertificateIsNeverCopiedBesideThePod(t *testing.T) {
+	pol := mustPolicy(t, `virtualNodes:
+  door-vk:
+    Network: {EnableTunnel: true, ShadowMode: ssh, WildcardDNS: apps.example.org, FrontDoor: {TLSSecret: apps-wildcard, ControllerNamespace: ingress-nginx},
+      SSH: {LoginHost: login, User: alice, KeySecret: site-key}}
+`)
+	refused := field.ErrorList{field.Forbidden(field.NewPath("metadata", "annotations").Key(validate.AnnotationShadowSameNS),
+		"the shadow would live in namespace user and the front door's wildcard certificate (Secret apps-wildcard of virtual node door-vk) would be copied there, "+
+			"where its key, which serves every host under the domain, other tenants' pods' among them, could be read: remove the annotation, and the shadow lives in user-shadow")}
+	for name, c := range map[string]struct {
+		rules validate.CredentialRules
+		ann   map[string]string
+		want  field.ErrorList
+	}{
+		"By default a shadow-same-ns pod is refused.":                  {validate.CredentialRules{}, map[string]string{validate.AnnotationShadowSameNS: "true"}, refused},
+		"Without copies in pod namespaces it is refused all the same.": {validate.CredentialRules{WithoutCopiesInPodNamespaces: true}, map[string]string{validate.AnnotationShadowSameNS: "true"}, refused},
+		"A pod whose shadow lives in <ns>-shadow is admitted.":         {validate.CredentialRules{}, nil, nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d, _ := validate.Object(podOn("door-vk", c.ann), validate.Config{Policy: pol, PolicyRef: validate.PolicyRef{Name: policy.ConfigMapName}, Credentials: c.rules})
+			if diff := cmp.Diff(c.want, d.Errors); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
