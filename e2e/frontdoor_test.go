@@ -128,10 +128,11 @@ func withFrontDoorPolicy(t *testing.T) {
 	})
 	mustKubectl(t, frontDoorPolicy(t, "WildcardDNS: '*."+frontDoorDomain+"'\nFrontDoor: {TLSSecret: "+frontDoorSecret+", ControllerNamespace: ingress-nginx}\n"), "apply", "-f", "-")
 	eventually(t, time.Minute, "the webhook to judge pods by the front-door policy", func() (bool, string) {
-		probe := offloaded{name: "probe", namespace: "default", node: frontDoorNode, ports: []int32{8888}}
-		// The mutating webhook prepares only pods of a node the policy in force lists.
-		r := kubectl(t, probe.json(), "apply", "--dry-run=server", "-o", "json", "-f", "-")
-		return r.Err == nil && strings.Contains(r.Stdout, validate.AnnotationPreExec), r.Output()
+		// A pod that narrows the front door's ports is admitted only once its node has one.
+		probe := offloaded{name: "probe", namespace: "default", node: frontDoorNode, ports: []int32{8888},
+			annotations: map[string]string{validate.AnnotationFrontDoorPorts: "8888"}}
+		r := kubectl(t, probe.json(), "apply", "--dry-run=server", "-f", "-")
+		return r.Err == nil, r.Output()
 	})
 }
 
