@@ -344,8 +344,8 @@ func TestAFrontDoorDeletedWhileItsPodRunsIsReapplied(t *testing.T) {
 }
 
 // A front door the policy in force no longer gives a live pod (turned off, or of another
-// kind) is deleted, and only the pod's own: an Ingress of another pod UID at the same name is
-// left to the orphan rules.
+// kind, or the pod now refused) is deleted, and only the pod's own: an Ingress of another pod
+// UID at the same name is left to the orphan rules.
 func TestAFrontDoorThePolicyNoLongerGivesIsDeleted(t *testing.T) {
 	withDoor := func(door string) *policy.Policy {
 		cm := shadowtest.ExamplePolicyConfigMap(t, func(doc string) string {
@@ -362,16 +362,21 @@ func TestAFrontDoorThePolicyNoLongerGivesIsDeleted(t *testing.T) {
 	}
 	ingressDoor := withDoor("FrontDoor: {ControllerNamespace: ingress-nginx}\n      IngressClusterIssuer: letsencrypt\n")
 	for name, c := range map[string]struct {
-		now      *policy.Policy
-		wantKept bool
+		now         *policy.Policy
+		annotations map[string]string
+		wantKept    bool
 	}{
 		"Turned off, the Ingress is deleted.": {now: withDoor("")},
+		// The pod narrows the front door's ports, which a node without one refuses: the pod and
+		// the rest of its shadow stay as they are, the front door goes.
+		"Turned off under a pod the policy now refuses, the Ingress is deleted.": {now: withDoor(""),
+			annotations: map[string]string{validate.AnnotationFrontDoorPorts: "8888"}},
 		"Made an HTTPRoute, the Ingress is deleted.": {
 			now: withDoor("FrontDoor: {Kind: HTTPRoute, Gateway: {Name: public, Namespace: gateways, SectionName: https}}\n")},
 		"Still an Ingress, it is kept.": {now: ingressDoor, wantKept: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			p := shadowtest.Mutated(t, shadowtest.Pod("trainer", nil), ingressDoor)
+			p := shadowtest.Mutated(t, shadowtest.Pod("trainer", c.annotations), ingressDoor)
 			p.Status.Phase = corev1.PodRunning
 			before := shadowtest.ShadowOf(t, p, ingressDoor)
 			b := shadowtest.Client().WithObjects(p, before.NodeConfigMap.DeepCopy(), before.Service.DeepCopy(), before.NetworkPolicy.DeepCopy(),
@@ -381,6 +386,7 @@ func TestAFrontDoorThePolicyNoLongerGivesIsDeleted(t *testing.T) {
 			}
 			r := newTestReconciler(time.Hour)
 			r.client, r.policies, r.applier, r.recorder = b.Build(), shadowtest.FixedPolicy{Policy: c.now}, &shadowtest.RecordingApplier{}, &shadowtest.RecordingEvents{}
+			r.writer = r.client
 			r.identity = shadows.Identity{Cache: r.client, GatewayAPI: true,
 				Namespaces: shadowtest.NamespaceLabels{before.Deployment.Namespace: {inject.LabelShadowNamespaceFor: p.Namespace}}}
 			if _, err := r.Reconcile(t.Context(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
