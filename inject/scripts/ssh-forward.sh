@@ -138,12 +138,16 @@ check_channel() {
       "${SHADOW_EXEC_CONNECT_COMMAND} -z -v '${node}' '${port}'" </dev/null >"$out" 2>&1 &
   fi
   pid=$!
+  # The check is stopped only while it runs: once it has ended the shell may have reaped it,
+  # and its pid may be another process's.
   for ((i = 0; i < check_bound * 10; i++)); do
     channel_opened "$out" && break
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done
-  kill "$pid" 2>/dev/null || true
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "$pid" 2>/dev/null || true
+  fi
   check_status=0
   wait "$pid" || check_status=$?
   channel_opened "$out"
