@@ -126,8 +126,11 @@ channel_opened() {
 check_channel() {
   local node=$1 port=$2 out=$3 target=$1 pid i
   [[ $node == *:* ]] && target="[${node}]"
+  # Emptied here, before the check starts: the check's own redirection runs once it is
+  # forked, and until then the loop below would read the last check's output as this one's.
+  : >"$out"
   if [[ $mode == portforward ]]; then
-    timeout "$check_bound" ssh -v -o "ControlPath=${control}" "${ssh_args[@]}" -W "${target}:${port}" -- "$login_host" </dev/null >"$out" 2>&1 &
+    timeout "$check_bound" ssh -v -o "ControlPath=${control}" "${ssh_args[@]}" -W "${target}:${port}" -- "$login_host" </dev/null >>"$out" 2>&1 &
   else
     # -z: connect and close at once. A netcat left connected would outlive the check on the
     # login node, its session held there until the job's server hangs up, and the login
@@ -135,7 +138,7 @@ check_channel() {
     # nothing of a refused connection without it. Node and port are checked, and quoted for
     # the login node's shell, as for the relays.
     timeout "$check_bound" ssh -o "ControlPath=${control}" "${ssh_args[@]}" -T -- "$login_host" \
-      "${SHADOW_EXEC_CONNECT_COMMAND} -z -v '${node}' '${port}'" </dev/null >"$out" 2>&1 &
+      "${SHADOW_EXEC_CONNECT_COMMAND} -z -v '${node}' '${port}'" </dev/null >>"$out" 2>&1 &
   fi
   pid=$!
   # The check is stopped only while it runs: once it has ended the shell may have reaped it,
