@@ -16,6 +16,7 @@ import (
 	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/interlink-hq/shadowgate/inject"
 	"github.com/interlink-hq/shadowgate/validate"
@@ -60,7 +61,8 @@ func TestTheFrontDoorGoesWithTheShadowAndNoTenantReadsOrPlantsIt(t *testing.T) {
 	if err := json.Unmarshal([]byte(mustKubectl(t, "", "get", "ingress", pod.shadowName(), "-n", shadowNS, "-o", "json")), ing); err != nil {
 		t.Fatal(err)
 	}
-	host := inject.FrontDoorHost(pod.name, pod.namespace, 8888, frontDoorDomain)
+	uid := mustKubectl(t, "", "get", "pod", pod.name, "-n", ns, "-o", "jsonpath={.metadata.uid}")
+	host := inject.FrontDoorHost(pod.name, pod.namespace, types.UID(uid), 8888, frontDoorDomain)
 	if len(ing.Spec.Rules) != 1 || ing.Spec.Rules[0].Host != host || len(ing.Spec.TLS) != 1 ||
 		ing.Spec.TLS[0].SecretName != frontDoorSecret || len(ing.Spec.TLS[0].Hosts) != 1 || ing.Spec.TLS[0].Hosts[0] != host {
 		t.Fatalf("the shadow's Ingress is %+v, want host %s with TLS from %s", ing.Spec, host, frontDoorSecret)

@@ -7,6 +7,7 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -28,15 +29,17 @@ const maxPortDigits = 5
 // alone.
 const hostHashLen = 20
 
-// FrontDoorHost is the host at which port of the pod namespace/podName is published under
-// domain (policy.Network.Domain): one DNS label, <pod>-<ns>-<port>-<hash>, then the domain.
-// The label is cut so that it is at most 63 characters whatever the port, and ends in
-// hostHashLen hex digits of the hash of <ns>/<pod> (ShadowName's names end in its first ten): a host is one label under a wildcard
-// certificate, and joined names alone collide (pod a-b in c, pod a in b-c), so only the
-// hash keeps two pods' hosts apart. The port, before the hash, keeps one pod's ports apart.
-func FrontDoorHost(podName, namespace string, port int32, domain string) string {
+// FrontDoorHost is the host at which port of the pod namespace/podName with uid is published
+// under domain (policy.Network.Domain): one DNS label, <pod>-<ns>-<port>-<hash>, then the
+// domain. The label is cut so that it is at most 63 characters whatever the port, and ends in
+// hostHashLen hex digits of the hash of <ns>/<pod>/<uid>: a host is one label under a wildcard
+// certificate, and joined names alone collide (pod a-b in c, pod a in b-c), so only the hash
+// keeps two pods' hosts apart. With the pod's UID in the hash no host can be known before its
+// pod exists, nor by a tenant who cannot read the pod, so none can be claimed in advance. The
+// port, before the hash, keeps one pod's ports apart.
+func FrontDoorHost(podName, namespace string, uid types.UID, port int32, domain string) string {
 	cut := cleanCut(podName+"-"+namespace, maxLabel-1-maxPortDigits-1-hostHashLen)
-	return cut + "-" + strconv.Itoa(int(port)) + "-" + hashOf(namespace+"/"+podName, hostHashLen) + "." + domain
+	return cut + "-" + strconv.Itoa(int(port)) + "-" + hashOf(namespace+"/"+podName+"/"+string(uid), hostHashLen) + "." + domain
 }
 
 // FrontDoorURL is the address a browser opens for host: https unless plain HTTP is allowed.
@@ -87,7 +90,7 @@ func (b *builder) publishedPorts() []shadowPort {
 func (b *builder) frontDoorHosts(ports []shadowPort) []string {
 	hosts := make([]string, 0, len(ports))
 	for _, p := range ports {
-		hosts = append(hosts, FrontDoorHost(b.pod.Name, b.pod.Namespace, p.Port, b.o.Node.Network.Domain()))
+		hosts = append(hosts, FrontDoorHost(b.pod.Name, b.pod.Namespace, b.pod.UID, p.Port, b.o.Node.Network.Domain()))
 	}
 	return hosts
 }

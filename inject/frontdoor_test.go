@@ -5,27 +5,31 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Every front-door host is one valid, lower-case label under the domain, whatever the pod's
-// name, and no two pods or ports share one: names joined with hyphens alone would collide.
+// name, and no two pods or ports share one: names joined with hyphens alone would collide, and
+// a pod made again under the same name is another pod.
 func TestFrontDoorHostsAreOneLabelUnderTheDomainAndNeverShared(t *testing.T) {
 	const domain = "apps.example.org"
 	seen := map[string]string{}
 	for _, c := range []struct {
 		pod, ns string
+		uid     types.UID
 		port    int32
 	}{
-		{"a-b", "c", 80}, {"a", "b-c", 80}, // the same when joined
-		{"jupyter.lab", "user", 8888}, {"jupyter-lab", "user", 8888}, // the same once cleaned
-		{"notebook", "user", 8888}, {"notebook", "user", 6006},
-		{strings.Repeat("x", 253), strings.Repeat("n", 63), 65535},
-		{strings.Repeat("x", 253), strings.Repeat("n", 63), 1},
-		{"Z.Pod", "user", 443},
+		{"a-b", "c", "u1", 80}, {"a", "b-c", "u1", 80}, // the same when joined
+		{"jupyter.lab", "user", "u1", 8888}, {"jupyter-lab", "user", "u1", 8888}, // the same once cleaned
+		{"notebook", "user", "u1", 8888}, {"notebook", "user", "u1", 6006},
+		{"notebook", "user", "u2", 8888}, // the same pod name again, another pod
+		{strings.Repeat("x", 253), strings.Repeat("n", 63), "u1", 65535},
+		{strings.Repeat("x", 253), strings.Repeat("n", 63), "u1", 1},
+		{"Z.Pod", "user", "u1", 443},
 	} {
-		host := FrontDoorHost(c.pod, c.ns, c.port, domain)
-		who := fmt.Sprintf("%s/%s:%d", c.ns, c.pod, c.port)
+		host := FrontDoorHost(c.pod, c.ns, c.uid, c.port, domain)
+		who := fmt.Sprintf("%s/%s (%s):%d", c.ns, c.pod, c.uid, c.port)
 		label, rest, _ := strings.Cut(host, ".")
 		if rest != domain {
 			t.Errorf("%s: host %s is not one label under %s", who, host, domain)

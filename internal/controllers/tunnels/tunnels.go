@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -244,7 +245,7 @@ func (t *TunnelReporter) shadowOf(ctx context.Context, pod *corev1.Pod) (*shadow
 		return nil, err
 	}
 	sh := &shadowView{}
-	published := map[int32]string{} // port: URL
+	published := map[int32]bool{} // the ports a front-door object of the shadow routes to
 	for _, obj := range objs {
 		if types.UID(obj.GetLabels()[inject.LabelPodUID]) != pod.UID {
 			continue
@@ -262,25 +263,21 @@ func (t *TunnelReporter) shadowOf(ctx context.Context, pod *corev1.Pod) (*shadow
 				sh.computeNode = strings.TrimSpace(o.Data[validate.ComputeNodeKey])
 			}
 		case *networkingv1.Ingress:
-			ingressURLs(o, published)
+			ingressPorts(o, published)
 		case *gatewayv1.HTTPRoute:
-			t.routeURLs(pod, o, published)
+			routePort(o, published)
 		}
 	}
 	if sh.deployment == nil {
 		return nil, nil
 	}
-	for _, p := range sh.ports {
-		if u, ok := published[p]; ok {
-			sh.urls = append(sh.urls, u)
-		}
-	}
 	d := sh.deployment
 	pol := t.policies.Current()
 	if node, ok := validate.VirtualNodeFor(&pod.Spec, pol); ok {
-		ssh := pol.VirtualNodes[node].Network.SSH
-		sh.forwardMode = ssh.ForwardMode
-		sh.context = tunnelstate.Context{Node: node, SSH: ssh}
+		network := pol.VirtualNodes[node].Network
+		sh.forwardMode = network.SSH.ForwardMode
+		sh.context = tunnelstate.Context{Node: node, SSH: network.SSH}
+		sh.urls = frontDoorURLs(pod, &network, sh.ports, published)
 	}
 	sh.context.ShadowNamespace, sh.context.Shadow, sh.context.Ports = d.Namespace, d.Name, sh.ports
 	pods, err := shadows.Pods(ctx, t.cache, d, pod)
@@ -422,36 +419,45 @@ func related(shadow *corev1.Pod) runtime.Object {
 	return shadow
 }
 
-// ingressURLs adds to published the URL of each port the shadow's Ingress publishes: https
-// for a host its TLS covers, else http.
-func ingressURLs(ing *networkingv1.Ingress, published map[int32]string) {
+// frontDoorURLs are the URLs of the ports, in their order, that a front-door object of the
+// shadow routes to. Each is derived from the pod and the policy, never read from the object:
+// under interlink.eu/shadow-same-ns that object is in the pod's namespace, where its author
+// may edit its hosts.
+func frontDoorURLs(pod *corev1.Pod, network *policy.Network, ports []int32, published map[int32]bool) []string {
+	if !network.HasFrontDoor() {
+		return nil
+	}
+	var urls []string
+	for _, p := range ports {
+		if published[p] {
+			urls = append(urls, inject.FrontDoorURL(network, inject.FrontDoorHost(pod.Name, pod.Namespace, pod.UID, p, network.Domain())))
+		}
+	}
+	return urls
+}
+
+// ingressPorts adds to published the ports the shadow's Ingress routes to.
+func ingressPorts(ing *networkingv1.Ingress, published map[int32]bool) {
 	for _, rule := range ing.Spec.Rules {
-		if rule.HTTP == nil || len(rule.HTTP.Paths) == 0 || rule.HTTP.Paths[0].Backend.Service == nil {
-			continue
+		if rule.HTTP != nil && len(rule.HTTP.Paths) > 0 && rule.HTTP.Paths[0].Backend.Service != nil {
+			published[rule.HTTP.Paths[0].Backend.Service.Port.Number] = true
 		}
-		scheme := "http"
-		for _, tls := range ing.Spec.TLS {
-			if slices.Contains(tls.Hosts, rule.Host) {
-				scheme = "https"
-			}
-		}
-		published[rule.HTTP.Paths[0].Backend.Service.Port.Number] = scheme + "://" + rule.Host + "/"
 	}
 }
 
-// routeURLs adds to published the URL of the port an HTTPRoute of the shadow publishes: its
-// TLS is the Gateway listener's, https unless the pod's virtual node allows plain HTTP.
-func (t *TunnelReporter) routeURLs(pod *corev1.Pod, route *gatewayv1.HTTPRoute, published map[int32]string) {
-	if len(route.Spec.Hostnames) == 0 || len(route.Spec.Rules) == 0 || len(route.Spec.Rules[0].BackendRefs) == 0 || route.Spec.Rules[0].BackendRefs[0].Port == nil {
+// routePort adds to published the port an HTTPRoute of the shadow routes to, once a Gateway
+// has accepted it: a route no Gateway accepts publishes nothing (a listener's allowedRoutes
+// may not admit its namespace).
+func routePort(route *gatewayv1.HTTPRoute, published map[int32]bool) {
+	if len(route.Spec.Rules) == 0 || len(route.Spec.Rules[0].BackendRefs) == 0 || route.Spec.Rules[0].BackendRefs[0].Port == nil {
 		return
 	}
-	network := &policy.Network{IngressTLS: true}
-	pol := t.policies.Current()
-	if node, ok := validate.VirtualNodeFor(&pod.Spec, pol); ok {
-		n := pol.VirtualNodes[node].Network
-		network = &n
+	for _, parent := range route.Status.Parents {
+		if meta.IsStatusConditionTrue(parent.Conditions, string(gatewayv1.RouteConditionAccepted)) {
+			published[int32(*route.Spec.Rules[0].BackendRefs[0].Port)] = true
+			return
+		}
 	}
-	published[int32(*route.Spec.Rules[0].BackendRefs[0].Port)] = inject.FrontDoorURL(network, string(route.Spec.Hostnames[0]))
 }
 
 // reach says how to reach the pod through a Ready tunnel: at the front door's URLs, else

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -82,6 +83,7 @@ func reporterClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object
 		WithIndex(&corev1.ConfigMap{}, shadows.IndexShadowFor, shadows.ShadowForIndex).
 		WithIndex(&networkingv1.NetworkPolicy{}, shadows.IndexShadowFor, shadows.ShadowForIndex).
 		WithIndex(&networkingv1.Ingress{}, shadows.IndexShadowFor, shadows.ShadowForIndex).
+		WithIndex(&gatewayv1.HTTPRoute{}, shadows.IndexShadowFor, shadows.ShadowForIndex).
 		WithIndex(&corev1.Event{}, "involvedObject.uid", func(o client.Object) []string {
 			return []string{string(o.(*corev1.Event).InvolvedObject.UID)}
 		}).
@@ -540,7 +542,9 @@ func TestAQueuedJobsSlurmReasonIsSaidOncePerChange(t *testing.T) {
 
 // TunnelReady names where to reach the pod: the front door's URL when the shadow has one, in
 // the Event and the Tunnel's status; without one, the kubectl port-forward of the shadow
-// Service. An Ingress that claims the pod outside its shadow namespace names no URL.
+// Service. The URL is derived from the pod and the policy, never read from a host a tenant may
+// edit; an Ingress that claims the pod outside its shadow namespace, and an HTTPRoute no
+// Gateway has accepted, name none.
 func TestTunnelReadyNamesTheURLOrThePortForward(t *testing.T) {
 	meta := func(ns, name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name, Namespace: ns,
@@ -555,28 +559,63 @@ func TestTunnelReadyNamesTheURLOrThePortForward(t *testing.T) {
 				Paths: []networkingv1.HTTPIngressPath{{Path: "/", Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
 					Name: reporterShadow, Port: networkingv1.ServiceBackendPort{Number: 8888}}}}}}}}}}}
 	}
-	host := inject.FrontDoorHost("notebook", "user", 8888, "apps.example.org")
+	route := func(accepted metav1.ConditionStatus) *gatewayv1.HTTPRoute {
+		r := &gatewayv1.HTTPRoute{ObjectMeta: meta(reporterShadowNS, inject.RouteName(reporterShadow, 8888)), Spec: gatewayv1.HTTPRouteSpec{
+			Hostnames: []gatewayv1.Hostname{"planted.example.org"},
+			Rules: []gatewayv1.HTTPRouteRule{{BackendRefs: []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{
+				BackendObjectReference: gatewayv1.BackendObjectReference{Name: reporterShadow, Port: ptr.To[gatewayv1.PortNumber](8888)}}}}}}}}
+		r.Status.Parents = []gatewayv1.RouteParentStatus{{ParentRef: gatewayv1.ParentReference{Name: "apps"},
+			Conditions: []metav1.Condition{{Type: string(gatewayv1.RouteConditionAccepted), Status: accepted}}}}
+		return r
+	}
+	host := inject.FrontDoorHost("notebook", "user", "pod-uid", 8888, "apps.example.org")
 	for name, c := range map[string]struct {
 		objs      []client.Object
+		kind      string
 		wantEvent string
 		wantURLs  []string
 	}{
 		"With a front door, TunnelReady names its HTTPS URL and the Tunnel holds it.": {
 			objs:      []client.Object{service, ingress(reporterShadowNS, host)},
-			wantEvent: "Tunnel ready: open https://" + host + "/; port 8888 forwarded, in the cluster at notebook-user.user-shadow.svc",
+			wantEvent: "Tunnel ready: open https://" + host + "/; port 8888 forwarded (portforward), in the cluster at notebook-user.user-shadow.svc",
 			wantURLs:  []string{"https://" + host + "/"},
+		},
+		"The URL is the pod's host, whatever host its Ingress was given.": {
+			objs:     []client.Object{service, ingress(reporterShadowNS, "planted.example.org")},
+			wantURLs: []string{"https://" + host + "/"},
 		},
 		"Without a front door, TunnelReady names the port-forward that reaches the Service.": {
 			objs:      []client.Object{service},
-			wantEvent: "Tunnel ready: connect to notebook-user.user-shadow.svc port 8888, forwarded; from your machine: kubectl port-forward -n user-shadow svc/notebook-user 8888",
+			wantEvent: "Tunnel ready: connect to notebook-user.user-shadow.svc port 8888, forwarded (portforward); from your machine: kubectl port-forward -n user-shadow svc/notebook-user 8888",
 		},
 		"An Ingress claiming the pod from another namespace names no URL.": {
 			objs:      []client.Object{service, ingress("evil", "evil.example.org")},
 			wantEvent: "from your machine: kubectl port-forward -n user-shadow svc/notebook-user 8888",
 		},
+		"An HTTPRoute a Gateway accepted names the pod's URL.": {
+			objs:     []client.Object{service, route(metav1.ConditionTrue)},
+			kind:     policy.FrontDoorHTTPRoute,
+			wantURLs: []string{"https://" + host + "/"},
+		},
+		"An HTTPRoute no Gateway accepted names no URL.": {
+			objs:      []client.Object{service, route(metav1.ConditionFalse)},
+			kind:      policy.FrontDoorHTTPRoute,
+			wantEvent: "from your machine: kubectl port-forward -n user-shadow svc/notebook-user 8888",
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			pod, cl, r, recorder, req := reportingOnAReadyTunnel(t, c.objs...)
+			node := policy.Defaults()
+			node.Network.EnableTunnel, node.Network.ShadowMode, node.Network.WildcardDNS = true, policy.ShadowModeSSH, "*.apps.example.org"
+			if c.kind != "" {
+				node.Network.FrontDoor.Kind = c.kind
+			}
+			r.policies = shadowtest.FixedPolicy{Policy: &policy.Policy{VirtualNodes: map[string]policy.VirtualNode{"hpc-vk": node}}}
+			r.identity.GatewayAPI = true
+			pod.Spec.NodeName = "hpc-vk"
+			if err := cl.Update(t.Context(), pod); err != nil {
+				t.Fatal(err)
+			}
 			if _, err := r.Reconcile(t.Context(), req); err != nil {
 				t.Fatal(err)
 			}
