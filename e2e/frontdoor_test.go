@@ -100,7 +100,7 @@ func TestTheFrontDoorGoesWithTheShadowAndNoTenantReadsOrPlantsIt(t *testing.T) {
 func TestAnUnsafeFrontDoorIsRefusedAtThePolicysApply(t *testing.T) {
 	for _, c := range []struct{ lines, want string }{
 		{"WildcardDNS: 10.0.0.1\n", "Network.WildcardDNS: Invalid value: \"10.0.0.1\""},
-		{"WildcardDNS: " + frontDoorDomain + "\nIngressTLS: false\nFrontDoor: {ControllerNamespace: ingress-nginx}\n", "Network.IngressTLS: Forbidden"},
+		{"WildcardDNS: " + frontDoorDomain + "\nIngressTLS: false\nFrontDoor: {IngressClassName: nginx, ControllerNamespace: ingress-nginx}\n", "Network.IngressTLS: Forbidden"},
 	} {
 		r := kubectl(t, frontDoorPolicy(t, c.lines), "apply", "--dry-run=server", "-f", "-")
 		if r.Err == nil {
@@ -128,7 +128,7 @@ func withFrontDoorPolicy(t *testing.T) {
 		kubectl(t, "", "apply", "-f", exampleFile("policy.yaml"))
 		kubectl(t, "", "delete", "secret", frontDoorSecret, "-n", "shadowgate-system", "--ignore-not-found")
 	})
-	mustKubectl(t, frontDoorPolicy(t, "WildcardDNS: '*."+frontDoorDomain+"'\nFrontDoor: {TLSSecret: "+frontDoorSecret+", ControllerNamespace: ingress-nginx}\n"), "apply", "-f", "-")
+	mustKubectl(t, frontDoorPolicy(t, "WildcardDNS: '*."+frontDoorDomain+"'\nFrontDoor: {TLSSecret: "+frontDoorSecret+", IngressClassName: nginx, ControllerNamespace: ingress-nginx}\n"), "apply", "-f", "-")
 	eventually(t, time.Minute, "the webhook to judge pods by the front-door policy", func() (bool, string) {
 		// A pod that narrows the front door's ports is admitted only once its node has one.
 		probe := offloaded{name: "probe", namespace: "default", node: frontDoorNode, ports: []int32{8888},

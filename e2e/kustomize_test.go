@@ -34,10 +34,12 @@ func TestNamespaceOverlayLeavesOnlyTheDocumentedStrings(t *testing.T) {
 	// docs/install.md, "Flags": the strings to patch beside --namespace.
 	want := []string{
 		"MutatingWebhookConfiguration/site-shadowgate webhooks[mutate-pods.shadowgate.interlink.eu].namespaceSelector.matchExpressions[0].values[1]",
+		"ValidatingAdmissionPolicy/site-shadowgate-front-door-hosts spec.matchConditions[not-shadowgate-or-admin].expression",
 		"ValidatingAdmissionPolicy/site-shadowgate-least-privilege spec.matchConditions[shadowgate-serviceaccount].expression",
 		"ValidatingAdmissionPolicy/site-shadowgate-least-privilege spec.validations[1].expression",
 		"ValidatingAdmissionPolicy/site-shadowgate-shadow-namespace-marker spec.matchConditions[not-shadowgate-or-admin].expression",
 		"ValidatingAdmissionPolicy/site-shadowgate-shadow-object-marks spec.matchConditions[not-shadowgate-or-admin].expression",
+		"ValidatingAdmissionPolicyBinding/site-shadowgate-front-door-hosts spec.paramRef.namespace",
 		"ValidatingWebhookConfiguration/site-shadowgate webhooks[validate-configmaps.shadowgate.interlink.eu].matchConditions[not-shadowgate-or-compute-node].expression",
 		"ValidatingWebhookConfiguration/site-shadowgate webhooks[validate-pods.shadowgate.interlink.eu].namespaceSelector.matchExpressions[0].values[1]",
 		"ValidatingWebhookConfiguration/site-shadowgate webhooks[validate-policy.shadowgate.interlink.eu].matchConditions[policy-configmap].expression",

@@ -125,7 +125,7 @@ func TestCredentialRulesOnThePolicyConfigMap(t *testing.T) {
 func TestAWildcardCertificateIsNeverCopiedBesideThePod(t *testing.T) {
 	pol := mustPolicy(t, `virtualNodes:
   door-vk:
-    Network: {EnableTunnel: true, ShadowMode: ssh, WildcardDNS: apps.example.org, FrontDoor: {TLSSecret: apps-wildcard, ControllerNamespace: ingress-nginx},
+    Network: {EnableTunnel: true, ShadowMode: ssh, WildcardDNS: apps.example.org, FrontDoor: {TLSSecret: apps-wildcard, IngressClassName: nginx, ControllerNamespace: ingress-nginx},
       SSH: {LoginHost: login, User: alice, KeySecret: site-key}}
 `)
 	refused := field.ErrorList{field.Forbidden(field.NewPath("metadata", "annotations").Key(validate.AnnotationShadowSameNS),

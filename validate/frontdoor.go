@@ -55,6 +55,10 @@ func validateFrontDoor(n *policy.Network, p *field.Path) field.ErrorList {
 	errs = append(errs, namespaceName(fp.Child("ControllerNamespace"), fd.ControllerNamespace)...)
 	switch fd.Kind {
 	case policy.FrontDoorIngress:
+		if fd.IngressClassName == "" {
+			errs = append(errs, field.Required(fp.Child("IngressClassName"),
+				"without a class the Ingress is served by the cluster's default IngressClass, or by none, and not necessarily by the controller in ControllerNamespace: name the IngressClass of the controller that serves WildcardDNS"))
+		}
 		if fd.ControllerNamespace == "" {
 			errs = append(errs, field.Required(fp.Child("ControllerNamespace"),
 				"the shadow's NetworkPolicy admits only the pod's own namespace: name the namespace the ingress controller runs in (such as ingress-nginx), so its pods reach the shadow"))

@@ -29,59 +29,62 @@ func TestFrontDoorPolicy(t *testing.T) {
 		"an Ingress front door with a cert-manager ClusterIssuer is valid": {
 			lines: "WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor:\n  IngressClassName: nginx\n  ControllerNamespace: ingress-nginx\n"},
 		"the VK's *.domain form of WildcardDNS is valid": {
-			lines: "WildcardDNS: '*.apps.example.org'\nIngressClusterIssuer: letsencrypt\nFrontDoor: {ControllerNamespace: ingress-nginx}\n"},
+			lines: "WildcardDNS: '*.apps.example.org'\nIngressClusterIssuer: letsencrypt\nFrontDoor: {IngressClassName: nginx, ControllerNamespace: ingress-nginx}\n"},
 		"an Ingress front door without the ingress controller's namespace is refused": {
-			lines: "WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\n",
+			lines: "WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {IngressClassName: nginx}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeRequired, Field: frontDoor.Child("ControllerNamespace").String(), Value: ""}}},
 		"an Ingress front door with an existing wildcard Secret is valid": {
-			lines: "WildcardDNS: apps.example.org\nFrontDoor:\n  TLSSecret: apps-wildcard-tls\n  ControllerNamespace: ingress-nginx\n"},
+			lines: "WildcardDNS: apps.example.org\nFrontDoor:\n  TLSSecret: apps-wildcard-tls\n  IngressClassName: nginx\n  ControllerNamespace: ingress-nginx\n"},
 		"an HTTPRoute front door on a named HTTPS listener is valid": {
 			lines: "WildcardDNS: apps.example.org\nFrontDoor:\n  Kind: httproute\n  Gateway: {Name: public, Namespace: gateways, SectionName: https-apps}\n"},
 		"plain HTTP said in so many words is valid": {
-			lines: "WildcardDNS: apps.example.org\nIngressTLS: false\nFrontDoor:\n  AllowPlainHTTP: true\n  ControllerNamespace: ingress-nginx\n"},
+			lines: "WildcardDNS: apps.example.org\nIngressTLS: false\nFrontDoor:\n  AllowPlainHTTP: true\n  IngressClassName: nginx\n  ControllerNamespace: ingress-nginx\n"},
 		"a node without WildcardDNS has no front door and needs no certificate": {lines: ""},
+		"an Ingress front door without an IngressClass is refused, as the default class may be another controller's": {
+			lines: "WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {ControllerNamespace: ingress-nginx}\n",
+			want:  []vt.Err{{Type: field.ErrorTypeRequired, Field: frontDoor.Child("IngressClassName").String(), Value: ""}}},
 
 		"TLS off without the unsafe opt-in is refused": {
-			lines: "WildcardDNS: apps.example.org\nIngressTLS: false\nFrontDoor: {ControllerNamespace: ingress-nginx}\n",
+			lines: "WildcardDNS: apps.example.org\nIngressTLS: false\nFrontDoor: {IngressClassName: nginx, ControllerNamespace: ingress-nginx}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeForbidden, Field: network.Child("IngressTLS").String(), Value: ""}}},
 		"TLS off with a certificate named is refused as a contradiction": {
-			lines: "WildcardDNS: apps.example.org\nIngressTLS: false\nIngressClusterIssuer: letsencrypt\nFrontDoor: {ControllerNamespace: ingress-nginx, AllowPlainHTTP: true}\n",
+			lines: "WildcardDNS: apps.example.org\nIngressTLS: false\nIngressClusterIssuer: letsencrypt\nFrontDoor: {IngressClassName: nginx, ControllerNamespace: ingress-nginx, AllowPlainHTTP: true}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeInvalid, Field: network.Child("IngressTLS").String(), Value: false}}},
 		"the unsafe opt-in with TLS on is refused as having no effect": {
-			lines: "WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {ControllerNamespace: ingress-nginx, AllowPlainHTTP: true}\n",
+			lines: "WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {IngressClassName: nginx, ControllerNamespace: ingress-nginx, AllowPlainHTTP: true}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeInvalid, Field: frontDoor.Child("AllowPlainHTTP").String(), Value: true}}},
 		"an Ingress with TLS but no certificate is refused": {
-			lines: "WildcardDNS: apps.example.org\nFrontDoor: {ControllerNamespace: ingress-nginx}\n",
+			lines: "WildcardDNS: apps.example.org\nFrontDoor: {IngressClassName: nginx, ControllerNamespace: ingress-nginx}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeRequired, Field: network.Child("IngressClusterIssuer").String(), Value: ""}}},
 		"an Ingress with both an issuer and a Secret is refused": {
-			lines: "WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {ControllerNamespace: ingress-nginx, TLSSecret: wild}\n",
+			lines: "WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {IngressClassName: nginx, ControllerNamespace: ingress-nginx, TLSSecret: wild}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeInvalid, Field: frontDoor.Child("TLSSecret").String(), Value: "wild"}}},
 		"a WildcardDNS that is a single label is refused": {
-			lines: "WildcardDNS: org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {ControllerNamespace: ingress-nginx}\n",
+			lines: "WildcardDNS: org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {IngressClassName: nginx, ControllerNamespace: ingress-nginx}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeInvalid, Field: network.Child("WildcardDNS").String(), Value: "org"}}},
 		"a WildcardDNS that is an IP address is refused": {
-			lines: "WildcardDNS: 10.0.0.1\nIngressClusterIssuer: letsencrypt\nFrontDoor: {ControllerNamespace: ingress-nginx}\n",
+			lines: "WildcardDNS: 10.0.0.1\nIngressClusterIssuer: letsencrypt\nFrontDoor: {IngressClassName: nginx, ControllerNamespace: ingress-nginx}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeInvalid, Field: network.Child("WildcardDNS").String(), Value: "10.0.0.1"}}},
 		"a WildcardDNS in capitals is refused": {
-			lines: "WildcardDNS: Apps.Example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {ControllerNamespace: ingress-nginx}\n",
+			lines: "WildcardDNS: Apps.Example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {IngressClassName: nginx, ControllerNamespace: ingress-nginx}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeInvalid, Field: network.Child("WildcardDNS").String(), Value: "Apps.Example.org"}}},
 		"a WildcardDNS with a wildcard deeper than its first label is refused": {
-			lines: "WildcardDNS: 'apps.*.example.org'\nIngressClusterIssuer: letsencrypt\nFrontDoor: {ControllerNamespace: ingress-nginx}\n",
+			lines: "WildcardDNS: 'apps.*.example.org'\nIngressClusterIssuer: letsencrypt\nFrontDoor: {IngressClassName: nginx, ControllerNamespace: ingress-nginx}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeInvalid, Field: network.Child("WildcardDNS").String(), Value: "apps.*.example.org"}}},
 		"a WildcardDNS that leaves no room for a host label is refused": {
-			lines: "WildcardDNS: " + strings.Repeat("a.", 95) + "org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {ControllerNamespace: ingress-nginx}\n",
+			lines: "WildcardDNS: " + strings.Repeat("a.", 95) + "org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {IngressClassName: nginx, ControllerNamespace: ingress-nginx}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeInvalid, Field: network.Child("WildcardDNS").String(), Value: strings.Repeat("a.", 95) + "org"}}},
 		"an issuer name that is no object name is refused": {
-			lines: "WildcardDNS: apps.example.org\nIngressClusterIssuer: 'Lets Encrypt'\nFrontDoor: {ControllerNamespace: ingress-nginx}\n",
+			lines: "WildcardDNS: apps.example.org\nIngressClusterIssuer: 'Lets Encrypt'\nFrontDoor: {IngressClassName: nginx, ControllerNamespace: ingress-nginx}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeInvalid, Field: network.Child("IngressClusterIssuer").String(), Value: "Lets Encrypt"}}},
 		"a TLS Secret name that is no object name is refused": {
-			lines: "WildcardDNS: apps.example.org\nFrontDoor: {ControllerNamespace: ingress-nginx, TLSSecret: ../tls}\n",
+			lines: "WildcardDNS: apps.example.org\nFrontDoor: {IngressClassName: nginx, ControllerNamespace: ingress-nginx, TLSSecret: ../tls}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeInvalid, Field: frontDoor.Child("TLSSecret").String(), Value: "../tls"}}},
 		"a front door kind other than Ingress or HTTPRoute is refused": {
 			lines: "WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {Kind: Route}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeNotSupported, Field: frontDoor.Child("Kind").String(), Value: "Route"}}},
 		"an Ingress front door naming a Gateway is refused": {
-			lines: "WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {ControllerNamespace: ingress-nginx, Gateway: {Name: public}}\n",
+			lines: "WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {IngressClassName: nginx, ControllerNamespace: ingress-nginx, Gateway: {Name: public}}\n",
 			want:  []vt.Err{{Type: field.ErrorTypeForbidden, Field: gateway.String(), Value: ""}}},
 		"an HTTPRoute without its Gateway is refused": {
 			lines: "WildcardDNS: apps.example.org\nFrontDoor: {Kind: HTTPRoute}\n",
@@ -120,7 +123,7 @@ func TestFrontDoorPolicy(t *testing.T) {
 // A pod chooses which of its ports the front door publishes, only among the TCP ports it
 // declares, and only on a node that has a front door.
 func TestFrontDoorPortsOfAPod(t *testing.T) {
-	withDoor := mustPolicy(t, sshFrontDoor("WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {ControllerNamespace: ingress-nginx}\n"))
+	withDoor := mustPolicy(t, sshFrontDoor("WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {IngressClassName: nginx, ControllerNamespace: ingress-nginx}\n"))
 	without := mustPolicy(t, sshFrontDoor(""))
 	door := validate.AnnotationFrontDoorPorts
 	for name, c := range map[string]struct {
@@ -167,7 +170,7 @@ func TestFrontDoorPortsOfAPod(t *testing.T) {
 // A pod on a node with a front door that lists no ports publishes every TCP port it declares:
 // no more than interlink.eu/front-door-ports may list, as each is a URL its Tunnel holds.
 func TestAPodPublishesAtMostSixtyFourPorts(t *testing.T) {
-	withDoor := mustPolicy(t, sshFrontDoor("WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {ControllerNamespace: ingress-nginx}\n"))
+	withDoor := mustPolicy(t, sshFrontDoor("WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nFrontDoor: {IngressClassName: nginx, ControllerNamespace: ingress-nginx}\n"))
 	extra := func(n int) string {
 		var entries []string
 		for p := range n {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -31,6 +32,7 @@ import (
 
 	"github.com/interlink-hq/shadowgate/api/v1alpha1"
 	"github.com/interlink-hq/shadowgate/certs"
+	"github.com/interlink-hq/shadowgate/internal/controllers/frontdoordomains"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
 	"github.com/interlink-hq/shadowgate/internal/serving"
 	"github.com/interlink-hq/shadowgate/internal/shadows"
@@ -48,25 +50,26 @@ const (
 )
 
 type serveOptions struct {
-	kubeconfig      string
-	certDir         string
-	certificate     string
-	host            string
-	port            int
-	metricsAddr     string
-	probeAddr       string
-	namespace       string
-	policyConfigMap string
-	grace           time.Duration
-	maxUnconfirmed  int
-	maxPerNamespace int
-	maxRolling      int
-	leaderElect     bool
-	logFormat       string
-	logLevel        string
-	shutdownTimeout time.Duration
-	shutdownDelay   time.Duration
-	credentials     credentialFlags
+	kubeconfig       string
+	certDir          string
+	certificate      string
+	host             string
+	port             int
+	metricsAddr      string
+	probeAddr        string
+	namespace        string
+	policyConfigMap  string
+	frontDoorDomains string
+	grace            time.Duration
+	maxUnconfirmed   int
+	maxPerNamespace  int
+	maxRolling       int
+	leaderElect      bool
+	logFormat        string
+	logLevel         string
+	shutdownTimeout  time.Duration
+	shutdownDelay    time.Duration
+	credentials      credentialFlags
 	// clientCAFile, when set, is the CA whose client certificates alone may call the webhook.
 	clientCAFile string
 }
@@ -96,6 +99,7 @@ finishes the admissions in flight, then exits.`,
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	f.StringVar(&o.namespace, "namespace", "", "namespace of the policy ConfigMap, the credentials to copy and the leader lease; default the namespace shadowgate runs in, "+defaultNamespace+" outside a cluster")
 	f.StringVar(&o.policyConfigMap, "policy-configmap", policy.ConfigMapName, "name of the policy ConfigMap")
+	f.StringVar(&o.frontDoorDomains, "front-door-domains-configmap", frontdoordomains.DefaultName, "name of the ConfigMap, in --namespace, that serve keeps listing the front door's domains: the parameter of the ValidatingAdmissionPolicy that reserves their hosts for shadowgate")
 	f.DurationVar(&o.grace, "shadow-grace-period", 2*time.Minute, "how long a shadow whose pod was never stored waits before it is deleted")
 	f.IntVar(&o.maxRolling, "max-rolling-shadows", 5, "how many shadows carrying traffic are rolled at a time to a policy that renders them differently, each from its apply until its shadow pod is replaced (10 minutes at most); once one roll has, shadows whose tunnel is not Ready roll without a turn, and after that many rolls in a row time out none starts until the next policy")
 	f.IntVar(&o.maxUnconfirmed, "max-unconfirmed-shadows", 200, "how many shadows a replica may have applied at admission for pods the API server has not stored yet; past it such admissions are refused with 429 until the pods are stored or the grace period has passed")
@@ -185,6 +189,7 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 	ctx := serving.DrainThenStop(signalled, stop, webhooks, o.shutdownDelay, logger)
 	opts := setupOptions{
 		Policy:                validate.PolicyRef{Namespace: namespace, Name: o.policyConfigMap},
+		FrontDoorDomains:      types.NamespacedName{Namespace: namespace, Name: o.frontDoorDomains},
 		ShadowGracePeriod:     o.grace,
 		Rules:                 o.credentials.rules(),
 		MaxUnconfirmedShadows: o.maxUnconfirmed,

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -13,6 +14,7 @@ import (
 	"github.com/interlink-hq/shadowgate/internal/applier"
 	"github.com/interlink-hq/shadowgate/internal/controllers/collector"
 	"github.com/interlink-hq/shadowgate/internal/controllers/follower"
+	"github.com/interlink-hq/shadowgate/internal/controllers/frontdoordomains"
 	"github.com/interlink-hq/shadowgate/internal/controllers/reconciler"
 	tunnelreporter "github.com/interlink-hq/shadowgate/internal/controllers/tunnels"
 	"github.com/interlink-hq/shadowgate/internal/metrics"
@@ -27,6 +29,8 @@ import (
 type setupOptions struct {
 	// Policy names the policy ConfigMap; its namespace is also where credentials are copied from.
 	Policy validate.PolicyRef
+	// FrontDoorDomains names the ConfigMap listing the front door's domains (frontdoordomains).
+	FrontDoorDomains types.NamespacedName
 	// ShadowGracePeriod is how long a shadow whose pod was never seen waits before deletion.
 	ShadowGracePeriod time.Duration
 	// Rules are what this serve may do with credentials; a policy or pod that needs more is refused.
@@ -43,7 +47,7 @@ type setupOptions struct {
 
 // setup reads the policy (an error when it is missing or invalid), then registers the
 // admission endpoints and the pod Event recorder (webhook.Setup), the policy watch, the
-// collector, the reconciler, the tunnel reporter, the credential follower (with replication)
+// collector, the front door's domains, the reconciler, the tunnel reporter, the credential follower (with replication)
 // and the readiness checks with mgr. The endpoints
 // answer on every replica; the reconciler and the follower run on the leader. The returned
 // wait blocks until the removals of refused pods' shadow objects, which run after the denial
@@ -93,7 +97,8 @@ func setup(ctx context.Context, mgr manager.Manager, opts setupOptions, metrics 
 		return nil, err
 	}
 	shadowCollector := collector.New(mgr.GetClient(), mgr.GetAPIReader(), identity, mgr.GetClient(), store, opts.Policy.Namespace, opts.ShadowGracePeriod, metrics)
-	for _, r := range []manager.Runnable{store, shadowCollector} {
+	domains := frontdoordomains.New(cs, opts.FrontDoorDomains, store, mgr.GetLogger().WithName("front-door-domains"))
+	for _, r := range []manager.Runnable{store, shadowCollector, domains} {
 		if err := mgr.Add(r); err != nil {
 			return nil, err
 		}

@@ -298,7 +298,7 @@ func TestANewLeaderAdoptsRollsFromTheDeploymentNotThePod(t *testing.T) {
 // the pod runs is applied again, and nothing else of the shadow with it.
 func TestAFrontDoorDeletedWhileItsPodRunsIsReapplied(t *testing.T) {
 	for name, door := range map[string]string{
-		"Ingress":   "FrontDoor: {ControllerNamespace: ingress-nginx}\n      IngressClusterIssuer: letsencrypt\n",
+		"Ingress":   "FrontDoor: {IngressClassName: nginx, ControllerNamespace: ingress-nginx}\n      IngressClusterIssuer: letsencrypt\n",
 		"HTTPRoute": "FrontDoor: {Kind: HTTPRoute, Gateway: {Name: public, Namespace: gateways, SectionName: https}}\n",
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -360,7 +360,7 @@ func TestAFrontDoorThePolicyNoLongerGivesIsDeleted(t *testing.T) {
 		}
 		return pol
 	}
-	ingressDoor := withDoor("FrontDoor: {ControllerNamespace: ingress-nginx}\n      IngressClusterIssuer: letsencrypt\n")
+	ingressDoor := withDoor("FrontDoor: {IngressClassName: nginx, ControllerNamespace: ingress-nginx}\n      IngressClusterIssuer: letsencrypt\n")
 	for name, c := range map[string]struct {
 		now         *policy.Policy
 		annotations map[string]string

@@ -1,0 +1,146 @@
+package frontdoordomains
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/interlink-hq/shadowgate/validate/policy"
+)
+
+// FieldManager is the field manager of the ConfigMap's data.
+const FieldManager = "shadowgate-front-door-domains"
+
+// DefaultName is the ConfigMap's name unless serve is told another.
+const DefaultName = "shadowgate-front-door-domains"
+
+// Policies gives the policy in force and says when it changes (policystore.PolicyStore).
+type Policies interface {
+	Current() *policy.Policy
+	OnChange(func())
+}
+
+// Publisher keeps the ConfigMap ref saying the domains of the policy in force.
+type Publisher struct {
+	client   kubernetes.Interface
+	ref      types.NamespacedName
+	policies Policies
+	log      logr.Logger
+	// changed holds one pending request to compare the ConfigMap with the policy.
+	changed chan struct{}
+}
+
+// New is a Publisher of ref, the ConfigMap the shipped ValidatingAdmissionPolicyBinding names
+// as its parameter. Call it before the policy store starts: it asks to hear of its changes.
+func New(client kubernetes.Interface, ref types.NamespacedName, policies Policies, log logr.Logger) *Publisher {
+	p := &Publisher{client: client, ref: ref, policies: policies, log: log, changed: make(chan struct{}, 1)}
+	policies.OnChange(p.kick)
+	return p
+}
+
+// Domains are the ConfigMap's data for pol: each domain a virtual node's front door publishes
+// under (policy.Network.Domain), with the nodes that do, sorted and comma-separated.
+func Domains(pol *policy.Policy) map[string]string {
+	nodes := map[string][]string{}
+	for name, node := range pol.VirtualNodes {
+		if node.Network.HasFrontDoor() {
+			d := node.Network.Domain()
+			nodes[d] = append(nodes[d], name)
+		}
+	}
+	data := make(map[string]string, len(nodes))
+	for d, names := range nodes {
+		slices.Sort(names)
+		data[d] = strings.Join(names, ",")
+	}
+	return data
+}
+
+// NeedLeaderElection is true: one writer is enough, and replicas would only repeat it.
+func (p *Publisher) NeedLeaderElection() bool { return true }
+
+// kick asks for a comparison; one pending request stands for any number.
+func (p *Publisher) kick() {
+	select {
+	case p.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Start watches the ConfigMap and writes it whenever it differs from the policy in force,
+// until ctx ends.
+func (p *Publisher) Start(ctx context.Context) error {
+	factory := informers.NewSharedInformerFactoryWithOptions(p.client, 0, informers.WithNamespace(p.ref.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", p.ref.Name).String()
+		}))
+	informer := factory.Core().V1().ConfigMaps()
+	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { p.kick() },
+		UpdateFunc: func(any, any) { p.kick() },
+		DeleteFunc: func(any) { p.kick() },
+	}); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), informer.Informer().HasSynced) {
+		return ctx.Err()
+	}
+	lister := informer.Lister().ConfigMaps(p.ref.Namespace)
+	backoff := workqueue.DefaultTypedControllerRateLimiter[string]()
+	p.kick()
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.changed:
+		case <-retry:
+		}
+		retry = nil
+		current, err := lister.Get(p.ref.Name)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		if err := p.publish(ctx, current); err != nil {
+			delay := backoff.When(p.ref.Name)
+			p.log.Error(err, "writing the front door's domains; tenants' hosts under a new domain are not refused until it is written", "configMap", p.ref.String(), "retryIn", delay)
+			retry = time.After(delay)
+			continue
+		}
+		backoff.Forget(p.ref.Name)
+	}
+}
+
+// publish writes the domains of the policy in force unless current already holds exactly
+// them.
+func (p *Publisher) publish(ctx context.Context, current *corev1.ConfigMap) error {
+	want := Domains(p.policies.Current())
+	if current != nil && maps.Equal(current.Data, want) {
+		return nil
+	}
+	cm := corev1ac.ConfigMap(p.ref.Name, p.ref.Namespace).
+		WithLabels(map[string]string{"app.kubernetes.io/name": "shadowgate", "app.kubernetes.io/component": "front-door-domains"}).
+		WithData(want)
+	if _, err := p.client.CoreV1().ConfigMaps(p.ref.Namespace).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
+		return fmt.Errorf("applying ConfigMap %s: %w", p.ref, err)
+	}
+	p.log.Info("front door domains reserved for shadowgate", "configMap", p.ref.String(), "domains", slices.Sorted(maps.Keys(want)))
+	return nil
+}
