@@ -96,6 +96,54 @@ func TestTheFrontDoorGoesWithTheShadowAndNoTenantReadsOrPlantsIt(t *testing.T) {
 	})
 }
 
+// While a node's front door publishes under a domain, the API server refuses a host under it,
+// or a wildcard covering it, in any Ingress but shadowgate's and the cluster admins': a
+// namespace-only tenant cannot take a pod's URL nor have a certificate issued for it. Hosts
+// elsewhere stay the tenant's, and the domain is released when the policy no longer has it.
+func TestNoTenantPublishesAHostUnderTheFrontDoorsDomain(t *testing.T) {
+	const ns, tenant = "door-claims", "door-claimer"
+	createNamespaces(t, ns)
+	t.Cleanup(func() { kubectl(t, "", "delete", "namespace", ns, "--wait=false", "--ignore-not-found") })
+	grantEdit(t, tenant, ns)
+	as := "--as=" + tenant
+	ingress := func(rulesHost, tlsHost string) string {
+		doc := "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: mine, namespace: " + ns + "}\n" +
+			"spec:\n  rules: [{host: '" + rulesHost + "', http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}]}}]\n"
+		if tlsHost != "" {
+			doc += "  tls: [{hosts: ['" + tlsHost + "'], secretName: mine-tls}]\n"
+		}
+		return doc
+	}
+	const refused = `ValidatingAdmissionPolicy 'shadowgate-front-door-hosts'`
+	victim := "notebook-user-8888-0123456789abcdef0123." + frontDoorDomain
+
+	withFrontDoorPolicy(t)
+	eventually(t, time.Minute, "the API server to refuse a tenant's host under the front door's domain", func() (bool, string) {
+		r := kubectl(t, ingress(victim, ""), as, "create", "--dry-run=server", "-f", "-")
+		return r.Err != nil && strings.Contains(r.Stderr, refused), r.Output()
+	})
+	for what, doc := range map[string]string{
+		"a rule's host under the domain": ingress(victim, ""),
+		"a TLS host under the domain":    ingress("web.tenant.example.net", victim),
+		"a wildcard covering the domain": ingress("*.example.org", ""),
+	} {
+		r := kubectl(t, doc, as, "create", "--dry-run=server", "-f", "-")
+		if r.Err == nil {
+			t.Errorf("the tenant's Ingress with %s was admitted", what)
+			continue
+		}
+		expectContains(t, r.Stderr, refused, "is under a domain whose hosts only shadowgate publishes ("+frontDoorDomain+")")
+	}
+	mustKubectl(t, ingress("web.tenant.example.net", ""), as, "create", "--dry-run=server", "-f", "-")
+	mustKubectl(t, ingress(victim, ""), "create", "--dry-run=server", "-f", "-") // the cluster admin
+
+	mustKubectl(t, "", "apply", "-f", exampleFile("policy.yaml"))
+	eventually(t, time.Minute, "the domain released once the policy has no front door", func() (bool, string) {
+		r := kubectl(t, ingress(victim, ""), as, "create", "--dry-run=server", "-f", "-")
+		return r.Err == nil, r.Output()
+	})
+}
+
 // A policy whose front door is unsafe is refused at its apply, naming the key.
 func TestAnUnsafeFrontDoorIsRefusedAtThePolicysApply(t *testing.T) {
 	for _, c := range []struct{ lines, want string }{

@@ -37,6 +37,7 @@ func TestNamespaceOverlayLeavesOnlyTheDocumentedStrings(t *testing.T) {
 		"ValidatingAdmissionPolicy/site-shadowgate-front-door-hosts spec.matchConditions[not-shadowgate-or-admin].expression",
 		"ValidatingAdmissionPolicy/site-shadowgate-least-privilege spec.matchConditions[shadowgate-serviceaccount].expression",
 		"ValidatingAdmissionPolicy/site-shadowgate-least-privilege spec.validations[1].expression",
+		"ValidatingAdmissionPolicy/site-shadowgate-least-privilege spec.variables[frontDoorDomains].expression",
 		"ValidatingAdmissionPolicy/site-shadowgate-shadow-namespace-marker spec.matchConditions[not-shadowgate-or-admin].expression",
 		"ValidatingAdmissionPolicy/site-shadowgate-shadow-object-marks spec.matchConditions[not-shadowgate-or-admin].expression",
 		"ValidatingAdmissionPolicyBinding/site-shadowgate-front-door-hosts spec.paramRef.namespace",

@@ -11,9 +11,11 @@ const (
 	AnnotationPreExec          = "slurm-job.vk.io/pre-exec"
 	AnnotationReplicatedFrom   = "interlink.eu/replicated-from"
 	// AnnotationFrontDoorPorts, on a pod of a virtual node with a front door, lists the ports
-	// published outside the cluster, separated by spaces or commas; without it every port the
-	// shadow forwards is.
+	// published outside the cluster, separated by spaces or commas, or is FrontDoorNone; without
+	// it every port the shadow forwards is.
 	AnnotationFrontDoorPorts = "interlink.eu/front-door-ports"
+	// FrontDoorNone as AnnotationFrontDoorPorts publishes no port of the pod.
+	FrontDoorNone = "none"
 
 	// Removed before release: pods carrying them are admitted with a warning.
 	AnnotationReverseOwnerOnly = "interlink.eu/reverse-owner-only"

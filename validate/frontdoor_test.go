@@ -144,6 +144,7 @@ func TestFrontDoorPortsOfAPod(t *testing.T) {
 			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(door), Value: "8888"}}},
 		"Something other than a port number is refused.": {value: "8888 http",
 			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(door), Value: "http"}}},
+		"none publishes no port.": {value: "none", ports: []int32{}},
 		"An empty list is refused.": {value: " ",
 			want: []vt.Err{{Type: field.ErrorTypeInvalid, Field: annPath(door), Value: " "}}},
 		"The annotation on a node without a front door is refused.": {without: true, value: "8888",
@@ -160,8 +161,8 @@ func TestFrontDoorPortsOfAPod(t *testing.T) {
 			}
 			o, d := validate.Pod(podOn("cern-vk", a), validate.Config{Policy: pol})
 			vt.Expect(t, d.Errors, c.want)
-			if len(c.want) == 0 && !slices.Equal(o.FrontDoorPorts, c.ports) {
-				t.Errorf("published ports %v, want %v", o.FrontDoorPorts, c.ports)
+			if len(c.want) == 0 && (!slices.Equal(o.FrontDoorPorts, c.ports) || o.FrontDoorPorts == nil) {
+				t.Errorf("published ports %v (nil: every port), want %v", o.FrontDoorPorts, c.ports)
 			}
 		})
 	}

@@ -51,8 +51,8 @@ func PodPorts(spec *corev1.PodSpec, extra []ExtraPort, at Paths) []PodPort {
 	return ports
 }
 
-// parseFrontDoorPorts reads AnnotationFrontDoorPorts of a pod on o's node: each entry a TCP
-// port the pod declares (PodPorts), once. A node without a front door refuses the annotation:
+// parseFrontDoorPorts reads AnnotationFrontDoorPorts of a pod on o's node: FrontDoorNone, or
+// each entry a TCP port the pod declares (PodPorts), once. A node without a front door refuses the annotation:
 // the pod would believe its ports published.
 func (o *Offload) parseFrontDoorPorts(value string, spec *corev1.PodSpec, at Paths) field.ErrorList {
 	p := at.Meta.Child("annotations").Key(AnnotationFrontDoorPorts)
@@ -65,12 +65,16 @@ func (o *Offload) parseFrontDoorPorts(value string, spec *corev1.PodSpec, at Pat
 	if len(value) > maxExtraPortsBytes {
 		return field.ErrorList{tooLong(p, len(value), maxExtraPortsBytes, instead)}
 	}
+	if strings.TrimSpace(value) == FrontDoorNone {
+		o.FrontDoorPorts = []int32{}
+		return nil
+	}
 	entries := strings.Fields(strings.ReplaceAll(value, ",", " "))
 	if len(entries) > maxExtraPorts {
 		return field.ErrorList{tooMany(p, len(entries), maxExtraPorts, instead)}
 	}
 	if len(entries) == 0 {
-		return field.ErrorList{field.Invalid(p, value, "lists no port: "+instead+", or remove the annotation to publish every port the shadow forwards")}
+		return field.ErrorList{field.Invalid(p, value, "lists no port: "+instead+", "+FrontDoorNone+" to publish none, or remove the annotation to publish every port the shadow forwards")}
 	}
 	tcp := tcpPorts(spec, o.ExtraPorts, at)
 	var errs field.ErrorList
