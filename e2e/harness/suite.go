@@ -88,6 +88,10 @@ func runSuite(m *testing.M, name, root string, grace time.Duration, site bool, u
 	opts := ServeOptions{Bin: s.Bin, Dir: s.Dir, GracePeriod: grace}
 	if site {
 		opts.Args = []string{"--max-rolling-shadows=" + strconv.Itoa(SiteMaxRollingShadows)}
+		// A site serves the Gateway API, as a front door of kind HTTPRoute needs.
+		if err := InstallGatewayAPI(ctx, s.Root, s.Kubectl); err != nil {
+			return fail(err)
+		}
 	}
 	if s.SG, err = Install(ctx, s.Root, s.Kubectl, s.CP, opts); err != nil {
 		return fail(err)

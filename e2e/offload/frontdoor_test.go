@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,8 @@ const (
 	frontDoorClass  = "traefik"
 	frontDoorIssuer = "e2e-front-door"
 	frontDoorDomain = "apps.site.test"
+	// frontDoorGateway is the Gateway of Traefik's GatewayClass in frontDoorNS (startGateway).
+	frontDoorGateway = "front-door"
 	// frontDoorPort is Traefik's HTTPS entry point on its pod.
 	frontDoorPort = 8443
 )
@@ -38,8 +41,80 @@ func TestTheFrontDoorServesTheNotebookOverHTTPS(t *testing.T) {
 	defer cancel()
 	ca := startCertManagerCA(ctx, t)
 	controller := startTraefik(ctx, t)
-	withFrontDoor(t)
+	withFrontDoor(t, fmt.Sprintf("IngressClusterIssuer: %s\nFrontDoor: {IngressClassName: %s, ControllerNamespace: %s}\n",
+		frontDoorIssuer, frontDoorClass, frontDoorNS))
 
+	s, host, served := reachThroughFrontDoor(t, ns, ca, controller)
+	if !slices.Equal(served.DNSNames, []string{host}) {
+		t.Errorf("the certificate served for %s names %v: want the shadow's own, for its host alone", host, served.DNSNames)
+	}
+	secret := kubectl(t, "", "get", "ingress", s.name, "-n", s.namespace, "-o", "jsonpath={.spec.tls[0].secretName}")
+	if issued := kubectl(t, "", "get", "certificate", secret, "-n", s.namespace, "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}"); issued != "True" {
+		t.Errorf("cert-manager's Certificate %s/%s is not Ready: %q", s.namespace, secret, issued)
+	}
+}
+
+// The same notebook behind a Gateway: the shadow's HTTPRoute attaches to the HTTPS listener of
+// a Gateway of Traefik's, which admits routes from shadow namespaces alone and serves the
+// wildcard certificate cert-manager issued for the domain. The URL is reported once the
+// Gateway has accepted the route. A namespace-only tenant allowed HTTPRoutes cannot attach one
+// for a host under the domain.
+func TestTheFrontDoorServesTheNotebookThroughAGateway(t *testing.T) {
+	const ns = "gateway-user"
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	ca := startCertManagerCA(ctx, t)
+	controller := startTraefik(ctx, t)
+	startGateway(t)
+	withFrontDoor(t, fmt.Sprintf("FrontDoor: {Kind: HTTPRoute, Gateway: {Name: %s, Namespace: %s, SectionName: https}}\n", frontDoorGateway, frontDoorNS))
+
+	s, host, served := reachThroughFrontDoor(t, ns, ca, controller)
+	if !slices.Equal(served.DNSNames, []string{"*." + frontDoorDomain}) {
+		t.Errorf("the certificate served for %s names %v: want the Gateway's wildcard", host, served.DNSNames)
+	}
+	route := kubectl(t, "", "get", "httproute", s.name+"-8888", "-n", s.namespace, "-o", "jsonpath={.spec.hostnames[0]}")
+	if route != host {
+		t.Errorf("the shadow's HTTPRoute is for %q, want %s", route, host)
+	}
+
+	const tenant = "gateway-tenant"
+	kubectl(t, fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: httproutes, namespace: %[1]s}
+rules: [{apiGroups: [gateway.networking.k8s.io], resources: [httproutes], verbs: [create]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: httproutes, namespace: %[1]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: httproutes}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: %[2]s}]
+`, ns, tenant), "apply", "-f", "-")
+	claim := func(hostname string) harness.Result {
+		return site.kubectl.Run(ctx, fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: mine, namespace: %s}
+spec:
+  parentRefs: [{name: %s, namespace: %s, sectionName: https}]
+  hostnames: [%q]
+  rules: [{backendRefs: [{name: web, port: 80}]}]
+`, ns, frontDoorGateway, frontDoorNS, hostname), "--as="+tenant, "create", "--dry-run=server", "-f", "-")
+	}
+	for _, h := range []string{host, "*.site.test"} {
+		if r := claim(h); r.Err == nil || !strings.Contains(r.Stderr, "ValidatingAdmissionPolicy 'shadowgate-front-door-hosts'") {
+			t.Errorf("the tenant's HTTPRoute for %s: %v\n%s", h, r.Err, r.Output())
+		}
+	}
+	if r := claim("web.tenant.example.net"); r.Err != nil {
+		t.Errorf("the tenant's HTTPRoute outside the domain was refused: %s", r.Output())
+	}
+}
+
+// reachThroughFrontDoor offloads a notebook into ns and fetches its page from this machine at
+// the URL its TunnelReady Event printed, over HTTPS through the controller's pod at
+// frontDoorPort, trusting ca alone; it returns the pod's shadow, the URL's host and the
+// certificate served for it, verified for the host.
+func reachThroughFrontDoor(t *testing.T, ns string, ca *x509.CertPool, controller string) (shadow, string, *x509.Certificate) {
+	t.Helper()
 	uid, s, _ := startOffloaded(t, ns, offloadedPod(ns, harness.HPCNode, nil))
 	waitForJob(t, uid, "RUNNING", 2*time.Minute)
 	s.readyPod(t, 3*time.Minute)
@@ -78,10 +153,7 @@ func TestTheFrontDoorServesTheNotebookOverHTTPS(t *testing.T) {
 		t.Errorf("the certificate served for %s is for %v, issued by %q (%v); want one for the host from %s CA",
 			host, served.DNSNames, served.Issuer.CommonName, err, frontDoorIssuer)
 	}
-	secret := kubectl(t, "", "get", "ingress", s.name, "-n", s.namespace, "-o", "jsonpath={.spec.tls[0].secretName}")
-	if issued := kubectl(t, "", "get", "certificate", secret, "-n", s.namespace, "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}"); issued != "True" {
-		t.Errorf("cert-manager's Certificate %s/%s is not Ready: %q", s.namespace, secret, issued)
-	}
+	return s, host, served
 }
 
 // startCertManagerCA runs cert-manager's controllers for the test with a ClusterIssuer,
@@ -130,8 +202,9 @@ spec: {ca: {secretName: %[1]s-ca}}
 }
 
 // startTraefik runs Traefik, built from its released module (hack/build-traefik.sh) into an
-// image of the node's registry, as a Deployment on the cluster node serving the Ingresses of
-// class frontDoorClass on frontDoorPort, and returns its pod's IP.
+// image of the node's registry, as a Deployment on the cluster node serving on frontDoorPort
+// the Ingresses of class frontDoorClass and the Gateways of its GatewayClass, and returns its
+// pod's IP.
 func startTraefik(ctx context.Context, t *testing.T) string {
 	t.Helper()
 	bin, err := harness.BuildTraefik(site.root, nil)
@@ -166,6 +239,15 @@ rules:
 - apiGroups: [networking.k8s.io]
   resources: [ingresses/status]
   verbs: [update]
+- apiGroups: [""]
+  resources: [namespaces, configmaps]
+  verbs: [get, list, watch]
+- apiGroups: [gateway.networking.k8s.io]
+  resources: [gatewayclasses, gateways, httproutes, grpcroutes, referencegrants, backendtlspolicies]
+  verbs: [get, list, watch]
+- apiGroups: [gateway.networking.k8s.io]
+  resources: [gatewayclasses/status, gateways/status, httproutes/status, grpcroutes/status, backendtlspolicies/status]
+  verbs: [update]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
@@ -199,6 +281,7 @@ spec:
         - --entrypoints.websecure.http.tls=true
         - --providers.kubernetesingress=true
         - --providers.kubernetesingress.ingressclass=%[2]s
+        - --providers.kubernetesgateway=true
         ports: [{containerPort: %[5]d}]
         readinessProbe: {tcpSocket: {port: %[5]d}, periodSeconds: 1}
         securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
@@ -213,20 +296,63 @@ spec:
 	return kubectl(t, "", "get", "pods", "-n", frontDoorNS, "-l", "app=traefik", "-o", "jsonpath={.items[0].status.podIP}")
 }
 
-// withFrontDoor opens the front door of the site's hpc node, through the Ingress class and
-// the ClusterIssuer above, until the test ends.
-func withFrontDoor(t *testing.T) {
+// startGateway makes Traefik's GatewayClass and Gateway frontDoorGateway: one HTTPS listener,
+// https, on frontDoorPort for *.frontDoorDomain, with a wildcard certificate cert-manager issues
+// from frontDoorIssuer, admitting routes from shadow namespaces alone; it waits until Traefik
+// has accepted the Gateway.
+func startGateway(t *testing.T) {
+	t.Helper()
+	kubectl(t, fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: e2e-traefik}
+spec: {controllerName: traefik.io/gateway-controller}
+---
+apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata: {name: wildcard, namespace: %[1]s}
+spec:
+  secretName: wildcard-tls
+  dnsNames: ["*.%[2]s"]
+  privateKey: {algorithm: ECDSA, size: 256}
+  issuerRef: {kind: ClusterIssuer, name: %[3]s}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: %[4]s, namespace: %[1]s}
+spec:
+  gatewayClassName: e2e-traefik
+  listeners:
+  - name: https
+    port: %[5]d
+    protocol: HTTPS
+    hostname: "*.%[2]s"
+    tls: {mode: Terminate, certificateRefs: [{name: wildcard-tls}]}
+    allowedRoutes:
+      namespaces:
+        from: Selector
+        selector: {matchExpressions: [{key: interlink.eu/shadow-namespace-for, operator: Exists}]}
+`, frontDoorNS, frontDoorDomain, frontDoorIssuer, frontDoorGateway, frontDoorPort), "apply", "-f", "-")
+	t.Cleanup(func() { kubectl(t, "", "delete", "gatewayclass", "e2e-traefik", "--ignore-not-found") })
+	kubectl(t, "", "wait", "--for=condition=Ready", "--timeout=2m", "-n", frontDoorNS, "certificate/wildcard")
+	kubectl(t, "", "wait", "--for=condition=Accepted", "--timeout=2m", "-n", frontDoorNS, "gateway/"+frontDoorGateway)
+}
+
+// withFrontDoor opens the front door of the site's hpc node under frontDoorDomain, with the
+// Network lines door adds, until the test ends.
+func withFrontDoor(t *testing.T, door string) {
 	t.Helper()
 	hpcBlock := "  " + harness.HPCNode + ":\n    Network:\n      EnableTunnel: true\n      ShadowMode: ssh\n"
 	if !strings.Contains(site.local.Policy, hpcBlock) {
 		t.Fatalf("the site's policy has no block %q", hpcBlock)
 	}
-	door := fmt.Sprintf("      WildcardDNS: %q\n      IngressClusterIssuer: %s\n      FrontDoor: {IngressClassName: %s, ControllerNamespace: %s}\n",
-		"*."+frontDoorDomain, frontDoorIssuer, frontDoorClass, frontDoorNS)
+	lines := fmt.Sprintf("      WildcardDNS: %q\n", "*."+frontDoorDomain)
+	for line := range strings.Lines(door) {
+		lines += "      " + line
+	}
 	t.Cleanup(func() {
 		kubectl(t, harness.PolicyConfigMap(site.local.Policy), "apply", "--server-side", "--force-conflicts", "--field-manager=e2e-install", "-f", "-")
 	})
-	kubectl(t, harness.PolicyConfigMap(strings.Replace(site.local.Policy, hpcBlock, hpcBlock+door, 1)),
+	kubectl(t, harness.PolicyConfigMap(strings.Replace(site.local.Policy, hpcBlock, hpcBlock+lines, 1)),
 		"apply", "--server-side", "--force-conflicts", "--field-manager=e2e-install", "-f", "-")
 	// The webhook judges by the policy it read last: it admits a pod that narrows the front
 	// door's ports only once the node has one.
