@@ -657,6 +657,12 @@ func TestTunnelReadyNamesTheURLOrThePortForward(t *testing.T) {
 			wantEvent: "Tunnel ready: open https://" + host + "/; port 8888 forwarded, in the cluster at notebook-user.user-shadow.svc",
 			wantURLs:  []string{"https://" + host + "/"},
 		},
+		"With ports narrowed by interlink.eu/front-door-ports, the Tunnel holds a URL for each port published, fewer than its ports.": {
+			objs: []client.Object{&corev1.Service{ObjectMeta: meta(reporterShadowNS, reporterShadow), Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 6006}, {Port: 8888}}}},
+				ingress(reporterShadowNS, host)},
+			wantEvent: "Tunnel ready: open https://" + host + "/; port 6006, 8888 forwarded",
+			wantURLs:  []string{"https://" + host + "/"},
+		},
 		"Without a front door, TunnelReady names the port-forward that reaches the Service.": {
 			objs:      []client.Object{service},
 			wantEvent: "Tunnel ready: connect to notebook-user.user-shadow.svc port 8888, forwarded; from your machine: kubectl port-forward -n user-shadow svc/notebook-user 8888",
