@@ -108,11 +108,14 @@ func (a *Applier) CopyCredential(ctx context.Context, c inject.Credential, dryRu
 // Secret of any other type, a service-account token above all.
 var copyableSecretTypes = []corev1.SecretType{corev1.SecretTypeOpaque, corev1.SecretTypeSSHAuth, corev1.SecretTypeTLS}
 
+// CopiedType says whether shadowgate copies a Secret of type t.
+func CopiedType(t corev1.SecretType) bool { return slices.Contains(copyableSecretTypes, t) }
+
 // uncopyableType refuses a source Secret (of credential c) of a type shadowgate does not copy,
 // saying what to do; nil for one it copies, and for a ConfigMap.
 func uncopyableType(src client.Object, c inject.Credential) error {
 	s, ok := src.(*corev1.Secret)
-	if !ok || slices.Contains(copyableSecretTypes, s.Type) {
+	if !ok || CopiedType(s.Type) {
 		return nil
 	}
 	return &apierrors.StatusError{ErrStatus: metav1.Status{

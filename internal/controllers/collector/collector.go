@@ -256,10 +256,10 @@ func (c *Collector) unusedCopies(ctx context.Context, lookIn map[string]bool, us
 
 // copyNames are the names ("Secret/<name>", "ConfigMap/<name>") a copy may have: those of the
 // credentials the policy names, of those shadows were seen using within copiesMemory, and of
-// the sources in the credentials namespace, so a copy is found after the policy stopped naming
-// it (a front door turned off, a TLSSecret renamed), across a restart too while its source is
-// kept. Whether an object of such a name is a copy to collect is its marks' to say, read only
-// where copies may be.
+// the sources in the credentials namespace (of Secrets, those of a type shadowgate copies), so
+// a copy is found after the policy stopped naming it (a front door turned off, a TLSSecret
+// renamed), across a restart too while its source is kept. Whether an object of such a name is
+// a copy to collect is its marks' to say, read only where copies may be.
 func (c *Collector) copyNames(ctx context.Context) (map[string]bool, error) {
 	names := map[string]bool{}
 	if pol := c.policies.Current(); pol != nil {
@@ -282,7 +282,9 @@ func (c *Collector) copyNames(ctx context.Context) (map[string]bool, error) {
 		}
 	}
 	for i := range secrets.Items {
-		names["Secret/"+secrets.Items[i].Name] = true
+		if applier.CopiedType(secrets.Items[i].Type) {
+			names["Secret/"+secrets.Items[i].Name] = true
+		}
 	}
 	for i := range configMaps.Items {
 		names["ConfigMap/"+configMaps.Items[i].Name] = true

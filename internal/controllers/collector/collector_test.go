@@ -201,6 +201,9 @@ func TestACopyThePolicyNoLongerNamesIsCollected(t *testing.T) {
 		"Without the source, and never seen in use, the name is not looked for.": {
 			copy: copyOf(true),
 		},
+		"A Secret of a type shadowgate does not copy, in the credentials namespace, names no copy.": {
+			copy: copyOf(true), sources: []client.Object{&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shadowgate-system"}, Type: "helm.sh/release.v1"}},
+		},
 	} {
 		t.Run(sentence, func(t *testing.T) {
 			col := New(nil, shadowtest.Client(c.copy).Build(), shadows.Identity{}, nil, shadowtest.FixedPolicy{Policy: pol},
