@@ -41,6 +41,9 @@ type Credential struct {
 	Kind      string // "Secret" or "ConfigMap"
 	Name      string
 	Namespace string // the shadow's namespace, where the copy goes
+	// TLS marks the front door's certificate (FrontDoor.TLSSecret), a kubernetes.io/tls
+	// Secret; a key or keytab is kept in an Opaque or kubernetes.io/ssh-auth one.
+	TLS bool
 }
 
 // buildShadow returns the shadow of an admitted pod (validate.Pod returned o and allowed the
@@ -156,7 +159,9 @@ func Credentials(network *policy.Network, namespace string) []Credential {
 	}
 	add("ConfigMap", sshPolicy.KnownHostsConfigMap)
 	if network.HasFrontDoor() && network.FrontDoor.Kind == policy.FrontDoorIngress && network.IngressTLS {
-		add("Secret", network.FrontDoor.TLSSecret)
+		if name := network.FrontDoor.TLSSecret; name != "" {
+			creds = append(creds, Credential{Kind: "Secret", Name: name, Namespace: namespace, TLS: true})
+		}
 	}
 	return creds
 }

@@ -83,7 +83,7 @@ func TestObjectsComeInApplyOrder(t *testing.T) {
 }
 
 // A shadow copies exactly the credentials it uses: what its Deployment mounts from the policy
-// and the TLS Secret its front door's Ingress names.
+// and the TLS Secret its front door's Ingress names, marked as the front door's certificate.
 func TestCredentialsToReplicate(t *testing.T) {
 	for _, c := range shadowCases(t) {
 		t.Run(c.name, func(t *testing.T) {
@@ -104,7 +104,7 @@ func TestCredentialsToReplicate(t *testing.T) {
 				// And the front door's wildcard certificate, which its Ingress names and no
 				// shadow pod mounts.
 				if s.Ingress != nil && c.policy.VirtualNodes["hpc-vk"].Network.FrontDoor.TLSSecret != "" {
-					want = append(want, Credential{Kind: "Secret", Name: s.Ingress.Spec.TLS[0].SecretName, Namespace: s.Ingress.Namespace})
+					want = append(want, Credential{Kind: "Secret", Name: s.Ingress.Spec.TLS[0].SecretName, Namespace: s.Ingress.Namespace, TLS: true})
 				}
 			}
 			if got := s.Credentials(); !slices.Equal(got, want) {

@@ -37,7 +37,7 @@ type CredentialRules struct {
 // validateReplication refuses, with WithoutReplication, a virtual node whose policy asks for
 // what this shadowgate may not do: copy its credentials into shadow namespaces.
 func (r CredentialRules) validateReplication(network *policy.Network, p *field.Path) field.ErrorList {
-	if !r.WithoutReplication || !network.SSHShadow() || !network.SSH.ReplicateCredentials {
+	if !r.WithoutReplication || !replicates(network) {
 		return nil
 	}
 	return field.ErrorList{field.Invalid(p.Child("SSH", "ReplicateCredentials"), true,
@@ -73,10 +73,16 @@ func (r CredentialRules) secretInPodNamespace(o *Offload, namespace string, at P
 	return nil
 }
 
+// replicates says whether shadows on this network have its credentials copied into their
+// namespace.
+func replicates(network *policy.Network) bool {
+	return network.SSHShadow() && network.SSH.ReplicateCredentials
+}
+
 // copiedSecret is the login's key or keytab a shadow on this network has copied into its
 // namespace, or "".
 func copiedSecret(network *policy.Network) string {
-	if !network.SSHShadow() || !network.SSH.ReplicateCredentials {
+	if !replicates(network) {
 		return ""
 	}
 	return network.SSH.CredentialSecret()
@@ -85,7 +91,7 @@ func copiedSecret(network *policy.Network) string {
 // copiedWildcard is the front door's wildcard certificate a shadow on this network has copied
 // into its namespace, or "".
 func copiedWildcard(network *policy.Network) string {
-	if !network.SSHShadow() || !network.SSH.ReplicateCredentials || !network.HasFrontDoor() {
+	if !replicates(network) || !network.HasFrontDoor() {
 		return ""
 	}
 	return network.FrontDoor.TLSSecret

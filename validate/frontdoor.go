@@ -83,6 +83,37 @@ func validateFrontDoor(n *policy.Network, p *field.Path) field.ErrorList {
 	return errs
 }
 
+// frontDoorWithoutPorts refuses the front door's keys on a node whose shadows forward no port
+// for it to publish, one without EnableTunnel, rather than accept them to no effect; and, on a
+// wstunnel node, FrontDoor, shadowgate's own key, as interLink's virtual kubelet publishes its
+// wstunnel from WildcardDNS, IngressTLS and IngressClusterIssuer alone.
+func frontDoorWithoutPorts(n *policy.Network, p *field.Path) field.ErrorList {
+	fdSet := n.FrontDoor != policy.Defaults().Network.FrontDoor
+	if n.EnableTunnel {
+		if !fdSet {
+			return nil
+		}
+		return field.ErrorList{field.Invalid(p.Child("FrontDoor"), "a mapping",
+			"configures shadowgate's front door of SSH shadows, but this node's ShadowMode is wstunnel, whose tunnel interLink's virtual kubelet publishes from WildcardDNS itself: "+
+				"set ShadowMode: ssh, or remove FrontDoor")}
+	}
+	const why = ", but EnableTunnel is false, so the node's shadows forward no port for a front door to publish: set EnableTunnel: true, or remove "
+	var errs field.ErrorList
+	if n.WildcardDNS != "" {
+		errs = append(errs, field.Invalid(p.Child("WildcardDNS"), n.WildcardDNS, "names the domain the front door publishes ports in"+why+"WildcardDNS"))
+	}
+	if n.IngressClusterIssuer != "" {
+		errs = append(errs, field.Invalid(p.Child("IngressClusterIssuer"), n.IngressClusterIssuer, "issues the front door's certificates"+why+"IngressClusterIssuer"))
+	}
+	if fdSet {
+		errs = append(errs, field.Invalid(p.Child("FrontDoor"), "a mapping", "configures the front door"+why+"FrontDoor"))
+	}
+	if !n.IngressTLS {
+		errs = append(errs, field.Invalid(p.Child("IngressTLS"), false, "turns the front door's TLS off"+why+"IngressTLS"))
+	}
+	return errs
+}
+
 // validateWildcardDNS refuses a WildcardDNS in which no host can be made: it must be a
 // lower-case DNS domain of at least two labels, not an address, written bare or as *.<domain>,
 // short enough for a label in front of it.

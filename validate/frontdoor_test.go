@@ -120,6 +120,49 @@ func TestFrontDoorPolicy(t *testing.T) {
 	}
 }
 
+// The front door's keys on a node whose shadows forward no port (EnableTunnel false) are
+// refused, naming each key, rather than accepted to no effect; on a wstunnel node with the
+// tunnel, WildcardDNS, IngressTLS and IngressClusterIssuer are the virtual kubelet's own, and
+// only FrontDoor, shadowgate's, is refused.
+func TestFrontDoorKeysWithoutForwardedPorts(t *testing.T) {
+	const ssh = "ShadowMode: ssh\nSSH:\n  LoginHost: login.hpc.example.org\n  User: alice\n  KeySecret: hpc-ssh-key\n"
+	frontDoor := network.Child("FrontDoor")
+	for sentence, c := range map[string]struct {
+		lines string
+		want  []vt.Err
+	}{
+		"An SSH node without EnableTunnel and without front-door keys is valid.": {
+			lines: "EnableTunnel: false\n" + ssh},
+		"An SSH node without EnableTunnel refuses every front-door key it sets.": {
+			lines: "EnableTunnel: false\n" + ssh + "WildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nIngressTLS: false\nFrontDoor: {ControllerNamespace: ingress-nginx}\n",
+			want: []vt.Err{
+				{Type: field.ErrorTypeInvalid, Field: network.Child("WildcardDNS").String(), Value: "apps.example.org"},
+				{Type: field.ErrorTypeInvalid, Field: network.Child("IngressClusterIssuer").String(), Value: "letsencrypt"},
+				{Type: field.ErrorTypeInvalid, Field: frontDoor.String(), Value: "a mapping"},
+				{Type: field.ErrorTypeInvalid, Field: network.Child("IngressTLS").String(), Value: false},
+			}},
+		"An SSH node without EnableTunnel refuses a complete front door, naming WildcardDNS.": {
+			lines: "EnableTunnel: false\n" + ssh + "WildcardDNS: apps.example.org\nFrontDoor: {TLSSecret: apps-wildcard-tls, ControllerNamespace: ingress-nginx}\n",
+			want: []vt.Err{
+				{Type: field.ErrorTypeInvalid, Field: network.Child("WildcardDNS").String(), Value: "apps.example.org"},
+				{Type: field.ErrorTypeInvalid, Field: frontDoor.String(), Value: "a mapping"},
+			}},
+		"A wstunnel node without EnableTunnel refuses WildcardDNS.": {
+			lines: "EnableTunnel: false\nShadowMode: wstunnel\nWildcardDNS: apps.example.org\n",
+			want:  []vt.Err{{Type: field.ErrorTypeInvalid, Field: network.Child("WildcardDNS").String(), Value: "apps.example.org"}}},
+		"A wstunnel node with the tunnel keeps the virtual kubelet's ingress keys.": {
+			lines: "EnableTunnel: true\nShadowMode: wstunnel\nWildcardDNS: apps.example.org\nIngressClusterIssuer: letsencrypt\nIngressTLS: false\n"},
+		"A wstunnel node with the tunnel refuses FrontDoor, shadowgate's key.": {
+			lines: "EnableTunnel: true\nShadowMode: wstunnel\nWildcardDNS: apps.example.org\nFrontDoor: {ControllerNamespace: ingress-nginx}\n",
+			want:  []vt.Err{{Type: field.ErrorTypeInvalid, Field: frontDoor.String(), Value: "a mapping"}}},
+	} {
+		t.Run(sentence, func(t *testing.T) {
+			_, errs := validate.ParsePolicy([]byte(node(c.lines)), validate.CredentialRules{})
+			vt.Expect(t, errs, c.want)
+		})
+	}
+}
+
 // A pod chooses which of its ports the front door publishes, only among the TCP ports it
 // declares, and only on a node that has a front door.
 func TestFrontDoorPortsOfAPod(t *testing.T) {

@@ -160,6 +160,7 @@ func validateNetwork(n *policy.Network, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	switch n.ShadowMode {
 	case policy.ShadowModeWstunnel:
+		errs = append(errs, frontDoorWithoutPorts(n, p)...)
 	case policy.ShadowModeSSH:
 		if n.FullMesh {
 			errs = append(errs, field.Invalid(p.Child("FullMesh"), true,
@@ -167,7 +168,11 @@ func validateNetwork(n *policy.Network, p *field.Path) field.ErrorList {
 					"which is what the SSH shadow exists to avoid; set FullMesh: false and use the reverse tunnel (SSH.Reverse) for pod-to-cluster traffic, or use ShadowMode: wstunnel"))
 		}
 		errs = append(errs, validateSSH(&n.SSH, p.Child("SSH"))...)
-		errs = append(errs, validateFrontDoor(n, p)...)
+		if n.EnableTunnel {
+			errs = append(errs, validateFrontDoor(n, p)...)
+		} else {
+			errs = append(errs, frontDoorWithoutPorts(n, p)...)
+		}
 	default:
 		errs = append(errs, field.NotSupported(p.Child("ShadowMode"), n.ShadowMode, []string{policy.ShadowModeWstunnel, policy.ShadowModeSSH}))
 	}

@@ -123,9 +123,11 @@ type TunnelStatus struct {
 	// +listType=atomic
 	// +optional
 	Ports []int32 `json:"ports,omitempty"`
-	// URLs are where the front door publishes the ports outside the cluster, one per port in
-	// the order of Ports: https://<host>/, or http://<host>/ where the policy allows plain
-	// HTTP. Empty without a front door.
+	// URLs are where the front door publishes ports outside the cluster, one per port it
+	// publishes, in the order of Ports: every port of Ports, or only those the pod's
+	// annotation interlink.eu/front-door-ports names, so there may be fewer URLs than Ports.
+	// Each is https://<host>/, or http://<host>/ where the policy allows plain HTTP. Empty
+	// without a front door.
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=264

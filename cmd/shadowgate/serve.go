@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -153,7 +155,7 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 		return &exitError{code: exitServeFailed, msg: err.Error()}
 	}
 	if !gatewayAPI {
-		logger.Info("the API server serves no Gateway API HTTPRoutes: a front door of kind HTTPRoute cannot be applied, and its shadows are refused; restart shadowgate once the Gateway API is installed")
+		logger.Info("the API server serves no Gateway API HTTPRoutes: a front door of kind HTTPRoute cannot be applied, and its shadows are refused; serve restarts itself within a minute of the Gateway API being installed")
 	}
 	mgrOpts := o.managerOptions(namespace, webhookServer, logger, gatewayAPI)
 	webhooks := serving.NewDrainingServer(mgrOpts.WebhookServer)
@@ -186,7 +188,12 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 	}
 	signalled, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ctx := serving.DrainThenStop(signalled, stop, webhooks, o.shutdownDelay, logger)
+	restarting, restart := context.WithCancelCause(signalled)
+	defer restart(nil)
+	ctx := serving.DrainThenStop(restarting, stop, webhooks, o.shutdownDelay, logger)
+	if err := mgr.Add(&gatewayAPIWatch{discover: discover, served: gatewayAPI, period: gatewayAPIPoll, restart: restart, log: logger.WithName("gateway-api")}); err != nil {
+		return &exitError{code: exitServeFailed, msg: err.Error()}
+	}
 	opts := setupOptions{
 		Policy:                validate.PolicyRef{Namespace: namespace, Name: o.policyConfigMap},
 		FrontDoorDomains:      types.NamespacedName{Namespace: namespace, Name: o.frontDoorDomains},
@@ -207,6 +214,9 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 	waitForCleanups()
 	if err != nil {
 		return &exitError{code: exitServeFailed, msg: err.Error()}
+	}
+	if cause := context.Cause(restarting); errors.Is(cause, errGatewayAPIChanged) {
+		return &exitError{code: exitServeFailed, msg: cause.Error()}
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -96,7 +97,11 @@ func setup(ctx context.Context, mgr manager.Manager, opts setupOptions, metrics 
 	if err := webhook.Setup(ctx, mgr, admission, store, namespaces, shadowApplier, recorder, metrics, decisions); err != nil {
 		return nil, err
 	}
-	shadowCollector := collector.New(mgr.GetClient(), mgr.GetAPIReader(), identity, mgr.GetClient(), store, opts.Policy.Namespace, opts.ShadowGracePeriod, metrics)
+	var sourceCache client.Reader
+	if sources != nil {
+		sourceCache = sources.Cache()
+	}
+	shadowCollector := collector.New(mgr.GetClient(), mgr.GetAPIReader(), identity, mgr.GetClient(), store, opts.Policy.Namespace, sourceCache, opts.ShadowGracePeriod, metrics)
 	domains := frontdoordomains.New(cs, opts.FrontDoorDomains, store, mgr.GetLogger().WithName("front-door-domains"))
 	for _, r := range []manager.Runnable{store, shadowCollector, domains} {
 		if err := mgr.Add(r); err != nil {

@@ -53,7 +53,7 @@ func (a *Applier) CopyCredential(ctx context.Context, c inject.Credential, dryRu
 		}
 		return 0, fmt.Errorf("reading %s %s/%s: %w", c.Kind, a.credentialsNamespace, c.Name, err)
 	}
-	if err := uncopyableType(src); err != nil {
+	if err := uncopyableType(src, c); err != nil {
 		return CopyStuck, err
 	}
 	from := a.credentialsNamespace + "/" + c.Name
@@ -108,11 +108,14 @@ func (a *Applier) CopyCredential(ctx context.Context, c inject.Credential, dryRu
 // Secret of any other type, a service-account token above all.
 var copyableSecretTypes = []corev1.SecretType{corev1.SecretTypeOpaque, corev1.SecretTypeSSHAuth, corev1.SecretTypeTLS}
 
-// uncopyableType refuses a source Secret of a type shadowgate does not copy, saying what to do;
-// nil for one it copies, and for a ConfigMap.
-func uncopyableType(src client.Object) error {
+// CopiedType says whether shadowgate copies a Secret of type t.
+func CopiedType(t corev1.SecretType) bool { return slices.Contains(copyableSecretTypes, t) }
+
+// uncopyableType refuses a source Secret (of credential c) of a type shadowgate does not copy,
+// saying what to do; nil for one it copies, and for a ConfigMap.
+func uncopyableType(src client.Object, c inject.Credential) error {
 	s, ok := src.(*corev1.Secret)
-	if !ok || slices.Contains(copyableSecretTypes, s.Type) {
+	if !ok || CopiedType(s.Type) {
 		return nil
 	}
 	return &apierrors.StatusError{ErrStatus: metav1.Status{
@@ -121,8 +124,8 @@ func uncopyableType(src client.Object) error {
 		Reason:  metav1.StatusReasonForbidden,
 		Details: &metav1.StatusDetails{Kind: "secrets", Name: s.Name},
 		Message: fmt.Sprintf("secret %s/%s is of type %q, and shadowgate copies only Secrets of type %s or %s, the types a key or keytab is kept in, or %s, a front door's certificate: "+
-			"ask the cluster admin to create it again as one of those (kubectl create secret generic %s -n %s --from-file=<key>=<file>)",
-			s.Namespace, s.Name, s.Type, copyableSecretTypes[0], copyableSecretTypes[1], copyableSecretTypes[2], s.Name, s.Namespace),
+			"ask the cluster admin to create it again as one of those (%s)",
+			s.Namespace, s.Name, s.Type, copyableSecretTypes[0], copyableSecretTypes[1], copyableSecretTypes[2], createCommand(c, s.Namespace)),
 	}}
 }
 
@@ -135,9 +138,22 @@ func missingSource(c inject.Credential, namespace string) error {
 		Code:    http.StatusNotFound,
 		Reason:  metav1.StatusReasonNotFound,
 		Details: &metav1.StatusDetails{Kind: resource, Name: c.Name},
-		Message: fmt.Sprintf("%s %s/%s not found: the policy names it for this virtual node and shadowgate copies it from its own namespace into the shadow's; ask the cluster admin to create it",
-			strings.ToLower(c.Kind), namespace, c.Name),
+		Message: fmt.Sprintf("%s %s/%s not found: the policy names it for this virtual node and shadowgate copies it from its own namespace into the shadow's; ask the cluster admin to create it (%s)",
+			strings.ToLower(c.Kind), namespace, c.Name, createCommand(c, namespace)),
 	}}
+}
+
+// createCommand is the kubectl command that creates credential c's source in namespace: a
+// kubernetes.io/tls Secret for the front door's certificate, else a generic Secret or a
+// ConfigMap from files.
+func createCommand(c inject.Credential, namespace string) string {
+	switch {
+	case c.TLS:
+		return fmt.Sprintf("kubectl create secret tls %s -n %s --cert=<certificate file> --key=<key file>", c.Name, namespace)
+	case c.Kind == "Secret":
+		return fmt.Sprintf("kubectl create secret generic %s -n %s --from-file=<key>=<file>", c.Name, namespace)
+	}
+	return fmt.Sprintf("kubectl create configmap %s -n %s --from-file=<key>=<file>", c.Name, namespace)
 }
 
 // CopyAction is what replicate does about the copy in the shadow's namespace.

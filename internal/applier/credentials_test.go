@@ -112,6 +112,49 @@ func TestMissingSourceIsAProperNotFound(t *testing.T) {
 	}
 }
 
+// A missing or uncopyable source is to be created again with the kubectl command for what it
+// is: the front door's certificate a kubernetes.io/tls Secret, a key or keytab a generic one.
+func TestTheRemedyCreatesTheRightKindOfSource(t *testing.T) {
+	token := func(name string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shadowgate-system", Name: name}, Type: corev1.SecretTypeServiceAccountToken}
+	}
+	for sentence, c := range map[string]struct {
+		cred inject.Credential
+		src  *corev1.Secret
+		want string
+	}{
+		"The front door's certificate, missing, is created as a TLS Secret.": {
+			cred: inject.Credential{Kind: "Secret", Name: "apps-wildcard-tls", Namespace: "user-shadow", TLS: true},
+			want: "kubectl create secret tls apps-wildcard-tls -n shadowgate-system --cert=<certificate file> --key=<key file>",
+		},
+		"The front door's certificate, of another type, is created again as a TLS Secret.": {
+			cred: inject.Credential{Kind: "Secret", Name: "apps-wildcard-tls", Namespace: "user-shadow", TLS: true}, src: token("apps-wildcard-tls"),
+			want: "kubectl create secret tls apps-wildcard-tls -n shadowgate-system --cert=<certificate file> --key=<key file>",
+		},
+		"The site's key, missing, is created as a generic Secret.": {
+			cred: inject.Credential{Kind: "Secret", Name: "hpc-ssh-key", Namespace: "user-shadow"},
+			want: "kubectl create secret generic hpc-ssh-key -n shadowgate-system --from-file=<key>=<file>",
+		},
+		"The known hosts, missing, are created as a ConfigMap.": {
+			cred: inject.Credential{Kind: "ConfigMap", Name: "hpc-known-hosts", Namespace: "user-shadow"},
+			want: "kubectl create configmap hpc-known-hosts -n shadowgate-system --from-file=<key>=<file>",
+		},
+	} {
+		t.Run(sentence, func(t *testing.T) {
+			b := fake.NewClientBuilder()
+			if c.src != nil {
+				b = b.WithObjects(c.src)
+			}
+			api := b.Build()
+			a := &Applier{client: api, reader: api, credentialsNamespace: "shadowgate-system"}
+			_, err := a.CopyCredential(t.Context(), c.cred, false, true)
+			if err == nil || !strings.Contains(err.Error(), "("+c.want+")") {
+				t.Errorf("error %v, want one saying (%s)", err, c.want)
+			}
+		})
+	}
+}
+
 // A source Secret of a type no key, keytab or front-door certificate is kept in is not copied: the copy is refused,
 // naming the Secret, its type and what to do, before anything is read in the shadow's namespace.
 func TestASourceOfAnotherTypeIsNotCopied(t *testing.T) {

@@ -287,6 +287,34 @@ func WaitsForNode(pod *corev1.Pod) bool {
 	return cs != nil && cs.State.Running != nil && statusOf(pod.Status.InitContainerStatuses, waitReason) != nil
 }
 
+// WaitReasonMark is the wait-reason sidecar's status as a comparable mark, and whether the
+// sidecar is ready; "" without one. Its probe fails, turning it not ready, once per change of
+// what Slurm says (wait-reason.sh): while its mark stays the same and it is ready, its Events
+// hold nothing new.
+func WaitReasonMark(pod *corev1.Pod) (mark string, ready bool) {
+	cs := statusOf(pod.Status.InitContainerStatuses, waitReason)
+	if cs == nil {
+		return "", false
+	}
+	var started time.Time
+	if cs.State.Running != nil {
+		started = cs.State.Running.StartedAt.Time
+	}
+	return fmt.Sprintf("%s %d %t %s", cs.ContainerID, cs.RestartCount, cs.Ready, started.UTC().Format(time.RFC3339Nano)), cs.Ready
+}
+
+// WaitReasonEvents are those of events the wait-reason sidecar's probe recorded, all Observe
+// reads of a shadow pod waiting for its compute node.
+func WaitReasonEvents(events []corev1.Event) []corev1.Event {
+	var out []corev1.Event
+	for i := range events {
+		if events[i].InvolvedObject.FieldPath == "spec.initContainers{"+waitReason+"}" {
+			out = append(out, events[i])
+		}
+	}
+	return out
+}
+
 // WaitsForVolumes says whether the shadow pod's containers wait to be created, which is
 // where a missing Secret or ConfigMap leaves a pod: then the caller looks its credentials up.
 func WaitsForVolumes(pod *corev1.Pod) bool {

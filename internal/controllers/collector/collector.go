@@ -34,7 +34,8 @@ type Collector struct {
 	identity             shadows.Identity
 	writer               client.Client
 	policies             policystore.Policies
-	credentialsNamespace string // where the sources are: never collected
+	credentialsNamespace string        // where the sources are: never collected
+	sources              client.Reader // the credentials namespace's Secrets and ConfigMaps; nil without replication
 	period               time.Duration
 	metrics              *metrics.Metrics
 
@@ -44,13 +45,17 @@ type Collector struct {
 	// the copies a shadow mounted in a pod namespace (credentials in pod namespaces) are looked
 	// for there after the shadow has gone.
 	held map[string]time.Time
+	// seen remembers, for copiesMemory, the credentials ("Secret/<name>") shadow objects were
+	// last seen using: their copies are looked for after the policy stopped naming them.
+	seen map[string]time.Time
 }
 
 // New is the collector of what shadows of credentialsNamespace's credentials leave, sweeping
-// every period: cache is the manager's, reader uncached, writer deletes.
-func New(cache, reader client.Reader, identity shadows.Identity, writer client.Client, policies policystore.Policies, credentialsNamespace string, period time.Duration, metrics *metrics.Metrics) *Collector {
+// every period: cache is the manager's, reader uncached, writer deletes, sources the cache of
+// credentialsNamespace's Secrets and ConfigMaps (nil without replication).
+func New(cache, reader client.Reader, identity shadows.Identity, writer client.Client, policies policystore.Policies, credentialsNamespace string, sources client.Reader, period time.Duration, metrics *metrics.Metrics) *Collector {
 	return &Collector{cache: cache, reader: reader, identity: identity, writer: writer, policies: policies, credentialsNamespace: credentialsNamespace,
-		period: period, metrics: metrics, unused: map[collectKey]objectVersion{}, held: map[string]time.Time{}}
+		sources: sources, period: period, metrics: metrics, unused: map[collectKey]objectVersion{}, held: map[string]time.Time{}, seen: map[string]time.Time{}}
 }
 
 var (
@@ -81,6 +86,8 @@ const (
 	copiesMemory = time.Hour
 	// maxHeldNamespaces bounds held; past it the oldest are forgotten first.
 	maxHeldNamespaces = 4096
+	// maxSeenCredentials bounds seen; past it the oldest are forgotten first.
+	maxSeenCredentials = 256
 )
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: one replica sweeps.
@@ -120,6 +127,7 @@ func (c *Collector) sweep(ctx context.Context) error {
 		}
 	}
 	forgetOldest(c.held, now.Add(-copiesMemory), maxHeldNamespaces)
+	c.rememberUses(uses, now)
 	namespaces := &metav1.PartialObjectMetadataList{TypeMeta: policystore.NamespaceMeta}
 	if err := c.cache.List(ctx, namespaces, client.MatchingLabels{inject.LabelCreatedByShadowgate: "true"}, client.HasLabels{inject.LabelShadowNamespaceFor}); err != nil {
 		return err
@@ -204,20 +212,24 @@ func (c *Collector) shadowUses(ctx context.Context) (shadowMounts, error) {
 	return uses, nil
 }
 
-// unusedCopies reads, in each namespace of lookIn, the copies the policy's credentials would
-// have there that no cached shadow Deployment mounts, and keeps those shadowgate created, a
-// period ago or more. There is no list of Secrets: shadowgate may not list them, so each is
-// one metadata read, a namespace's few credential names at most.
-func (c *Collector) unusedCopies(ctx context.Context, lookIn map[string]bool, uses shadowMounts, now time.Time) (map[collectKey]objectVersion, error) {
-	pol := c.policies.Current()
-	if pol == nil {
-		return nil, nil
-	}
-	names := map[string]bool{}
-	for _, node := range pol.VirtualNodes {
-		for _, cred := range inject.Credentials(&node.Network, "") {
-			names[cred.Kind+"/"+cred.Name] = true
+// rememberUses keeps in seen the credentials uses names, seen at now.
+func (c *Collector) rememberUses(uses shadowMounts, now time.Time) {
+	for _, mounts := range uses {
+		for m := range mounts {
+			c.seen[m] = now
 		}
+	}
+	forgetOldest(c.seen, now.Add(-copiesMemory), maxSeenCredentials)
+}
+
+// unusedCopies reads, in each namespace of lookIn, the copies under copyNames that no cached
+// shadow object uses, and keeps those shadowgate created (createdCopy), a period ago or more.
+// There is no list of Secrets: shadowgate may not list them, so each is one metadata read, a
+// namespace's few credential names at most.
+func (c *Collector) unusedCopies(ctx context.Context, lookIn map[string]bool, uses shadowMounts, now time.Time) (map[collectKey]objectVersion, error) {
+	names, err := c.copyNames(ctx)
+	if err != nil {
+		return nil, err
 	}
 	out := map[collectKey]objectVersion{}
 	for ns := range lookIn {
@@ -240,6 +252,44 @@ func (c *Collector) unusedCopies(ctx context.Context, lookIn map[string]bool, us
 		}
 	}
 	return out, nil
+}
+
+// copyNames are the names ("Secret/<name>", "ConfigMap/<name>") a copy may have: those of the
+// credentials the policy names, of those shadows were seen using within copiesMemory, and of
+// the sources in the credentials namespace (of Secrets, those of a type shadowgate copies), so
+// a copy is found after the policy stopped naming it (a front door turned off, a TLSSecret
+// renamed), across a restart too while its source is kept. Whether an object of such a name is
+// a copy to collect is its marks' to say, read only where copies may be.
+func (c *Collector) copyNames(ctx context.Context) (map[string]bool, error) {
+	names := map[string]bool{}
+	if pol := c.policies.Current(); pol != nil {
+		for _, node := range pol.VirtualNodes {
+			for _, cred := range inject.Credentials(&node.Network, "") {
+				names[cred.Kind+"/"+cred.Name] = true
+			}
+		}
+	}
+	for m := range c.seen {
+		names[m] = true
+	}
+	if c.sources == nil {
+		return names, nil
+	}
+	secrets, configMaps := &corev1.SecretList{}, &corev1.ConfigMapList{}
+	for _, list := range []client.ObjectList{secrets, configMaps} {
+		if err := c.sources.List(ctx, list, client.InNamespace(c.credentialsNamespace)); err != nil {
+			return nil, fmt.Errorf("listing the credential sources in %s: %w", c.credentialsNamespace, err)
+		}
+	}
+	for i := range secrets.Items {
+		if applier.CopiedType(secrets.Items[i].Type) {
+			names["Secret/"+secrets.Items[i].Name] = true
+		}
+	}
+	for i := range configMaps.Items {
+		names["ConfigMap/"+configMaps.Items[i].Name] = true
+	}
+	return names, nil
 }
 
 // unusedScripts are the scripts ConfigMaps of items (read from the API server) that no cached

@@ -14,6 +14,7 @@ import (
 	"github.com/interlink-hq/shadowgate/internal/shadows"
 	"github.com/interlink-hq/shadowgate/internal/shadowtest"
 	"github.com/interlink-hq/shadowgate/validate"
+	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
 func TestOnlyWhatTwoSweepsFoundUnusedIsCollected(t *testing.T) {
@@ -157,5 +158,66 @@ func TestATLSCopyIsUsedWhileAShadowIngressNamesIt(t *testing.T) {
 	used := shadows.UsedCredentials(ingress(true))
 	if !slices.Equal(used, []string{"Secret/apps-wildcard-tls"}) {
 		t.Errorf("UsedCredentials of the Ingress = %v, want its TLS Secret", used)
+	}
+}
+
+// A copy shadowgate made is found and collected once no shadow uses it, also after the policy
+// stopped naming it (the front door turned off, its TLSSecret renamed): under the names shadows
+// were seen using, and those of the sources in the credentials namespace. What decides is the
+// copy's marks, read in a shadow namespace only a shadowgate writes copies into.
+func TestACopyThePolicyNoLongerNamesIsCollected(t *testing.T) {
+	const ns, name = "user-shadow", "apps-wildcard-tls"
+	key := collectKey{kind: "Secret", namespace: ns, name: name}
+	copyOf := func(created bool) *corev1.Secret {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+			Annotations:       map[string]string{validate.AnnotationReplicatedFrom: "shadowgate-system/" + name},
+			CreationTimestamp: metav1.NewTime(time.Now().Add(-time.Hour))}, Type: corev1.SecretTypeTLS}
+		if created {
+			s.Labels = map[string]string{inject.LabelCreatedByShadowgate: "true"}
+		}
+		return s
+	}
+	source := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shadowgate-system"}, Type: corev1.SecretTypeTLS}
+	// The front door is off: the policy names neither WildcardDNS nor TLSSecret.
+	node := policy.Defaults()
+	node.Network.EnableTunnel, node.Network.ShadowMode = true, policy.ShadowModeSSH
+	node.Network.SSH.ReplicateCredentials = true
+	pol := &policy.Policy{VirtualNodes: map[string]policy.VirtualNode{"hpc-vk": node}}
+	for sentence, c := range map[string]struct {
+		copy       *corev1.Secret
+		sources    []client.Object
+		seenInUse  bool
+		wantUnused bool
+	}{
+		"A copy whose source is kept in the credentials namespace is unused.": {
+			copy: copyOf(true), sources: []client.Object{source}, wantUnused: true,
+		},
+		"A copy a shadow was seen using is unused once none uses it.": {
+			copy: copyOf(true), seenInUse: true, wantUnused: true,
+		},
+		"A Secret of that name shadowgate did not create (adopted) stays.": {
+			copy: copyOf(false), sources: []client.Object{source}, seenInUse: true,
+		},
+		"Without the source, and never seen in use, the name is not looked for.": {
+			copy: copyOf(true),
+		},
+		"A Secret of a type shadowgate does not copy, in the credentials namespace, names no copy.": {
+			copy: copyOf(true), sources: []client.Object{&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shadowgate-system"}, Type: "helm.sh/release.v1"}},
+		},
+	} {
+		t.Run(sentence, func(t *testing.T) {
+			col := New(nil, shadowtest.Client(c.copy).Build(), shadows.Identity{}, nil, shadowtest.FixedPolicy{Policy: pol},
+				"shadowgate-system", shadowtest.Client(c.sources...).Build(), time.Minute, nil)
+			if c.seenInUse {
+				col.rememberUses(shadowMounts{ns: {"Secret/" + name: true}}, time.Now().Add(-time.Minute))
+			}
+			unused, err := col.unusedCopies(t.Context(), map[string]bool{ns: true}, shadowMounts{}, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, found := unused[key]; found != c.wantUnused {
+				t.Errorf("unused = %v, want %s unused: %v", unused, key, c.wantUnused)
+			}
+		})
 	}
 }

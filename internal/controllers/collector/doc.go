@@ -11,7 +11,9 @@
 // again, so their pods can start. Copies are looked for only where identity says copies may be
 // (holdsCopies): shadow namespaces, and pod namespaces with shadows beside their pods when the
 // rules allow copies there; a namespace holding objects that merely carry shadowgate's labels
-// is not looked in.
+// is not looked in. Copies are looked for by name (shadowgate may not list Secrets): the
+// policy's credentials, those shadows were seen using within copiesMemory, and the sources in
+// the credentials namespace, so one the policy stopped naming goes too.
 //
 // It sweeps every period on the leader. Something is deleted only when two sweeps in a row
 // found it unused: a shadow being applied (its namespace and copies first, its Deployment
@@ -20,7 +22,8 @@
 // copy, its resourceVersion), so an object recreated or changed meanwhile stays.
 //
 // It watches nothing: it lists, from the manager's cache, the namespaces (metadata) and shadow
-// objects, and reads scripts ConfigMaps and credential copies from the API server. It writes
+// objects, the credential sources from the credentials namespace's cache, and reads scripts
+// ConfigMaps and credential copies from the API server. It writes
 // deletes of what it collects, and applies of scripts ConfigMaps gone missing. Its identity
 // rule is internal/shadows': copies are looked for only where Identity.HoldsCopies says copies
 // may be.

@@ -8,7 +8,8 @@
 //
 // It watches offloaded pods and the shadow pods of their shadows, queued by offloaded pod, and
 // reads the shadow's Deployment, Service and node ConfigMap from the manager's cache and the
-// shadow pod's Events from the API server. Its identity rule is internal/shadows': it reads
+// shadow pod's Events from the API server; of a shadow pod waiting for its compute node, only
+// once its wait-reason sidecar's status says there can be a new one (waitEvents). Its identity rule is internal/shadows': it reads
 // only the objects Identity.Objects gives for the pod, and only the shadow pods their
 // Deployment's own ReplicaSets own (shadows.Pods); a look-alike elsewhere never reaches an
 // Event or a Tunnel. A Tunnel is the pod's by its namespace, name and owner (Tunnel.IsFor).

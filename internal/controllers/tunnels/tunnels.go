@@ -55,6 +55,10 @@ const tunnelFieldManager = "shadowgate-tunnel-state"
 // that keeps failing for a new reason changes no pod status, only its Events.
 const tunnelResync = 10 * time.Second
 
+// waitEventsRefresh is how long the wait-reason sidecar's Events last read stand for a shadow
+// pod waiting for its compute node whose sidecar is ready and unchanged.
+const waitEventsRefresh = 5 * time.Minute
+
 // maxShadowEvents bounds the Events read for one shadow pod: the kubelet's correlator folds
 // repeats of a probe failure into one Event, so a pod has few.
 const maxShadowEvents = 200
@@ -76,6 +80,18 @@ type TunnelReporter struct {
 	// cache may not hold the Tunnel's new status yet when the next change comes, and reading
 	// the one before would record its Event again.
 	written map[types.NamespacedName]writtenState
+	// waited is, for each pod whose shadow pod waits for its compute node, what was last read
+	// of the wait-reason sidecar's Events (waitEvents).
+	waited map[types.NamespacedName]waitRead
+}
+
+// waitRead is what was last read of a shadow pod's wait-reason Events, with the sidecar's mark
+// (tunnelstate.WaitReasonMark) then.
+type waitRead struct {
+	shadow types.UID
+	mark   string
+	at     time.Time
+	events []corev1.Event
 }
 
 var _ reconcile.Reconciler = (*TunnelReporter)(nil)
@@ -101,6 +117,7 @@ func New(mgr manager.Manager, identity shadows.Identity, writer client.Client, p
 		policies: policies, recorder: recorder, metrics: metrics, now: time.Now,
 		states:  map[types.NamespacedName]tunnelstate.State{},
 		written: map[types.NamespacedName]writtenState{},
+		waited:  map[types.NamespacedName]waitRead{},
 	}
 }
 
@@ -191,7 +208,7 @@ func (t *TunnelReporter) Reconcile(ctx context.Context, req reconcile.Request) (
 	}
 	obs := tunnelstate.Observation{Pod: sh.pod, NodeConfigMap: sh.computeNode, Now: t.now()}
 	if sh.pod != nil {
-		if obs.Events, err = t.shadowEvents(ctx, sh.pod); err != nil {
+		if obs.Events, err = t.shadowEvents(ctx, req.NamespacedName, sh.pod); err != nil {
 			return reconcile.Result{}, err
 		}
 		if tunnelstate.WaitsForVolumes(sh.pod) {
@@ -294,13 +311,55 @@ func (t *TunnelReporter) shadowOf(ctx context.Context, pod *corev1.Pod) (*shadow
 
 // shadowEvents lists the Events on the shadow pod, read only when it waits for its volumes or
 // its compute node, or one of its containers runs without being ready: the kubelet says why
-// (and wait-reason's probe what Slurm says of the queued job) in Events alone.
-func (t *TunnelReporter) shadowEvents(ctx context.Context, shadow *corev1.Pod) ([]corev1.Event, error) {
-	if !tunnelstate.WaitsForVolumes(shadow) && !tunnelstate.WaitsForNode(shadow) && !slices.ContainsFunc(shadow.Status.ContainerStatuses, func(cs corev1.ContainerStatus) bool {
-		return cs.State.Running != nil && !cs.Ready
-	}) {
-		return nil, nil
+// (and wait-reason's probe what Slurm says of the queued job) in Events alone. While the pod
+// only waits for its compute node, they are read again (waitEvents) only once there can be
+// something new.
+func (t *TunnelReporter) shadowEvents(ctx context.Context, key types.NamespacedName, shadow *corev1.Pod) ([]corev1.Event, error) {
+	waits := tunnelstate.WaitsForNode(shadow)
+	if !waits {
+		t.mu.Lock()
+		delete(t.waited, key)
+		t.mu.Unlock()
 	}
+	switch {
+	case tunnelstate.WaitsForVolumes(shadow) || slices.ContainsFunc(shadow.Status.ContainerStatuses, func(cs corev1.ContainerStatus) bool {
+		return cs.State.Running != nil && !cs.Ready
+	}):
+		return t.listEvents(ctx, shadow)
+	case waits:
+		return t.waitEvents(ctx, key, shadow)
+	}
+	return nil, nil
+}
+
+// waitEvents are the wait-reason sidecar's Events of a shadow pod waiting for its compute node:
+// those last read while the sidecar is ready with the mark it had then (its probe passes, so
+// nothing new was printed) and they are younger than waitEventsRefresh; else read again. A
+// sidecar not ready has just printed something, which the kubelet's Event may not have carried
+// to the API server yet: it is read at every look until the sidecar is ready again, which
+// changes its mark once more. A restart of shadowgate reads once.
+func (t *TunnelReporter) waitEvents(ctx context.Context, key types.NamespacedName, shadow *corev1.Pod) ([]corev1.Event, error) {
+	mark, ready := tunnelstate.WaitReasonMark(shadow)
+	now := t.now()
+	t.mu.Lock()
+	last, ok := t.waited[key]
+	t.mu.Unlock()
+	if ok && ready && last.shadow == shadow.UID && last.mark == mark && now.Sub(last.at) < waitEventsRefresh {
+		return last.events, nil
+	}
+	evs, err := t.listEvents(ctx, shadow)
+	if err != nil {
+		return nil, err
+	}
+	evs = tunnelstate.WaitReasonEvents(evs)
+	t.mu.Lock()
+	t.waited[key] = waitRead{shadow: shadow.UID, mark: mark, at: now, events: evs}
+	t.mu.Unlock()
+	return evs, nil
+}
+
+// listEvents lists the Events on the shadow pod from the API server.
+func (t *TunnelReporter) listEvents(ctx context.Context, shadow *corev1.Pod) ([]corev1.Event, error) {
 	list := &corev1.EventList{}
 	err := t.reader.List(ctx, list, client.InNamespace(shadow.Namespace), client.Limit(maxShadowEvents),
 		client.MatchingFields{"involvedObject.uid": string(shadow.UID)})
@@ -506,6 +565,7 @@ func (t *TunnelReporter) forget(key types.NamespacedName) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.written, key)
+	delete(t.waited, key)
 	if old, ok := t.states[key]; ok {
 		delete(t.states, key)
 		t.metrics.Tunnels.WithLabelValues(string(old)).Dec()

@@ -100,7 +100,7 @@ func testReporter(t *testing.T, c client.Client) (*TunnelReporter, *events.FakeR
 	recorder := events.NewFakeRecorder(10)
 	identity := shadows.Identity{Cache: c, Namespaces: shadowtest.NamespaceLabels{reporterShadowNS: {inject.LabelShadowNamespaceFor: "user"}}}
 	return &TunnelReporter{cache: c, reader: c, identity: identity, writer: c, policies: shadowtest.FixedPolicy{Policy: &policy.Policy{}}, recorder: recorder, metrics: metrics,
-		now: time.Now, states: map[types.NamespacedName]tunnelstate.State{}, written: map[types.NamespacedName]writtenState{}}, recorder
+		now: time.Now, states: map[types.NamespacedName]tunnelstate.State{}, written: map[types.NamespacedName]writtenState{}, waited: map[types.NamespacedName]waitRead{}}, recorder
 }
 
 // A pod labelled and annotated as another tenant's shadow pod is not believed: only a pod in
@@ -479,10 +479,9 @@ func TestAJobThatCompletedIsSaidEndedNeverFailed(t *testing.T) {
 	}
 }
 
-// While the job is queued, what Slurm says of it (the wait-reason sidecar's probe failures)
-// reaches the pod's TunnelWaitingForNode Event and its Tunnel: said once per change, not
-// per look.
-func TestAQueuedJobsSlurmReasonIsSaidOncePerChange(t *testing.T) {
+// queuedShadow is user/notebook (pod UID pod-uid) and its shadow pod, whose job is queued:
+// wait-for-node runs beside a ready wait-reason sidecar.
+func queuedShadow() (*corev1.Pod, *corev1.Pod) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
 	shadowPod := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
 	shadowPod.UID = "shadow-pod-uid"
@@ -495,14 +494,42 @@ func TestAQueuedJobsSlurmReasonIsSaidOncePerChange(t *testing.T) {
 		{Name: "wait-reason", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}},
 		{Name: "wait-for-node", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}},
 	}}
-	probe := func(name, line string) *corev1.Event {
-		return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: reporterShadowNS}, Reason: "Unhealthy",
-			Message:        "Readiness probe failed: " + line,
-			InvolvedObject: corev1.ObjectReference{Kind: "Pod", UID: shadowPod.UID, FieldPath: "spec.initContainers{wait-reason}"},
-			LastTimestamp:  metav1.Now()}
+	return pod, shadowPod
+}
+
+// waitReasonProbe is the kubelet's Event of the wait-reason sidecar's failed probe, printing line.
+func waitReasonProbe(shadowPod *corev1.Pod, name, line string, at time.Time) *corev1.Event {
+	return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: reporterShadowNS}, Reason: "Unhealthy",
+		Message:        "Readiness probe failed: " + line,
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", UID: shadowPod.UID, FieldPath: "spec.initContainers{wait-reason}"},
+		LastTimestamp:  metav1.NewTime(at)}
+}
+
+// setWaitReasonReady sets the wait-reason sidecar's ready, as the kubelet does when its probe
+// fails (false) and passes again (true).
+func setWaitReasonReady(t *testing.T, c client.Client, shadowPod *corev1.Pod, ready bool) {
+	t.Helper()
+	p := &corev1.Pod{}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(shadowPod), p); err != nil {
+		t.Fatal(err)
 	}
-	c := reporterClient(t, interceptor.Funcs{}, pod, shadowDeploymentOf("pod-uid"), shadowPod,
-		probe("begin", "WaitingForNode: job 12 is PENDING in Slurm (reason BeginTime, expected start 2026-12-06T07:00:00Z): waiting for it to run"))
+	p.Status.InitContainerStatuses[0].Ready = ready
+	if err := c.Status().Update(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const (
+	beginTime = "WaitingForNode: job 12 is PENDING in Slurm (reason BeginTime, expected start 2026-12-06T07:00:00Z): waiting for it to run"
+	priority  = "WaitingForNode: job 12 is PENDING in Slurm (reason Priority, expected start 2026-12-06T09:00:00Z): waiting for it to run"
+)
+
+// While the job is queued, what Slurm says of it (the wait-reason sidecar's probe failures)
+// reaches the pod's TunnelWaitingForNode Event and its Tunnel: said once per change, not
+// per look.
+func TestAQueuedJobsSlurmReasonIsSaidOncePerChange(t *testing.T) {
+	pod, shadowPod := queuedShadow()
+	c := reporterClient(t, interceptor.Funcs{}, pod, shadowDeploymentOf("pod-uid"), shadowPod, waitReasonProbe(shadowPod, "begin", beginTime, time.Now()))
 	r, recorder := testReporter(t, c)
 	key := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "user", Name: "notebook"}}
 	look := func() []string {
@@ -527,16 +554,80 @@ func TestAQueuedJobsSlurmReasonIsSaidOncePerChange(t *testing.T) {
 	if again := look(); len(again) != 0 {
 		t.Errorf("a second look at the same reason said %q, want nothing", again)
 	}
-	later := probe("priority", "WaitingForNode: job 12 is PENDING in Slurm (reason Priority, expected start 2026-12-06T09:00:00Z): waiting for it to run")
-	later.LastTimestamp = metav1.NewTime(time.Now().Add(time.Second))
-	if err := c.Create(context.Background(), later); err != nil {
+	if err := c.Create(context.Background(), waitReasonProbe(shadowPod, "priority", priority, time.Now().Add(time.Second))); err != nil {
 		t.Fatal(err)
 	}
+	setWaitReasonReady(t, c, shadowPod, false)
 	if said := look(); len(said) != 1 || !strings.Contains(said[0], "reason Priority, expected start 2026-12-06T09:00:00Z") {
 		t.Errorf("Events %q after Slurm's reason changed, want one saying Priority and the new start", said)
 	}
 	if tun := shadowtest.TunnelOf(t, c, pod); tun == nil || tun.Status.WaitReason != "Priority" {
 		t.Errorf("the Tunnel's status %+v, want waitReason Priority", tun)
+	}
+}
+
+// A queued job's shadow pod is looked at every 10 s, but its Events are listed from the API
+// server only when the wait-reason sidecar's status says there can be something new: passes
+// with the sidecar ready and unchanged list nothing; a probe failure (the sidecar not ready)
+// costs a list per look until it is ready again, so a reason whose Event reaches the API
+// server after the sidecar's status does still arrives; a restart of shadowgate lists once.
+func TestAQueuedJobsEventsAreListedOnlyWhenItsSidecarChanged(t *testing.T) {
+	pod, shadowPod := queuedShadow()
+	lists := 0
+	c := reporterClient(t, interceptor.Funcs{List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		if _, ok := list.(*corev1.EventList); ok {
+			lists++
+		}
+		return cl.List(ctx, list, opts...)
+	}}, pod, shadowDeploymentOf("pod-uid"), shadowPod, waitReasonProbe(shadowPod, "begin", beginTime, time.Now()))
+	r, _ := testReporter(t, c)
+	now := time.Now()
+	r.now = func() time.Time { return now }
+	key := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "user", Name: "notebook"}}
+	passes := func(n int, wantReason string) {
+		t.Helper()
+		for range n {
+			if _, err := r.Reconcile(t.Context(), key); err != nil {
+				t.Fatal(err)
+			}
+			now = now.Add(tunnelResync)
+		}
+		if tun := shadowtest.TunnelOf(t, c, pod); tun == nil || tun.Status.WaitReason != wantReason {
+			t.Fatalf("the Tunnel's status %+v, want waitReason %s", tun, wantReason)
+		}
+	}
+	passes(1, "BeginTime")
+	if lists != 1 {
+		t.Fatalf("the first look listed Events %d times, want 1", lists)
+	}
+	passes(6, "BeginTime")
+	if lists != 1 {
+		t.Errorf("6 looks with the sidecar ready and unchanged listed Events %d more times, want none", lists-1)
+	}
+	// The probe fails: the kubelet's status reaches the cache before its Event is listed.
+	setWaitReasonReady(t, c, shadowPod, false)
+	passes(1, "BeginTime")
+	if err := c.Create(t.Context(), waitReasonProbe(shadowPod, "priority", priority, time.Now().Add(time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	passes(1, "Priority")
+	setWaitReasonReady(t, c, shadowPod, true)
+	passes(6, "Priority")
+	if lists != 4 {
+		t.Errorf("a probe failure seen over two looks, then 6 looks ready listed Events %d times, want 3 (two while not ready, one as it is ready again)", lists-1)
+	}
+	lists = 0
+	now = now.Add(waitEventsRefresh)
+	passes(1, "Priority")
+	if lists != 1 {
+		t.Errorf("a look %s after the last list listed Events %d times, want 1", waitEventsRefresh, lists)
+	}
+	restarted, _ := testReporter(t, c)
+	restarted.now = r.now
+	r, lists = restarted, 0
+	passes(3, "Priority")
+	if lists != 1 {
+		t.Errorf("a restarted reporter listed Events %d times over 3 looks, want 1", lists)
 	}
 }
 
@@ -583,6 +674,12 @@ func TestTunnelReadyNamesTheURLOrThePortForward(t *testing.T) {
 		"The URL is the pod's host, whatever host its Ingress was given.": {
 			objs:     []client.Object{service, ingress(reporterShadowNS, "planted.example.org")},
 			wantURLs: []string{"https://" + host + "/"},
+		},
+		"With ports narrowed by interlink.eu/front-door-ports, the Tunnel holds a URL for each port published, fewer than its ports.": {
+			objs: []client.Object{&corev1.Service{ObjectMeta: meta(reporterShadowNS, reporterShadow), Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 6006}, {Port: 8888}}}},
+				ingress(reporterShadowNS, host)},
+			wantEvent: "Tunnel ready: open https://" + host + "/; port 6006, 8888 forwarded",
+			wantURLs:  []string{"https://" + host + "/"},
 		},
 		"Without a front door, TunnelReady names the port-forward that reaches the Service.": {
 			objs:      []client.Object{service},
