@@ -137,6 +137,47 @@ func TestNoTenantPublishesAHostUnderTheFrontDoorsDomain(t *testing.T) {
 	mustKubectl(t, ingress("web.tenant.example.net", ""), as, "create", "--dry-run=server", "-f", "-")
 	mustKubectl(t, ingress(victim, ""), "create", "--dry-run=server", "-f", "-") // the cluster admin
 
+	// cert-manager's ACME HTTP-01 solver for a front door's own certificate passes in a shadow
+	// namespace, on challenge paths only; nowhere else, and no one else's.
+	shadowNS := ns + "-shadow"
+	mustKubectl(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: "+shadowNS+", labels: {interlink.eu/shadow-namespace-for: "+ns+"}}\n", "create", "-f", "-")
+	t.Cleanup(func() { kubectl(t, "", "delete", "namespace", shadowNS, "--wait=false", "--ignore-not-found") })
+	const certManager = "system:serviceaccount:cert-manager:cert-manager"
+	for _, n := range []string{ns, shadowNS} {
+		mustKubectl(t, "", "create", "role", "solver", "-n", n, "--verb=create,update,patch", "--resource=ingresses.networking.k8s.io")
+		mustKubectl(t, "", "create", "rolebinding", "solver", "-n", n, "--role=solver", "--user="+certManager, "--user=lb-controller")
+	}
+	solver := func(namespace, path string) string {
+		return "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {generateName: cm-acme-http-solver-, namespace: " + namespace +
+			", labels: {acme.cert-manager.io/http01-solver: \"true\"}}\n" +
+			"spec: {rules: [{host: " + victim + ", http: {paths: [{path: '" + path + "', pathType: ImplementationSpecific, backend: {service: {name: cm-acme-http-solver-x, port: {number: 8089}}}}]}}]}\n"
+	}
+	mustKubectl(t, solver(shadowNS, "/.well-known/acme-challenge/tok3n"), "--as="+certManager, "create", "--dry-run=server", "-f", "-")
+	for what, c := range map[string]struct{ doc, user string }{
+		"a solver outside a shadow namespace":     {solver(ns, "/.well-known/acme-challenge/tok3n"), certManager},
+		"a solver serving more than a challenge":  {solver(shadowNS, "/"), certManager},
+		"a solver's labels on a tenant's Ingress": {solver(ns, "/.well-known/acme-challenge/tok3n"), tenant},
+	} {
+		r := kubectl(t, c.doc, "--as="+c.user, "create", "--dry-run=server", "-f", "-")
+		if r.Err == nil || !strings.Contains(r.Stderr, refused) {
+			t.Errorf("%s was not refused by the front door's host policy:\n%s", what, r.Output())
+		}
+	}
+
+	// Another controller's finalizer on an Ingress under the domain passes; a change of its
+	// annotations does not.
+	mustKubectl(t, ingress(victim, ""), "create", "-f", "-") // the cluster admin
+	t.Cleanup(func() {
+		kubectl(t, "", "patch", "ingress", "mine", "-n", ns, "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
+		kubectl(t, "", "delete", "ingress", "mine", "-n", ns, "--ignore-not-found")
+	})
+	mustKubectl(t, "", "--as=lb-controller", "patch", "ingress", "mine", "-n", ns, "--type=merge", "-p", `{"metadata":{"finalizers":["example.org/load-balancer"]}}`)
+	if r := kubectl(t, "", "--as=lb-controller", "patch", "ingress", "mine", "-n", ns, "--type=merge", "-p", `{"metadata":{"annotations":{"a":"b"}}}`); r.Err == nil || !strings.Contains(r.Stderr, refused) {
+		t.Errorf("another account's annotation on an Ingress under the domain was not refused:\n%s", r.Output())
+	}
+	kubectl(t, "", "patch", "ingress", "mine", "-n", ns, "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
+	mustKubectl(t, "", "delete", "ingress", "mine", "-n", ns)
+
 	mustKubectl(t, "", "apply", "-f", exampleFile("policy.yaml"))
 	eventually(t, time.Minute, "the domain released once the policy has no front door", func() (bool, string) {
 		r := kubectl(t, ingress(victim, ""), as, "create", "--dry-run=server", "-f", "-")

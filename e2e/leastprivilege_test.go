@@ -125,6 +125,15 @@ func TestShadowgatesServiceAccountIsRefusedWhatNoShadowNeeds(t *testing.T) {
 			args: []string{"label", "namespace", "lp-ns-marked-for", "interlink.eu/shadow-namespace-for=lp-other", "--overwrite"}},
 		"adopting a foreign ConfigMap while changing its data is refused": {want: "may only update configmaps it marked before", args: []string{"patch", "configmap", "lp-foreign", "-n", ns, "--type=merge",
 			"-p", `{"metadata":{"annotations":{"interlink.eu/replicated-from":"shadowgate-system/lp-foreign"}},"data":{"a":"evil"}}`}},
+		"making the front door's domains ConfigMap immutable is refused": {want: "only the ConfigMap shadowgate-front-door-domains, holding up to 256 domains",
+			args: []string{"patch", "configmap", "shadowgate-front-door-domains", "-n", "shadowgate-system", "--type=merge", "--dry-run=server", "-p", `{"immutable":true}`}},
+		"a top-level domain among the front door's domains is refused": {want: "only the ConfigMap shadowgate-front-door-domains, holding up to 256 domains",
+			args: []string{"patch", "configmap", "shadowgate-front-door-domains", "-n", "shadowgate-system", "--type=merge", "--dry-run=server", "-p", `{"data":{"org":"x"}}`}},
+		"an owner for the front door's domains ConfigMap is refused": {want: "only the ConfigMap shadowgate-front-door-domains, holding up to 256 domains",
+			args: []string{"patch", "configmap", "shadowgate-front-door-domains", "-n", "shadowgate-system", "--type=merge", "--dry-run=server", "-p",
+				`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Namespace","name":"lp-ns-foreign","uid":"00000000-0000-0000-0000-000000000001"}]}}`}},
+		"another ConfigMap in shadowgate's namespace is refused": {want: "writes no shadow object in its own namespace",
+			stdin: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lp-other, namespace: shadowgate-system}\ndata: {apps.example.org: x}\n", args: []string{"create", "--dry-run=server", "-f", "-"}},
 	}
 	for name, c := range refused {
 		t.Run(name, func(t *testing.T) {

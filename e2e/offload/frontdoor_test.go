@@ -57,8 +57,8 @@ func TestTheFrontDoorServesTheNotebookOverHTTPS(t *testing.T) {
 // The same notebook behind a Gateway: the shadow's HTTPRoute attaches to the HTTPS listener of
 // a Gateway of Traefik's, which admits routes from shadow namespaces alone and serves the
 // wildcard certificate cert-manager issued for the domain. The URL is reported once the
-// Gateway has accepted the route. A namespace-only tenant allowed HTTPRoutes cannot attach one
-// for a host under the domain.
+// Gateway has accepted the route. A namespace-only tenant allowed HTTPRoutes and Gateways can
+// make neither for a host under the domain.
 func TestTheFrontDoorServesTheNotebookThroughAGateway(t *testing.T) {
 	const ns = "gateway-user"
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
@@ -81,7 +81,7 @@ func TestTheFrontDoorServesTheNotebookThroughAGateway(t *testing.T) {
 	kubectl(t, fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata: {name: httproutes, namespace: %[1]s}
-rules: [{apiGroups: [gateway.networking.k8s.io], resources: [httproutes], verbs: [create]}]
+rules: [{apiGroups: [gateway.networking.k8s.io], resources: [httproutes, gateways], verbs: [create]}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
@@ -106,6 +106,18 @@ spec:
 	}
 	if r := claim("web.tenant.example.net"); r.Err != nil {
 		t.Errorf("the tenant's HTTPRoute outside the domain was refused: %s", r.Output())
+	}
+	// Nor a Gateway of its own with a listener for a host under the domain.
+	gateway := fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: mine, namespace: %s}
+spec:
+  gatewayClassName: e2e-traefik
+  listeners: [{name: https, port: %d, protocol: HTTPS, hostname: %q, tls: {certificateRefs: [{name: mine-tls}]}}]
+`, ns, frontDoorPort, host)
+	if r := site.kubectl.Run(ctx, gateway, "--as="+tenant, "create", "--dry-run=server", "-f", "-"); r.Err == nil ||
+		!strings.Contains(r.Stderr, "ValidatingAdmissionPolicy 'shadowgate-front-door-hosts'") {
+		t.Errorf("the tenant's Gateway for %s: %v\n%s", host, r.Err, r.Output())
 	}
 }
 
