@@ -2,6 +2,7 @@ package frontdoordomains
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -14,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -23,7 +24,7 @@ import (
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
 
-// FieldManager is the field manager of the ConfigMap's data.
+// FieldManager is the field manager of shadowgate's writes to the ConfigMap.
 const FieldManager = "shadowgate-front-door-domains"
 
 // DefaultName is the ConfigMap's name unless serve is told another.
@@ -129,18 +130,47 @@ func (p *Publisher) Start(ctx context.Context) error {
 }
 
 // publish writes the domains of the policy in force unless current already holds exactly
-// them.
+// them: it creates the ConfigMap when there is none, and otherwise patches its data to exactly
+// them, removing keys whoever added them. The patch carries current's resourceVersion, so the
+// API server refuses it if the ConfigMap changed since (the next comparison sees the change).
 func (p *Publisher) publish(ctx context.Context, current *corev1.ConfigMap) error {
 	want := Domains(p.policies.Current())
 	if current != nil && maps.Equal(current.Data, want) {
 		return nil
 	}
-	cm := corev1ac.ConfigMap(p.ref.Name, p.ref.Namespace).
-		WithLabels(map[string]string{"app.kubernetes.io/name": "shadowgate", "app.kubernetes.io/component": "front-door-domains"}).
-		WithData(want)
-	if _, err := p.client.CoreV1().ConfigMaps(p.ref.Namespace).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
-		return fmt.Errorf("applying ConfigMap %s: %w", p.ref, err)
+	cms := p.client.CoreV1().ConfigMaps(p.ref.Namespace)
+	if current == nil {
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: p.ref.Name, Namespace: p.ref.Namespace,
+				Labels: map[string]string{"app.kubernetes.io/name": "shadowgate", "app.kubernetes.io/component": "front-door-domains"}},
+			Data: want,
+		}
+		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: FieldManager}); err != nil {
+			return fmt.Errorf("creating ConfigMap %s: %w", p.ref, err)
+		}
+	} else {
+		patch, err := dataPatch(current, want)
+		if err != nil {
+			return fmt.Errorf("patching ConfigMap %s: %w", p.ref, err)
+		}
+		if _, err := cms.Patch(ctx, p.ref.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+			return fmt.Errorf("patching ConfigMap %s: %w", p.ref, err)
+		}
 	}
 	p.log.Info("front door domains reserved for shadowgate", "configMap", p.ref.String(), "domains", slices.Sorted(maps.Keys(want)))
 	return nil
+}
+
+// dataPatch is the patch that makes current's data exactly want, and applies only to the
+// version of current read (its resourceVersion).
+func dataPatch(current *corev1.ConfigMap, want map[string]string) ([]byte, error) {
+	original, err := json.Marshal(&corev1.ConfigMap{Data: current.Data})
+	if err != nil {
+		return nil, err
+	}
+	modified, err := json.Marshal(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: current.ResourceVersion}, Data: want})
+	if err != nil {
+		return nil, err
+	}
+	return strategicpatch.CreateTwoWayMergePatch(original, modified, &corev1.ConfigMap{})
 }

@@ -2,6 +2,7 @@ package frontdoordomains
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/interlink-hq/shadowgate/validate/policy"
 )
@@ -129,10 +131,12 @@ func TestTheConfigMapFollowsThePolicyAndIsRestored(t *testing.T) {
 
 }
 
-// A ConfigMap that already says what the policy says is not written again.
+// A ConfigMap that already says what the policy says is not written again; one that differs
+// is patched to exactly the policy's domains, at the version read.
 func TestAConfigMapThatSaysThePolicyIsNotWritten(t *testing.T) {
 	ref := types.NamespacedName{Namespace: "shadowgate-system", Name: DefaultName}
 	pols := &policies{pol: &policy.Policy{VirtualNodes: map[string]policy.VirtualNode{"hpc-vk": frontDoorNode("*.apps.example.org")}}}
+	want := map[string]string{"apps.example.org": "hpc-vk"}
 	for name, c := range map[string]struct {
 		data   map[string]string
 		writes int
@@ -140,21 +144,81 @@ func TestAConfigMapThatSaysThePolicyIsNotWritten(t *testing.T) {
 		"The same domains are not written.":    {data: map[string]string{"apps.example.org": "hpc-vk"}, writes: 0},
 		"Another node list is written.":        {data: map[string]string{"apps.example.org": "other-vk"}, writes: 1},
 		"A domain more is written over.":       {data: map[string]string{"apps.example.org": "hpc-vk", "x.example.org": "a"}, writes: 1},
+		"No data at all is written.":           {data: map[string]string{}, writes: 1},
 		"No ConfigMap at all is written anew.": {data: nil, writes: 1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cs := fake.NewClientset()
-			p := New(cs, ref, pols, logr.Discard())
 			var current *corev1.ConfigMap
 			if c.data != nil {
-				current = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace}, Data: c.data}
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace, ResourceVersion: "42"}, Data: c.data}
+				cs = fake.NewClientset(cm)
+				current = cm
 			}
+			p := New(cs, ref, pols, logr.Discard())
 			if err := p.publish(t.Context(), current); err != nil {
 				t.Fatal(err)
 			}
 			if got := len(cs.Actions()); got != c.writes {
-				t.Errorf("%d requests, want %d: %v", got, c.writes, cs.Actions())
+				t.Fatalf("%d requests, want %d: %v", got, c.writes, cs.Actions())
+			}
+			if c.writes == 0 {
+				return
+			}
+			if patch, ok := cs.Actions()[0].(k8stesting.PatchAction); ok {
+				var p struct {
+					Metadata struct {
+						ResourceVersion string `json:"resourceVersion"`
+					} `json:"metadata"`
+				}
+				if err := json.Unmarshal(patch.GetPatch(), &p); err != nil {
+					t.Fatal(err)
+				}
+				if p.Metadata.ResourceVersion != current.ResourceVersion {
+					t.Errorf("the patch %s is not bound to resourceVersion %s", patch.GetPatch(), current.ResourceVersion)
+				}
+			}
+			cm, err := cs.CoreV1().ConfigMaps(ref.Namespace).Get(t.Context(), ref.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(cm.Data, want) {
+				t.Errorf("the ConfigMap holds %v, want %v", cm.Data, want)
 			}
 		})
+	}
+}
+
+// A domain another field manager added (an admin's kubectl edit) is removed: the ConfigMap
+// says exactly the policy's domains whoever wrote the others.
+func TestADomainAddedByAnotherManagerIsRemoved(t *testing.T) {
+	ref := types.NamespacedName{Namespace: "shadowgate-system", Name: DefaultName}
+	cs := fake.NewClientset()
+	pols := &policies{pol: &policy.Policy{VirtualNodes: map[string]policy.VirtualNode{"hpc-vk": frontDoorNode("*.apps.example.org")}}}
+	p := New(cs, ref, pols, logr.Discard())
+	if err := p.publish(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := cs.CoreV1().ConfigMaps(ref.Namespace).Get(t.Context(), ref.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["org"] = "edited"
+	if _, err := cs.CoreV1().ConfigMaps(ref.Namespace).Update(t.Context(), cm, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	current, err := cs.CoreV1().ConfigMaps(ref.Namespace).Get(t.Context(), ref.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.publish(t.Context(), current); err != nil {
+		t.Fatal(err)
+	}
+	after, err := cs.CoreV1().ConfigMaps(ref.Namespace).Get(t.Context(), ref.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"apps.example.org": "hpc-vk"}; !maps.Equal(after.Data, want) {
+		t.Errorf("after the publisher's write the ConfigMap holds %v, want %v", after.Data, want)
 	}
 }
