@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -67,8 +68,8 @@ func buildShadow(pod *corev1.Pod, o *validate.Offload) (*Shadow, []string) {
 		NetworkPolicy: b.networkPolicy(),
 		Deployment:    b.deployment(),
 		Scripts:       ScriptsConfigMap(b.namespaceName),
-		credentials:   b.credentials(),
 	}
+	s.credentials = b.credentials(s.Ingress)
 	if !o.SameNamespace {
 		s.Namespace = b.namespace()
 	}
@@ -135,13 +136,15 @@ func (s *Shadow) Objects() []client.Object {
 // ReplicateCredentials: false, where the site provisions them itself.
 func (s *Shadow) Credentials() []Credential { return s.credentials }
 
-func (b *builder) credentials() []Credential {
-	return Credentials(&b.o.Node.Network, b.namespaceName)
+// credentials are the node's (Credentials) but the front door's wildcard certificate when the
+// shadow has no Ingress to name it (no port published: interlink.eu/front-door-ports: none).
+func (b *builder) credentials(ing *networkingv1.Ingress) []Credential {
+	return slices.DeleteFunc(Credentials(&b.o.Node.Network, b.namespaceName), func(c Credential) bool { return c.TLS && ing == nil })
 }
 
 // Credentials are the Secret and ConfigMaps a shadow of a virtual node with network mounts
-// as copies in namespace, and the front door's wildcard certificate its Ingress names: none
-// unless the policy replicates them.
+// as copies in namespace, and the front door's wildcard certificate its Ingress names (when it
+// has one): none unless the policy replicates them.
 func Credentials(network *policy.Network, namespace string) []Credential {
 	sshPolicy := &network.SSH
 	if !sshPolicy.ReplicateCredentials {

@@ -54,12 +54,13 @@ func (r CredentialRules) validateReplication(network *policy.Network, p *field.P
 // shadow: the annotation asks for the copy, and the rule stays one a user can read off the
 // pod's annotations and the policy. A front door's wildcard certificate (FrontDoor.TLSSecret) is
 // never copied there, whatever the flag: its key serves every host under the domain, other
-// tenants' pods' among them.
+// tenants' pods' among them; a pod that publishes no port (interlink.eu/front-door-ports: none)
+// has no Ingress to name it, and no copy.
 func (r CredentialRules) secretInPodNamespace(o *Offload, namespace string, at Paths) field.ErrorList {
 	if o == nil || !o.SameNamespace || o.PodVPN {
 		return nil
 	}
-	if wildcard := copiedWildcard(&o.Node.Network); wildcard != "" {
+	if wildcard := copiedWildcard(o); wildcard != "" {
 		return field.ErrorList{field.Forbidden(at.Meta.Child("annotations").Key(AnnotationShadowSameNS), fmt.Sprintf(
 			"the shadow would live in namespace %s and the front door's wildcard certificate (Secret %s of virtual node %s) would be copied there, "+
 				"where its key, which serves every host under the domain, other tenants' pods' among them, could be read: remove the annotation, and the shadow lives in %s-shadow",
@@ -88,10 +89,12 @@ func copiedSecret(network *policy.Network) string {
 	return network.SSH.CredentialSecret()
 }
 
-// copiedWildcard is the front door's wildcard certificate a shadow on this network has copied
-// into its namespace, or "".
-func copiedWildcard(network *policy.Network) string {
-	if !replicates(network) || !network.HasFrontDoor() {
+// copiedWildcard is the front door's wildcard certificate the shadow of o has copied into its
+// namespace, or "": none on a network without a front door or that does not replicate, nor for
+// a pod whose interlink.eu/front-door-ports publishes no port.
+func copiedWildcard(o *Offload) string {
+	network := &o.Node.Network
+	if !replicates(network) || !network.HasFrontDoor() || (o.FrontDoorPorts != nil && len(o.FrontDoorPorts) == 0) {
 		return ""
 	}
 	return network.FrontDoor.TLSSecret

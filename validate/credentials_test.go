@@ -139,6 +139,8 @@ func TestAWildcardCertificateIsNeverCopiedBesideThePod(t *testing.T) {
 		"By default a shadow-same-ns pod is refused.":                  {validate.CredentialRules{}, map[string]string{validate.AnnotationShadowSameNS: "true"}, refused},
 		"Without copies in pod namespaces it is refused all the same.": {validate.CredentialRules{WithoutCopiesInPodNamespaces: true}, map[string]string{validate.AnnotationShadowSameNS: "true"}, refused},
 		"A pod whose shadow lives in <ns>-shadow is admitted.":         {validate.CredentialRules{}, nil, nil},
+		"A shadow-same-ns pod publishing no port has no Ingress and no certificate copied: it is admitted.": {validate.CredentialRules{},
+			map[string]string{validate.AnnotationShadowSameNS: "true", validate.AnnotationFrontDoorPorts: validate.FrontDoorNone}, nil},
 	} {
 		t.Run(name, func(t *testing.T) {
 			d, _ := validate.Object(podOn("door-vk", c.ann), validate.Config{Policy: pol, PolicyRef: validate.PolicyRef{Name: policy.ConfigMapName}, Credentials: c.rules})

@@ -190,3 +190,9 @@ func namespaceName(p *field.Path, ns string) field.ErrorList {
 	}
 	return errs
 }
+
+// IsFrontDoorDomain says whether domain passes the check of a virtual node's WildcardDNS: a
+// DNS domain of two labels or more, not ending in a number, short enough for a host under it.
+func IsFrontDoorDomain(domain string) bool {
+	return len(validateWildcardDNS(domain, field.NewPath("WildcardDNS"))) == 0
+}

@@ -3,46 +3,57 @@ package main
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	clienttesting "k8s.io/client-go/testing"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
-// discoveryServing is a fake discovery whose API server serves HTTPRoutes or not, and whose
-// every answer fails with fail.
-func discoveryServing(httpRoutes bool, fail error) *fakediscovery.FakeDiscovery {
+// discoveryAnswering is a fake discovery whose answers follow script, over and over: "served"
+// (HTTPRoutes are), "gone" (the group is not found) or "failing" (the request fails).
+func discoveryAnswering(script ...string) *fakediscovery.FakeDiscovery {
 	d := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{}}
-	if httpRoutes {
-		d.Resources = []*metav1.APIResourceList{{GroupVersion: gatewayv1.GroupVersion.String(), APIResources: []metav1.APIResource{{Name: "httproutes", Kind: "HTTPRoute"}}}}
-	}
-	if fail != nil {
-		d.AddReactor("*", "*", func(clienttesting.Action) (bool, runtime.Object, error) { return true, nil, fail })
-	}
+	d.Resources = []*metav1.APIResourceList{{GroupVersion: gatewayv1.GroupVersion.String(), APIResources: []metav1.APIResource{{Name: "httproutes", Kind: "HTTPRoute"}}}}
+	var asked atomic.Int64
+	d.AddReactor("*", "*", func(clienttesting.Action) (bool, runtime.Object, error) {
+		switch script[int(asked.Add(1)-1)%len(script)] {
+		case "gone":
+			return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: gatewayv1.GroupName}, gatewayv1.GroupVersion.Version)
+		case "failing":
+			return true, nil, errors.New("connection refused")
+		}
+		return false, nil, nil
+	})
 	return d
 }
 
 func TestServeRestartsWhenTheGatewayAPIComesOrGoes(t *testing.T) {
 	for sentence, c := range map[string]struct {
-		atStart, now bool
-		fail         error
-		wantRestart  bool
+		atStart     bool
+		answers     []string
+		wantRestart bool
 	}{
-		"Installed since start, it restarts.":                 {now: true, wantRestart: true},
-		"Removed since start, it restarts.":                   {atStart: true, wantRestart: true},
-		"Served at start and still, it runs on.":              {atStart: true, now: true},
-		"Served neither at start nor now, it runs on.":        {},
-		"Discovery failing, it runs on and asks again later.": {atStart: true, fail: errors.New("connection refused")},
+		"Installed since start, it restarts.":                                {answers: []string{"served"}, wantRestart: true},
+		"Removed since start, it restarts.":                                  {atStart: true, answers: []string{"gone"}, wantRestart: true},
+		"Removed, with a failing answer between two saying so, it restarts.": {atStart: true, answers: []string{"gone", "failing", "gone", "served"}, wantRestart: true},
+		"Served at start and still, it runs on.":                             {atStart: true, answers: []string{"served"}},
+		"Served neither at start nor now, it runs on.":                       {answers: []string{"gone"}},
+		"Discovery failing, it runs on and asks again later.":                {atStart: true, answers: []string{"failing"}},
+		"A single 404 between answers saying served, it runs on.":            {atStart: true, answers: []string{"gone", "served"}},
+		"A single answer saying served between 404s, it runs on.":            {answers: []string{"served", "gone"}},
 	} {
 		t.Run(sentence, func(t *testing.T) {
 			restarting, restart := context.WithCancelCause(t.Context())
 			defer restart(nil)
-			d := discoveryServing(c.now, c.fail)
+			d := discoveryAnswering(c.answers...)
 			w := &gatewayAPIWatch{discover: d, served: c.atStart, period: 10 * time.Millisecond, restart: restart, log: logr.Discard()}
 			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 			defer cancel()
@@ -60,17 +71,20 @@ func TestServeRestartsWhenTheGatewayAPIComesOrGoes(t *testing.T) {
 				if cause := context.Cause(restarting); !errors.Is(cause, errGatewayAPIChanged) {
 					t.Errorf("serve's context ended with %v, want errGatewayAPIChanged", cause)
 				}
+				if len(d.Actions()) < gatewayAPIAnswers {
+					t.Errorf("serve restarted after %d answers, want at least %d", len(d.Actions()), gatewayAPIAnswers)
+				}
 				return
 			}
 			<-ctx.Done()
 			if err := <-done; err != nil {
 				t.Fatalf("Start = %v", err)
 			}
-			if len(d.Actions()) < 2 {
-				t.Fatalf("discovery was asked %d times in half a second of polls 10 ms apart, want several", len(d.Actions()))
+			if len(d.Actions()) < 4 {
+				t.Fatalf("discovery was asked %d times in half a second of polls 10 to 15 ms apart, want several", len(d.Actions()))
 			}
 			if restarting.Err() != nil {
-				t.Errorf("serve's context ended (%v) with the Gateway API as at start", context.Cause(restarting))
+				t.Errorf("serve's context ended (%v) after %d answers %q, over and over", context.Cause(restarting), len(d.Actions()), c.answers)
 			}
 		})
 	}

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/interlink-hq/shadowgate/inject"
@@ -143,6 +145,79 @@ func TestRenderWarnsOnStderr(t *testing.T) {
 	}
 }
 
+// frontDoorCase is the policy file and the Pod of inject's front-door-ingress case, the Pod
+// without its metadata.uid.
+func frontDoorCase(t *testing.T) (policyFile, pod string) {
+	t.Helper()
+	data, err := os.ReadFile("../../inject/testdata/front-door-ingress.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, pod, ok := strings.Cut(string(data), "\n---\n")
+	if !ok || !strings.Contains(pod, frontDoorUIDLine) {
+		t.Fatal("inject/testdata/front-door-ingress.yaml is no longer a policy, ---, and a Pod with a metadata.uid")
+	}
+	policyFile = filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policyFile, []byte(pol), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return policyFile, strings.Replace(pod, frontDoorUIDLine, "", 1)
+}
+
+const frontDoorUIDLine = "  uid: 3f2b8c4e-9d1a-4f6b-8e2c-7a5d0c1b9e42\n"
+
+// The shadow's pod-uid label and the front door's hosts are computed from the pod's UID: from
+// --pod-uid or the Pod's metadata.uid, and without either render warns that they are not the
+// pod's.
+func TestRenderComputesHostsFromThePodUID(t *testing.T) {
+	policyFile, pod := frontDoorCase(t)
+	const uid = "3f2b8c4e-9d1a-4f6b-8e2c-7a5d0c1b9e42"
+	for sentence, tc := range map[string]struct {
+		pod      string
+		args     []string
+		wantUID  string
+		wantWarn bool
+	}{
+		"Without metadata.uid or --pod-uid it warns that the label and the hosts are not the pod's.": {pod: pod, wantWarn: true},
+		"With --pod-uid they are that UID's.":                                                        {pod: pod, args: []string{"--pod-uid", "0b1c"}, wantUID: "0b1c"},
+		"With the Pod's metadata.uid they are its.":                                                  {pod: strings.Replace(pod, "  namespace: user\n", "  namespace: user\n"+frontDoorUIDLine, 1), wantUID: uid},
+		"With both, the same, they are that UID's.":                                                  {pod: strings.Replace(pod, "  namespace: user\n", "  namespace: user\n"+frontDoorUIDLine, 1), args: []string{"--pod-uid", uid}, wantUID: uid},
+	} {
+		t.Run(sentence, func(t *testing.T) {
+			code, out, errOut := runCLI(t, tc.pod, append([]string{"render", "--policy", policyFile, "-f", "-", "-o", "json"}, tc.args...)...)
+			if code != 0 {
+				t.Fatalf("exit %d\n%s", code, errOut)
+			}
+			warned := strings.Contains(errOut, "Warning: the Pod has no metadata.uid: its shadow's interlink.eu/pod-uid label is empty and its front door's hosts, which hash the UID, are not the ones the pod will have")
+			if warned != tc.wantWarn {
+				t.Errorf("stderr %q; want the warning on the UID: %v", errOut, tc.wantWarn)
+			}
+			var list unstructured.UnstructuredList
+			if err := list.UnmarshalJSON([]byte(out)); err != nil {
+				t.Fatal(err)
+			}
+			var label string
+			var hosts []string
+			for _, it := range list.Items {
+				switch it.GetKind() {
+				case "Deployment":
+					label = it.GetLabels()[inject.LabelPodUID]
+				case "Ingress":
+					rules, _, _ := unstructured.NestedSlice(it.Object, "spec", "rules")
+					for _, r := range rules {
+						hosts = append(hosts, r.(map[string]any)["host"].(string))
+					}
+				}
+			}
+			wantHosts := []string{inject.FrontDoorHost("notebook", "user", types.UID(tc.wantUID), 8888, "apps.example.org"),
+				inject.FrontDoorHost("notebook", "user", types.UID(tc.wantUID), 6006, "apps.example.org")}
+			if label != tc.wantUID || !slices.Equal(hosts, wantHosts) {
+				t.Errorf("pod-uid label %q and hosts %q, want %q and %q", label, hosts, tc.wantUID, wantHosts)
+			}
+		})
+	}
+}
+
 func TestRenderUsageErrors(t *testing.T) {
 	deployment := "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec: {selector: {}, template: {}}\n"
 	for sentence, tc := range map[string]struct {
@@ -153,6 +228,9 @@ func TestRenderUsageErrors(t *testing.T) {
 		"a Deployment":                   {deployment, []string{"-f", "-"}},
 		"a Pod with only a generateName": {"apiVersion: v1\nkind: Pod\nmetadata: {generateName: nb-}\nspec: {containers: []}\n", []string{"-f", "-"}},
 		"an output format other than yaml or json": {"", []string{"-f", notebook, "-o", "text"}},
+		"a --pod-uid that is no UID":               {"", []string{"-f", notebook, "--pod-uid", "a b"}},
+		"a --pod-uid other than the Pod's metadata.uid": {strings.Replace(notebookPod(t), "  namespace: user\n", "  namespace: user\n  uid: one\n", 1),
+			[]string{"-f", "-", "--pod-uid", "two"}},
 	} {
 		t.Run(sentence, func(t *testing.T) {
 			code, _, errOut := runCLI(t, tc.stdin, append([]string{"render", "--policy", examplePolicy}, tc.args...)...)
@@ -161,6 +239,16 @@ func TestRenderUsageErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// notebookPod is the example notebook's manifest.
+func notebookPod(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(notebook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }
 
 func mustJSON(t *testing.T, v any) []byte {

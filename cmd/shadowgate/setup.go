@@ -102,7 +102,8 @@ func setup(ctx context.Context, mgr manager.Manager, opts setupOptions, metrics 
 		sourceCache = sources.Cache()
 	}
 	shadowCollector := collector.New(mgr.GetClient(), mgr.GetAPIReader(), identity, mgr.GetClient(), store, opts.Policy.Namespace, sourceCache, opts.ShadowGracePeriod, metrics)
-	domains := frontdoordomains.New(cs, opts.FrontDoorDomains, store, mgr.GetLogger().WithName("front-door-domains"))
+	live := frontdoordomains.Live{Cache: mgr.GetCache(), Informers: mgr.GetCache(), GatewayAPI: opts.GatewayAPI, Namespaces: identity}
+	domains := frontdoordomains.New(cs, opts.FrontDoorDomains, store, live, mgr.GetLogger().WithName("front-door-domains"))
 	for _, r := range []manager.Runnable{store, shadowCollector, domains} {
 		if err := mgr.Add(r); err != nil {
 			return nil, err

@@ -262,7 +262,7 @@ func (t *TunnelReporter) shadowOf(ctx context.Context, pod *corev1.Pod) (*shadow
 		return nil, err
 	}
 	sh := &shadowView{}
-	published := map[int32]bool{} // the ports a front-door object of the shadow routes to
+	var fronts []client.Object // the shadow's Ingress or HTTPRoutes
 	for _, obj := range objs {
 		if types.UID(obj.GetLabels()[inject.LabelPodUID]) != pod.UID {
 			continue
@@ -279,10 +279,8 @@ func (t *TunnelReporter) shadowOf(ctx context.Context, pod *corev1.Pod) (*shadow
 			if o.Labels[validate.LabelShadowRole] == validate.ShadowRoleNode {
 				sh.computeNode = strings.TrimSpace(o.Data[validate.ComputeNodeKey])
 			}
-		case *networkingv1.Ingress:
-			ingressPorts(o, published)
-		case *gatewayv1.HTTPRoute:
-			routePort(o, published)
+		case *networkingv1.Ingress, *gatewayv1.HTTPRoute:
+			fronts = append(fronts, o)
 		}
 	}
 	if sh.deployment == nil {
@@ -294,7 +292,7 @@ func (t *TunnelReporter) shadowOf(ctx context.Context, pod *corev1.Pod) (*shadow
 		network := pol.VirtualNodes[node].Network
 		sh.forwardMode = network.SSH.ForwardMode
 		sh.context = tunnelstate.Context{Node: node, SSH: network.SSH}
-		sh.urls = frontDoorURLs(pod, &network, sh.ports, published)
+		sh.urls = frontDoorURLs(pod, &network, sh.ports, fronts)
 	}
 	sh.context.ShadowNamespace, sh.context.Shadow, sh.context.Ports = d.Namespace, d.Name, sh.ports
 	pods, err := shadows.Pods(ctx, t.cache, d, pod)
@@ -479,44 +477,84 @@ func related(shadow *corev1.Pod) runtime.Object {
 }
 
 // frontDoorURLs are the URLs of the ports, in their order, that a front-door object of the
-// shadow routes to. Each is derived from the pod and the policy, never read from the object:
-// under interlink.eu/shadow-same-ns that object is in the pod's namespace, where its author
-// may edit its hosts.
-func frontDoorURLs(pod *corev1.Pod, network *policy.Network, ports []int32, published map[int32]bool) []string {
+// shadow (fronts) publishes at the pod's host. Each URL is derived from the pod and the policy,
+// never read from the object: under interlink.eu/shadow-same-ns that object is in the pod's
+// namespace, where its author may edit its hosts. A port counts only where the object's host
+// for it is that derived host, so after WildcardDNS changes no URL under the new domain is
+// reported while the shadow still serves the old one.
+func frontDoorURLs(pod *corev1.Pod, network *policy.Network, ports []int32, fronts []client.Object) []string {
 	if !network.HasFrontDoor() {
 		return nil
 	}
 	var urls []string
 	for _, p := range ports {
-		if published[p] {
-			urls = append(urls, inject.FrontDoorURL(network, inject.FrontDoorHost(pod.Name, pod.Namespace, pod.UID, p, network.Domain())))
+		host := inject.FrontDoorHost(pod.Name, pod.Namespace, pod.UID, p, network.Domain())
+		if slices.ContainsFunc(fronts, func(o client.Object) bool { return publishes(o, &network.FrontDoor.Gateway, p, host) }) {
+			urls = append(urls, inject.FrontDoorURL(network, host))
 		}
 	}
 	return urls
 }
 
-// ingressPorts adds to published the ports the shadow's Ingress routes to.
-func ingressPorts(ing *networkingv1.Ingress, published map[int32]bool) {
-	for _, rule := range ing.Spec.Rules {
-		if rule.HTTP != nil && len(rule.HTTP.Paths) > 0 && rule.HTTP.Paths[0].Backend.Service != nil {
-			published[rule.HTTP.Paths[0].Backend.Service.Port.Number] = true
-		}
+// publishes says whether obj, the shadow's Ingress or one of its HTTPRoutes, routes host to
+// port; an HTTPRoute only once gw, the policy's Gateway, has accepted it.
+func publishes(obj client.Object, gw *policy.GatewayRef, port int32, host string) bool {
+	switch o := obj.(type) {
+	case *networkingv1.Ingress:
+		return ingressPublishes(o, port, host)
+	case *gatewayv1.HTTPRoute:
+		return routePublishes(o, gw, port, host)
 	}
+	return false
 }
 
-// routePort adds to published the port an HTTPRoute of the shadow routes to, once a Gateway
-// has accepted it: a route no Gateway accepts publishes nothing (a listener's allowedRoutes
-// may not admit its namespace).
-func routePort(route *gatewayv1.HTTPRoute, published map[int32]bool) {
-	if len(route.Spec.Rules) == 0 || len(route.Spec.Rules[0].BackendRefs) == 0 || route.Spec.Rules[0].BackendRefs[0].Port == nil {
-		return
-	}
-	for _, parent := range route.Status.Parents {
-		if meta.IsStatusConditionTrue(parent.Conditions, string(gatewayv1.RouteConditionAccepted)) {
-			published[int32(*route.Spec.Rules[0].BackendRefs[0].Port)] = true
-			return
+// ingressPublishes says whether the Ingress has a rule for host routing to port.
+func ingressPublishes(ing *networkingv1.Ingress, port int32, host string) bool {
+	for _, rule := range ing.Spec.Rules {
+		if rule.Host == host && rule.HTTP != nil && len(rule.HTTP.Paths) > 0 && rule.HTTP.Paths[0].Backend.Service != nil &&
+			rule.HTTP.Paths[0].Backend.Service.Port.Number == port {
+			return true
 		}
 	}
+	return false
+}
+
+// routePublishes says whether the HTTPRoute routes host to port and gw accepted the route as
+// it is: a route no Gateway accepts publishes nothing (a listener's allowedRoutes may not admit
+// its namespace), nor does one another Gateway accepted, nor one accepted at an older
+// generation.
+func routePublishes(route *gatewayv1.HTTPRoute, gw *policy.GatewayRef, port int32, host string) bool {
+	if len(route.Spec.Rules) == 0 || len(route.Spec.Rules[0].BackendRefs) == 0 || route.Spec.Rules[0].BackendRefs[0].Port == nil ||
+		int32(*route.Spec.Rules[0].BackendRefs[0].Port) != port || !slices.Contains(route.Spec.Hostnames, gatewayv1.Hostname(host)) {
+		return false
+	}
+	for _, parent := range route.Status.Parents {
+		accepted := meta.FindStatusCondition(parent.Conditions, string(gatewayv1.RouteConditionAccepted))
+		if isGateway(parent.ParentRef, gw, route.Namespace) && accepted != nil && accepted.Status == metav1.ConditionTrue &&
+			accepted.ObservedGeneration == route.Generation {
+			return true
+		}
+	}
+	return false
+}
+
+// isGateway says whether ref, a parent of a route in namespace ns, is gw (and its listener,
+// when gw names one).
+func isGateway(ref gatewayv1.ParentReference, gw *policy.GatewayRef, ns string) bool {
+	group, kind, refNS := gatewayv1.GroupName, "Gateway", ns
+	if ref.Group != nil {
+		group = string(*ref.Group)
+	}
+	if ref.Kind != nil {
+		kind = string(*ref.Kind)
+	}
+	if ref.Namespace != nil {
+		refNS = string(*ref.Namespace)
+	}
+	if group != gatewayv1.GroupName || kind != "Gateway" || string(ref.Name) != gw.Name || refNS != gw.Namespace {
+		return false
+	}
+	return gw.SectionName == "" || (ref.SectionName != nil && string(*ref.SectionName) == gw.SectionName)
 }
 
 // reach says how to reach the pod through a Ready tunnel: at the front door's URLs, else

@@ -650,16 +650,26 @@ func TestTunnelReadyNamesTheURLOrThePortForward(t *testing.T) {
 				Paths: []networkingv1.HTTPIngressPath{{Path: "/", Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
 					Name: reporterShadow, Port: networkingv1.ServiceBackendPort{Number: 8888}}}}}}}}}}}
 	}
-	route := func(accepted metav1.ConditionStatus) *gatewayv1.HTTPRoute {
+	host := inject.FrontDoorHost("notebook", "user", "pod-uid", 8888, "apps.example.org")
+	gateway := gatewayv1.ParentReference{Group: ptr.To(gatewayv1.Group(gatewayv1.GroupName)), Kind: ptr.To(gatewayv1.Kind("Gateway")),
+		Name: "apps", Namespace: ptr.To(gatewayv1.Namespace("gateways")), SectionName: ptr.To(gatewayv1.SectionName("https"))}
+	// route is the shadow's HTTPRoute at generation 2 for host, whose Accepted condition from
+	// parent has status accepted at generation observed.
+	route := func(host string, parent gatewayv1.ParentReference, accepted metav1.ConditionStatus, observed int64) *gatewayv1.HTTPRoute {
 		r := &gatewayv1.HTTPRoute{ObjectMeta: meta(reporterShadowNS, inject.RouteName(reporterShadow, 8888)), Spec: gatewayv1.HTTPRouteSpec{
-			Hostnames: []gatewayv1.Hostname{"planted.example.org"},
+			Hostnames: []gatewayv1.Hostname{gatewayv1.Hostname(host)},
 			Rules: []gatewayv1.HTTPRouteRule{{BackendRefs: []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{
 				BackendObjectReference: gatewayv1.BackendObjectReference{Name: reporterShadow, Port: ptr.To[gatewayv1.PortNumber](8888)}}}}}}}}
-		r.Status.Parents = []gatewayv1.RouteParentStatus{{ParentRef: gatewayv1.ParentReference{Name: "apps"},
-			Conditions: []metav1.Condition{{Type: string(gatewayv1.RouteConditionAccepted), Status: accepted}}}}
+		r.Generation = 2
+		r.Status.Parents = []gatewayv1.RouteParentStatus{{ParentRef: parent,
+			Conditions: []metav1.Condition{{Type: string(gatewayv1.RouteConditionAccepted), Status: accepted, ObservedGeneration: observed}}}}
 		return r
 	}
-	host := inject.FrontDoorHost("notebook", "user", "pod-uid", 8888, "apps.example.org")
+	otherGateway := *gateway.DeepCopy()
+	otherGateway.Name = "tenant"
+	otherListener := *gateway.DeepCopy()
+	otherListener.SectionName = ptr.To(gatewayv1.SectionName("http"))
+	portForward := "from your machine: kubectl port-forward -n user-shadow svc/notebook-user 8888"
 	for name, c := range map[string]struct {
 		objs      []client.Object
 		kind      string
@@ -671,9 +681,13 @@ func TestTunnelReadyNamesTheURLOrThePortForward(t *testing.T) {
 			wantEvent: "Tunnel ready: open https://" + host + "/; port 8888 forwarded (portforward), in the cluster at notebook-user.user-shadow.svc",
 			wantURLs:  []string{"https://" + host + "/"},
 		},
-		"The URL is the pod's host, whatever host its Ingress was given.": {
-			objs:     []client.Object{service, ingress(reporterShadowNS, "planted.example.org")},
-			wantURLs: []string{"https://" + host + "/"},
+		"An Ingress whose host is not the pod's names no URL.": {
+			objs:      []client.Object{service, ingress(reporterShadowNS, "planted.example.org")},
+			wantEvent: portForward,
+		},
+		"While the Ingress still serves the pod's host under the domain the policy named before, no URL under the new one is named.": {
+			objs:      []client.Object{service, ingress(reporterShadowNS, inject.FrontDoorHost("notebook", "user", "pod-uid", 8888, "old.example.org"))},
+			wantEvent: portForward,
 		},
 		"With ports narrowed by interlink.eu/front-door-ports, the Tunnel holds a URL for each port published, fewer than its ports.": {
 			objs: []client.Object{&corev1.Service{ObjectMeta: meta(reporterShadowNS, reporterShadow), Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 6006}, {Port: 8888}}}},
@@ -686,18 +700,38 @@ func TestTunnelReadyNamesTheURLOrThePortForward(t *testing.T) {
 			wantEvent: "Tunnel ready: connect to notebook-user.user-shadow.svc port 8888, forwarded (portforward); from your machine: kubectl port-forward -n user-shadow svc/notebook-user 8888",
 		},
 		"An Ingress claiming the pod from another namespace names no URL.": {
-			objs:      []client.Object{service, ingress("evil", "evil.example.org")},
-			wantEvent: "from your machine: kubectl port-forward -n user-shadow svc/notebook-user 8888",
+			objs:      []client.Object{service, ingress("evil", host)},
+			wantEvent: portForward,
 		},
-		"An HTTPRoute a Gateway accepted names the pod's URL.": {
-			objs:     []client.Object{service, route(metav1.ConditionTrue)},
+		"An HTTPRoute the policy's Gateway accepted names the pod's URL.": {
+			objs:     []client.Object{service, route(host, gateway, metav1.ConditionTrue, 2)},
 			kind:     policy.FrontDoorHTTPRoute,
 			wantURLs: []string{"https://" + host + "/"},
 		},
 		"An HTTPRoute no Gateway accepted names no URL.": {
-			objs:      []client.Object{service, route(metav1.ConditionFalse)},
+			objs:      []client.Object{service, route(host, gateway, metav1.ConditionFalse, 2)},
 			kind:      policy.FrontDoorHTTPRoute,
-			wantEvent: "from your machine: kubectl port-forward -n user-shadow svc/notebook-user 8888",
+			wantEvent: portForward,
+		},
+		"An HTTPRoute another Gateway accepted names no URL.": {
+			objs:      []client.Object{service, route(host, otherGateway, metav1.ConditionTrue, 2)},
+			kind:      policy.FrontDoorHTTPRoute,
+			wantEvent: portForward,
+		},
+		"An HTTPRoute another listener of the policy's Gateway accepted names no URL.": {
+			objs:      []client.Object{service, route(host, otherListener, metav1.ConditionTrue, 2)},
+			kind:      policy.FrontDoorHTTPRoute,
+			wantEvent: portForward,
+		},
+		"An HTTPRoute accepted at an older generation names no URL.": {
+			objs:      []client.Object{service, route(host, gateway, metav1.ConditionTrue, 1)},
+			kind:      policy.FrontDoorHTTPRoute,
+			wantEvent: portForward,
+		},
+		"An accepted HTTPRoute whose hostname is not the pod's host names no URL.": {
+			objs:      []client.Object{service, route("planted.example.org", gateway, metav1.ConditionTrue, 2)},
+			kind:      policy.FrontDoorHTTPRoute,
+			wantEvent: portForward,
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -706,6 +740,7 @@ func TestTunnelReadyNamesTheURLOrThePortForward(t *testing.T) {
 			node.Network.EnableTunnel, node.Network.ShadowMode, node.Network.WildcardDNS = true, policy.ShadowModeSSH, "*.apps.example.org"
 			if c.kind != "" {
 				node.Network.FrontDoor.Kind = c.kind
+				node.Network.FrontDoor.Gateway = policy.GatewayRef{Name: "apps", Namespace: "gateways", SectionName: "https"}
 			}
 			r.policies = shadowtest.FixedPolicy{Policy: &policy.Policy{VirtualNodes: map[string]policy.VirtualNode{"hpc-vk": node}}}
 			r.identity.GatewayAPI = true
