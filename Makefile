@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 20s
 
-.PHONY: all build test unit vet lint fmt fuzz deps clean image dev e2e-tools node-tools cert-manager helm traefik shfmt chart-docs generate bench reliability
+.PHONY: all build test unit vet lint fmt fuzz deps clean image dev e2e-tools node-tools cert-manager helm traefik shfmt chart-docs generate bench reliability release verify-release
 
 all: build
 
@@ -165,3 +165,20 @@ IMAGE  ?= ghcr.io/interlink-hq/shadowgate:$(VERSION)
 ## image: build the image from the Dockerfile with buildah, as an OCI archive in bin/images (BASE=scratch where distroless cannot be pulled)
 image:
 	VERSION=$(VERSION) IMAGE=$(IMAGE) BASE=$(BASE) ./hack/build-image.sh
+
+# The release's version: VERSION when given (make release VERSION=v1.2.0), else hack/release.sh's
+# own default (the tag at HEAD, or 0.0.0-dev.g<commit>), as git describe's is not semver.
+RELEASE_VERSION = $(if $(filter command line environment,$(origin VERSION)),$(VERSION))
+
+## release: build, push and sign a release into dist/ (hack/release.sh; docs/development.md
+## "Cutting a release"): the CLI for linux and darwin on amd64 and arm64, the webhook image
+## (linux/amd64, linux/arm64), the shadow image, the chart as an OCI artifact, SBOMs, checksums
+## and cosign signatures. VERSION= (semver), REGISTRY= (host/path; default: a dry run into a
+## registry on loopback), SIGNING_KEY= (a cosign key; default: a throwaway pair); as root
+release:
+	VERSION="$(RELEASE_VERSION)" REGISTRY="$(REGISTRY)" SIGNING_KEY="$(SIGNING_KEY)" ./hack/release.sh
+
+## verify-release: check dist/ against its checksums.txt, and every signature of the release
+## (checksums, images, SBOM attestations, chart) with KEY= (default: dist/cosign.pub)
+verify-release:
+	KEY="$(KEY)" ./hack/release.sh verify
