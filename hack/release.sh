@@ -3,7 +3,8 @@
 # docs/development.md "Cutting a release" describes:
 #
 #   hack/release.sh          builds, pushes and signs, writing into DIST: the CLI for linux and
-#                            darwin on amd64 and arm64 (tar.gz), the webhook image for
+#                            darwin on amd64 and arm64 (tar.gz, and the krew manifest of
+#                            them), the webhook image for
 #                            linux/amd64 and linux/arm64 (one index), the shadow image
 #                            (linux/amd64), the chart as an OCI artifact, an SPDX SBOM per
 #                            binary and image, checksums.txt, and cosign signatures over each
@@ -181,20 +182,27 @@ echo "release: $version into $registry (dist: $dist)" >&2
 ociimage=$(tool node-tools.sh ociimage ociimage)
 go build -o "$work/sbom" "$root/hack/sbom"
 
-# The CLI, static, as the image's: linux and darwin on amd64 and arm64.
+# The CLI, static, as the image's: linux and darwin on amd64 and arm64, each archive as the krew
+# manifest (hack/krew/shadowgate.yaml) names it, holding kubectl-shadowgate, and shadowgate
+# linked to it; the manifest filled in with the version and each archive's sha256.
+sed -e '/^#/d' -e "s/VERSION/v$version/g" "$root/hack/krew/shadowgate.yaml" >"$work/shadowgate.krew.yaml"
 for platform in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64; do
   os=${platform%/*} arch=${platform#*/}
   dir="$work/cli/$os-$arch"
   mkdir -p "$dir"
   (cd "$root" && CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath \
-    -ldflags "-s -w -X main.version=$version" -o "$dir/shadowgate" ./cmd/shadowgate)
-  ln -s shadowgate "$dir/kubectl-shadowgate"
+    -ldflags "-s -w -X main.version=$version" -o "$dir/kubectl-shadowgate" ./cmd/shadowgate)
+  ln -s kubectl-shadowgate "$dir/shadowgate"
   cp "$root/README.md" "$dir/"
-  base="shadowgate_${version}_${os}_${arch}"
+  base="kubectl-shadowgate_v${version}_${os}_${arch}"
   tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH" -C "$dir" -cf - . \
     | gzip -n >"$dist/$base.tar.gz"
-  "$work/sbom" go -name "shadowgate_${os}_${arch}" -version "$version" "$dir/shadowgate" >"$dist/$base.spdx.json"
+  "$work/sbom" go -name "kubectl-shadowgate_${os}_${arch}" -version "$version" "$dir/kubectl-shadowgate" >"$dist/$base.spdx.json"
+  placeholder="SHA256_${os^^}_${arch^^}"
+  grep -q "$placeholder" "$work/shadowgate.krew.yaml" || fail "hack/krew/shadowgate.yaml has no $placeholder"
+  sed -i "s/$placeholder/$(sha256sum "$dist/$base.tar.gz" | cut -d' ' -f1)/" "$work/shadowgate.krew.yaml"
 done
+mv "$work/shadowgate.krew.yaml" "$dist/"
 echo "release: CLI built ($((SECONDS - start))s)" >&2
 
 # The webhook image for both architectures: the Dockerfile's one step copies the static binary.
@@ -253,7 +261,7 @@ chart_digest=$(sed -n 's/^Digest: //p' <<<"$out")
 [[ $chart_digest == sha256:* ]] || fail "helm push printed no digest: $out"
 echo "release: pushed oci://$registry/charts/shadowgate:$version@$chart_digest ($((SECONDS - start))s)" >&2
 
-(cd "$dist" && sha256sum -- *.tar.gz *.spdx.json "$chart_file" >checksums.txt)
+(cd "$dist" && sha256sum -- *.tar.gz *.spdx.json shadowgate.krew.yaml "$chart_file" >checksums.txt)
 
 # Signatures: cosign's, with the key given or a throwaway pair.
 if [[ -z ${SIGNING_KEY:-} ]]; then

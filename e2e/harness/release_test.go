@@ -92,17 +92,29 @@ func TestAReleaseIsPublishedAsASiteConsumesIt(t *testing.T) {
 				t.Errorf("%s: sha256 %s, checksums.txt says %s", file, got, sum)
 			}
 		}
+		krew, err := os.ReadFile(filepath.Join(rel.Dist, "shadowgate.krew.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, platform := range []string{"linux_amd64", "linux_arm64", "darwin_amd64", "darwin_arm64"} {
-			for _, file := range []string{"shadowgate_" + rel.Version + "_" + platform + ".tar.gz", "shadowgate_" + rel.Version + "_" + platform + ".spdx.json"} {
+			archive := "kubectl-shadowgate_v" + rel.Version + "_" + platform + ".tar.gz"
+			for _, file := range []string{archive, strings.TrimSuffix(archive, ".tar.gz") + ".spdx.json"} {
 				if !named[file] {
 					t.Errorf("checksums.txt does not name %s: %s", file, sums)
 				}
 			}
+			for _, want := range []string{"/v" + rel.Version + "/" + archive + "\n", "sha256: " + sha256File(t, filepath.Join(rel.Dist, archive)) + "\n"} {
+				if !strings.Contains(string(krew), want) {
+					t.Errorf("the krew manifest does not name %q:\n%s", want, krew)
+				}
+			}
 		}
-		if !named[rel.ChartFile] {
-			t.Errorf("checksums.txt does not name the chart's %s", rel.ChartFile)
+		for _, file := range []string{rel.ChartFile, "shadowgate.krew.yaml"} {
+			if !named[file] {
+				t.Errorf("checksums.txt does not name %s", file)
+			}
 		}
-		bin := extract(t, filepath.Join(rel.Dist, "shadowgate_"+rel.Version+"_linux_amd64.tar.gz"), "shadowgate", t.TempDir())
+		bin := extract(t, filepath.Join(rel.Dist, "kubectl-shadowgate_v"+rel.Version+"_linux_amd64.tar.gz"), "kubectl-shadowgate", t.TempDir())
 		out, err := exec.Command(bin, "version").CombinedOutput()
 		if err != nil || !strings.Contains(string(out), rel.Version) {
 			t.Errorf("shadowgate version: %v, %q; want it to report %s", err, out, rel.Version)
@@ -112,9 +124,9 @@ func TestAReleaseIsPublishedAsASiteConsumesIt(t *testing.T) {
 	t.Run("each SBOM is SPDX naming the Go modules and Debian packages", func(t *testing.T) {
 		module := "pkg:golang/github.com/interlink-hq/shadowgate@" + rel.Version
 		for file, want := range map[string][]string{
-			"shadowgate_" + rel.Version + "_darwin_arm64.spdx.json":      {module, "pkg:golang/k8s.io/client-go@", "pkg:golang/stdlib@go"},
-			"shadowgate-image_" + rel.Version + "_linux_arm64.spdx.json": {module, "pkg:golang/sigs.k8s.io/controller-runtime@"},
-			"shadow-image_0.1.0_linux_amd64.spdx.json":                   {"pkg:deb/debian/openssh-client@", "pkg:deb/debian/socat@", "pkg:deb/debian/tini@", "pkg:deb/debian/libc6@"},
+			"kubectl-shadowgate_v" + rel.Version + "_darwin_arm64.spdx.json": {module, "pkg:golang/k8s.io/client-go@", "pkg:golang/stdlib@go"},
+			"shadowgate-image_" + rel.Version + "_linux_arm64.spdx.json":     {module, "pkg:golang/sigs.k8s.io/controller-runtime@"},
+			"shadow-image_0.1.0_linux_amd64.spdx.json":                       {"pkg:deb/debian/openssh-client@", "pkg:deb/debian/socat@", "pkg:deb/debian/tini@", "pkg:deb/debian/libc6@"},
 		} {
 			got := spdxPURLs(t, filepath.Join(rel.Dist, file))
 			for _, w := range want {
@@ -164,14 +176,14 @@ func TestAReleaseIsPublishedAsASiteConsumesIt(t *testing.T) {
 		if out, err := exec.Command("cp", "-a", rel.Dist, tampered).CombinedOutput(); err != nil {
 			t.Fatalf("cp: %v\n%s", err, out)
 		}
-		archive := "shadowgate_" + rel.Version + "_linux_amd64.tar.gz"
+		archive := "kubectl-shadowgate_v" + rel.Version + "_linux_amd64.tar.gz"
 		if err := os.WriteFile(filepath.Join(tampered, archive), []byte("not the release's"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		if err := VerifyRelease(ctx, root, tampered, rel.PublicKey); err == nil || !strings.Contains(err.Error(), "does not match checksums.txt") {
 			t.Errorf("verified with %s changed: %v", archive, err)
 		}
-		sh := exec.Command("sh", "-c", `sha256sum -- *.tar.gz *.spdx.json *.tgz >checksums.txt`)
+		sh := exec.Command("sh", "-c", `sha256sum -- *.tar.gz *.spdx.json *.yaml *.tgz >checksums.txt`)
 		sh.Dir = tampered
 		if out, err := sh.CombinedOutput(); err != nil {
 			t.Fatalf("sha256sum: %v\n%s", err, out)
