@@ -137,6 +137,13 @@ func RunRelease(ctx context.Context, root, registry, dist string, progress *os.F
 	return r, nil
 }
 
+// Release runs hack/release.sh (as RunRelease) into the node's registry under interlink-hq/, so
+// the node pulls the released images as a site's node pulls them from its registry: by the
+// names and digests the released chart renders (rel.Chart, installed with helm's --plain-http).
+func (n *Node) Release(ctx context.Context, root, dist string, progress *os.File) (*Release, error) {
+	return RunRelease(ctx, root, n.Registry+"/interlink-hq", dist, progress)
+}
+
 // VerifyRelease runs `hack/release.sh verify` on the release's files with the public key key:
 // checksums, and the signatures of the checksums, images, SBOM attestations and chart. Its
 // error holds the script's output.
