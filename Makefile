@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 20s
 
-.PHONY: all build test unit vet lint fmt fuzz deps clean image dev e2e-tools node-tools cert-manager helm traefik shfmt chart-docs generate bench reliability release verify-release
+.PHONY: all build test unit vet lint fmt fuzz deps clean image dev e2e-tools node-tools cert-manager helm traefik shfmt chart-docs generate bench reliability release verify-release cosign
 
 all: build
 
@@ -30,7 +30,7 @@ unit:
 ## `make reliability` runs them, with every reliability scenario bounded, printing their
 ## RELIABILITY lines; each package is tested once
 test: SHELL := /bin/bash
-test: deps lint e2e-tools node-tools cert-manager helm traefik
+test: deps lint e2e-tools node-tools cert-manager helm traefik cosign
 	$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v '^$(MODULE)/e2e\(/\|$$\)')
 	cd e2e/site && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
 	$(call run-e2e,bounded,45m)
@@ -56,6 +56,12 @@ cert-manager:
 ## released module into bin/ (about 8 minutes on a fresh machine; later runs reuse it)
 traefik:
 	@./hack/build-traefik.sh >/dev/null
+
+## cosign: build cosign, which signs a release and verifies it (make release, and its test in
+## e2e/harness), from the module proxy into bin/ (about 8 minutes on a fresh machine; later runs
+## reuse it)
+cosign:
+	@./hack/build-cosign.sh >/dev/null
 
 ## helm: build helm (e2e/tools/helm) into bin/; the e2e tests lint, render and install the chart
 ## with it (a few minutes on a fresh machine; later runs reuse it)

@@ -33,13 +33,12 @@
 #             registry is reachable)
 #   KEY       for verify: the public key (default DIST/cosign.pub)
 #
-# Tools are built into bin/ keyed by version: cosign (hack/build-go-tool.sh), helm
+# Tools are built into bin/ keyed by version: cosign (hack/build-cosign.sh), helm
 # (hack/build-helm.sh), distribution's registry and ociimage (hack/node-tools.sh). Needs root,
 # buildah and debootstrap for the images (hack/test-deps.sh).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dist=${DIST:-$root/dist}
-cosign_version=v2.6.5
 
 fail() {
   echo "release: $*" >&2
@@ -99,7 +98,7 @@ work=""
 cleanup() { [[ -z $work ]] || rm -rf --one-file-system -- "$work"; }
 trap cleanup EXIT
 
-cosign=$(tool build-go-tool.sh cosign cosign github.com/sigstore/cosign/v2/cmd/cosign "$cosign_version")
+cosign=$(tool build-cosign.sh cosign)
 helm=$(tool build-helm.sh helm)
 
 # cosign_registry_flags REGISTRY: the flags cosign needs for that registry.

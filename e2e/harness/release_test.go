@@ -162,7 +162,11 @@ func TestAReleaseIsPublishedAsASiteConsumesIt(t *testing.T) {
 			t.Fatal(err)
 		}
 		other := t.TempDir()
-		gen := exec.Command(cosignPath(t, root), "generate-key-pair", "--output-key-prefix", filepath.Join(other, "other"))
+		cosign, err := runBuildScript(root, "build-cosign.sh", os.Stderr, "cosign")
+		if err != nil {
+			t.Fatal(err)
+		}
+		gen := exec.Command(cosign["cosign"], "generate-key-pair", "--output-key-prefix", filepath.Join(other, "other"))
 		gen.Env = append(os.Environ(), "COSIGN_PASSWORD=")
 		if out, err := gen.CombinedOutput(); err != nil {
 			t.Fatalf("cosign generate-key-pair: %v\n%s", err, out)
@@ -202,20 +206,6 @@ func TestAReleaseIsPublishedAsASiteConsumesIt(t *testing.T) {
 			t.Errorf("verified with another chart pushed as %s %s: %v", rel.Chart, rel.Version, err)
 		}
 	})
-}
-
-// cosignPath is the cosign the release signs with, as hack/release.sh builds it.
-func cosignPath(t *testing.T, root string) string {
-	t.Helper()
-	out, err := exec.Command("sh", "-c", `sed -n 's/^cosign_version=//p' "$0"/hack/release.sh`, root).Output()
-	if err != nil || len(strings.TrimSpace(string(out))) == 0 {
-		t.Fatalf("no cosign_version in hack/release.sh: %v", err)
-	}
-	paths, err := runBuildScriptArgs(root, "build-go-tool.sh", []string{"cosign", "github.com/sigstore/cosign/v2/cmd/cosign", strings.TrimSpace(string(out))}, nil, os.Stderr, "cosign")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return paths["cosign"]
 }
 
 type ociManifest struct {
