@@ -174,6 +174,33 @@ func TestAReleaseIsPublishedAsASiteConsumesIt(t *testing.T) {
 		if err := VerifyRelease(ctx, root, rel.Dist, filepath.Join(other, "other.pub")); err == nil || !strings.Contains(err.Error(), "does not verify") {
 			t.Errorf("verified with another key: %v", err)
 		}
+		// As a site verifies an image by its name: with the release's key, not another; and an
+		// image pushed over the release's tag does not verify.
+		verify := func(key, ref string) error {
+			out, err := exec.Command(cosign["cosign"], "verify", "--key", key, "--insecure-ignore-tlog",
+				"--allow-http-registry", "--allow-insecure-registry", ref).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("%w\n%s", err, out)
+			}
+			return nil
+		}
+		tag := strings.SplitN(rel.WebhookImage, "@", 2)[0] + ":" + rel.Version
+		if err := verify(rel.PublicKey, tag); err != nil {
+			t.Errorf("cosign verify %s with the release's key: %v", tag, err)
+		}
+		if err := verify(filepath.Join(other, "other.pub"), tag); err == nil {
+			t.Errorf("cosign verify %s with another key passed", tag)
+		}
+		ociimage, err := runBuildScriptArgs(root, "node-tools.sh", []string{"ociimage"}, nil, os.Stderr, "ociimage")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(ociimage["ociimage"], "push-binary", ociimage["ociimage"], tag).CombinedOutput(); err != nil {
+			t.Fatalf("pushing another image as %s: %v\n%s", tag, err, out)
+		}
+		if err := verify(rel.PublicKey, tag); err == nil {
+			t.Errorf("cosign verify passed for another image pushed as %s", tag)
+		}
 
 		// An archive changed, and checksums.txt rewritten to match it: the checksums' signature fails.
 		tampered := filepath.Join(t.TempDir(), "dist")
