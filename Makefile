@@ -180,11 +180,12 @@ RELEASE_VERSION = $(if $(filter command line environment,$(origin VERSION)),$(VE
 ## "Cutting a release"): the CLI for linux and darwin on amd64 and arm64, the webhook image
 ## (linux/amd64, linux/arm64), the shadow image, the chart as an OCI artifact, SBOMs, checksums
 ## and cosign signatures. VERSION= (semver), REGISTRY= (host/path; default: a dry run into a
-## registry on loopback), SIGNING_KEY= (a cosign key; default: a throwaway pair); as root
+## registry on loopback), SIGNING_KEY= (a cosign key; default: a throwaway pair), DIST= (default
+## dist/); as root
 release:
-	VERSION="$(RELEASE_VERSION)" REGISTRY="$(REGISTRY)" SIGNING_KEY="$(SIGNING_KEY)" ./hack/release.sh
+	VERSION="$(RELEASE_VERSION)" REGISTRY="$(REGISTRY)" SIGNING_KEY="$(SIGNING_KEY)" DIST="$(DIST)" ./hack/release.sh
 
-## verify-release: check dist/ against its checksums.txt, and every signature of the release
+## verify-release: check dist/ (DIST=) against its checksums.txt, and every signature of the release
 ## (checksums, images, SBOM attestations, chart) with KEY= (default: dist/cosign.pub)
 verify-release:
-	KEY="$(KEY)" ./hack/release.sh verify
+	KEY="$(KEY)" DIST="$(DIST)" ./hack/release.sh verify
