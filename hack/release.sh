@@ -97,6 +97,8 @@ EOF
 work=""
 cleanup() { [[ -z $work ]] || rm -rf --one-file-system -- "$work"; }
 trap cleanup EXIT
+# A release stopped by a signal cleans up too (the EXIT trap runs on exit).
+trap 'exit 1' INT TERM
 
 cosign=$(tool build-cosign.sh cosign)
 helm=$(tool build-helm.sh helm)
