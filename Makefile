@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 20s
 
-.PHONY: all build test unit vet lint fmt fuzz deps clean image dev e2e-tools node-tools cert-manager helm traefik shfmt chart-docs generate bench reliability
+.PHONY: all build test unit vet lint fmt fuzz deps clean image dev e2e-tools node-tools cert-manager helm traefik shfmt chart-docs generate bench reliability release verify-release cosign
 
 all: build
 
@@ -30,7 +30,7 @@ unit:
 ## `make reliability` runs them, with every reliability scenario bounded, printing their
 ## RELIABILITY lines; each package is tested once
 test: SHELL := /bin/bash
-test: deps lint e2e-tools node-tools cert-manager helm traefik
+test: deps lint e2e-tools node-tools cert-manager helm traefik cosign
 	$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v '^$(MODULE)/e2e\(/\|$$\)')
 	cd e2e/site && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
 	$(call run-e2e,bounded,45m)
@@ -56,6 +56,12 @@ cert-manager:
 ## released module into bin/ (about 8 minutes on a fresh machine; later runs reuse it)
 traefik:
 	@./hack/build-traefik.sh >/dev/null
+
+## cosign: build cosign, which signs a release and verifies it (make release, and its test in
+## e2e/harness), from the module proxy into bin/ (about 8 minutes on a fresh machine; later runs
+## reuse it)
+cosign:
+	@./hack/build-cosign.sh >/dev/null
 
 ## helm: build helm (e2e/tools/helm) into bin/; the e2e tests lint, render and install the chart
 ## with it (a few minutes on a fresh machine; later runs reuse it)
@@ -165,3 +171,21 @@ IMAGE  ?= ghcr.io/interlink-hq/shadowgate:$(VERSION)
 ## image: build the image from the Dockerfile with buildah, as an OCI archive in bin/images (BASE=scratch where distroless cannot be pulled)
 image:
 	VERSION=$(VERSION) IMAGE=$(IMAGE) BASE=$(BASE) ./hack/build-image.sh
+
+# The release's version: VERSION when given (make release VERSION=v1.2.0), else hack/release.sh's
+# own default (the tag at HEAD, or 0.0.0-dev.g<commit>), as git describe's is not semver.
+RELEASE_VERSION = $(if $(filter command line environment,$(origin VERSION)),$(VERSION))
+
+## release: build, push and sign a release into dist/ (hack/release.sh; docs/development.md
+## "Cutting a release"): the CLI for linux and darwin on amd64 and arm64, the webhook image
+## (linux/amd64, linux/arm64), the shadow image, the chart as an OCI artifact, SBOMs, checksums
+## and cosign signatures. VERSION= (semver), REGISTRY= (host/path; default: a dry run into a
+## registry on loopback), SIGNING_KEY= (a cosign key; default: a throwaway pair), DIST= (default
+## dist/); as root
+release:
+	VERSION="$(RELEASE_VERSION)" REGISTRY="$(REGISTRY)" SIGNING_KEY="$(SIGNING_KEY)" DIST="$(DIST)" ./hack/release.sh
+
+## verify-release: check dist/ (DIST=) against its checksums.txt, and every signature of the release
+## (checksums, images, SBOM attestations, chart) with KEY= (default: dist/cosign.pub)
+verify-release:
+	KEY="$(KEY)" DIST="$(DIST)" ./hack/release.sh verify

@@ -94,6 +94,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 		"webhooks.timeoutSeconds.validatePods=60": "/webhooks/timeoutSeconds/validatePods",
 		"webhooks.virtualNodes={Bad_Name}":        "/webhooks/virtualNodes/0",
 		"leastPrivilege.imagePrefixes={}":         "/leastPrivilege/imagePrefixes",
+		"image.digest=latest":                     "/image/digest",
 	} {
 		_, err := runHelm(t, "template", "shadowgate", chartDir, "--set", set)
 		if err == nil || !strings.Contains(err.Error(), want) {

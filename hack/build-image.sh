@@ -41,7 +41,7 @@ key=$({
   printf '%s\n' "$image" "${BASE:-}" "$arch"
   cat "$root/Dockerfile" "$context/shadowgate-linux-$arch"
 } | sha256sum | cut -c 1-16)
-archive="$root/bin/images/shadowgate-$key.oci.tar"
+archive="$root/bin/images/shadowgate-$arch-$key.oci.tar"
 if [[ -s $archive ]]; then
   echo "shadowgate=$archive"
   echo "shadowgate-image=$image"
@@ -60,13 +60,14 @@ trap 'rm -rf --one-file-system -- "$work"' EXIT
 # A store of this build's own, gone with it: nothing of the machine's container storage is
 # read or written.
 b() { buildah --root "$work/storage" --runroot "$work/run" --storage-driver vfs "$@"; }
-args=(--build-arg "TARGETARCH=$arch")
+# The Dockerfile's one step copies the binary: another architecture's image needs no emulator.
+args=(--platform "linux/$arch" --build-arg "TARGETARCH=$arch")
 [[ -z ${BASE:-} ]] || args+=(--build-arg "BASE=$BASE")
 b bud --quiet --isolation chroot "${args[@]}" -f "$root/Dockerfile" -t "$image" "$context" >/dev/null
 b push --quiet "$image" "oci-archive:$archive.tmp.$$:$image"
 mv "$archive.tmp.$$" "$archive"
-# Only the newest build is kept: each change of the code makes another.
-find "$root/bin/images" -name 'shadowgate-*.oci.tar' ! -path "$archive" -delete
+# Only the newest build of each architecture is kept: each change of the code makes another.
+find "$root/bin/images" -name "shadowgate-$arch-*.oci.tar" ! -path "$archive" -delete
 echo "build-image: built $image" >&2
 echo "shadowgate=$archive"
 echo "shadowgate-image=$image"

@@ -8,12 +8,17 @@
 # image registry, distribution, with ociimage, which pushes images into it
 # (e2e/tools/registry), and the pause container. runc and the CNI plugins are Debian's
 # (hack/test-deps.sh).
-# Prints NAME=PATH per tool.
+# Prints NAME=PATH per tool. With tool names as arguments, builds and prints those alone
+# (hack/release.sh: registry ociimage).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 tools="$root/e2e/tools"
 bin="$root/bin"
 mkdir -p "$bin"
+only=" $* "
+
+# wanted NAME: whether NAME is to be built, as every tool is when none is named.
+wanted() { [[ $only == "  " || $only == *" $1 "* ]]; }
 
 modversion() { # module dir, module path -> required version
   (cd "$1" && go list -m -f '{{.Version}}' "$2")
@@ -30,6 +35,7 @@ wiring() {
 build() {
   local name=$1 key=$2 dir=$3 pkg=$4 out="$bin/$1-$2"
   shift 4
+  wanted "$name" || return 0
   if [ ! -x "$out" ]; then
     echo "node-tools: building $name $key (minutes the first time)" >&2
     local start=$SECONDS
@@ -69,6 +75,7 @@ build kube-proxy "$kube" "$tools" k8s.io/kubernetes/cmd/kube-proxy -ldflags "$ku
 
 # The pause container every pod sandbox runs, from the kubernetes module's build/pause, static
 # as its Makefile builds it (gcc and libc6-dev: hack/test-deps.sh).
+wanted pause || exit 0
 pause="$(cd "$tools" && go mod download k8s.io/kubernetes && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause"
 pausetag=$(sed -n 's/^TAG ?= //p' "$pause/Makefile")
 out="$bin/pause-$pausetag"

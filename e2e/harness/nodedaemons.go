@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,39 +19,14 @@ import (
 // startRegistry starts distribution's registry on a free loopback port, its storage under the
 // node's directory, and waits for its API to answer.
 func (n *Node) startRegistry() error {
-	port, err := freePort()
+	p, addr, err := startRegistry(n.tools.Registry, filepath.Join(n.Dir, "registry"), filepath.Join(n.Dir, "registry.log"))
 	if err != nil {
 		return err
 	}
-	n.Registry = "127.0.0.1:" + strconv.Itoa(port)
-	dir := filepath.Join(n.Dir, "registry")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	config := filepath.Join(dir, "config.yml")
-	if err := os.WriteFile(config, []byte(fmt.Sprintf(`version: 0.1
-log:
-  level: warn
-  accesslog:
-    disabled: true
-storage:
-  filesystem:
-    rootdirectory: %s
-  delete:
-    enabled: true
-http:
-  addr: %s
-  secret: %s
-`, filepath.Join(dir, "data"), n.Registry, token())), 0o644); err != nil {
-		return err
-	}
-	p, err := startProcess("registry", filepath.Join(n.Dir, "registry.log"), n.tools.Registry, "serve", config)
-	if err != nil {
-		return err
-	}
+	n.Registry = addr
 	n.procs = append(n.procs, p)
 	n.Logs["registry"] = p.log
-	return poll(p, 30*time.Second, func() error { return getOK(http.DefaultClient, "http://"+n.Registry+"/v2/") })
+	return nil
 }
 
 // PushBinaryImage pushes an image of one static binary, /<its file name>, its entrypoint, to

@@ -48,7 +48,12 @@ func runBuildScript(root, script string, progress *os.File, want ...string) (map
 
 // runBuildScriptEnv is runBuildScript with env added to the script's environment.
 func runBuildScriptEnv(root, script string, env []string, progress *os.File, want ...string) (map[string]string, error) {
-	cmd := exec.Command(filepath.Join(root, "hack", script))
+	return runBuildScriptArgs(root, script, nil, env, progress, want...)
+}
+
+// runBuildScriptArgs is runBuildScriptEnv with args given to the script.
+func runBuildScriptArgs(root, script string, args, env []string, progress *os.File, want ...string) (map[string]string, error) {
+	cmd := exec.Command(filepath.Join(root, "hack", script), args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Dir = root
 	cmd.Stderr = progress

@@ -4,9 +4,12 @@
 //	ociimage push-binary BINARY REF   an image of one static binary, /<name>, as its entrypoint
 //	ociimage push-archive PATH REF    the image in an OCI layout (a directory, or a tar of one)
 //	                                  or in a `docker save` tar
+//	ociimage push-index REF PATH...   the images of these archives (as push-archive, one image
+//	                                  each), and an image index of them by their platforms
 //
-// It prints the pushed image as REF@sha256:<digest>. The registry is reached over plain HTTP:
-// it listens on loopback only.
+// It prints the pushed image as REF@sha256:<digest>, and push-index then a line per image,
+// <os>/<arch> REF@sha256:<digest>. A registry on loopback is reached over plain HTTP, any
+// other over HTTPS with the credentials of docker's configuration (docker login).
 package main
 
 import (
@@ -32,7 +35,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-const usage = "usage: ociimage push-binary BINARY REF | ociimage push-archive PATH REF"
+const usage = "usage: ociimage push-binary BINARY REF | ociimage push-archive PATH REF | ociimage push-index REF PATH..."
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
@@ -42,6 +45,21 @@ func main() {
 }
 
 func run(args []string) error {
+	if len(args) >= 3 && args[0] == "push-index" {
+		ref, err := name.ParseReference(args[1], name.Insecure)
+		if err != nil {
+			return fmt.Errorf("image reference %q: %w", args[1], err)
+		}
+		pushed, platforms, err := pushIndex(ref, args[2:])
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s@%s\n", ref.Context().Name(), pushed)
+		for _, p := range platforms {
+			fmt.Printf("%s %s@%s\n", p.platform, ref.Context().Name(), p.digest)
+		}
+		return nil
+	}
 	if len(args) != 3 {
 		return errors.New(usage)
 	}
@@ -113,62 +131,120 @@ func binaryImage(bin string) (v1.Image, error) {
 // pushArchive pushes the one image (or image index) an OCI layout names, or the one image of a
 // `docker save` tar.
 func pushArchive(path string, ref name.Reference) (v1.Hash, error) {
-	info, err := os.Stat(path)
+	img, index, cleanup, err := readArchive(path)
 	if err != nil {
 		return v1.Hash{}, err
+	}
+	defer cleanup()
+	if index != nil {
+		if err := remote.WriteIndex(ref, index, auth()); err != nil {
+			return v1.Hash{}, fmt.Errorf("pushing %s: %w", ref, err)
+		}
+		return index.Digest()
+	}
+	return pushImage(ref, img)
+}
+
+// platformImage is an image of an index pushed, by its platform.
+type platformImage struct {
+	platform string
+	digest   v1.Hash
+}
+
+// pushIndex pushes the one image of each archive by digest, then an image index of them under
+// ref, each image's platform its config's.
+func pushIndex(ref name.Reference, archives []string) (v1.Hash, []platformImage, error) {
+	index := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	var pushed []platformImage
+	for _, path := range archives {
+		img, sub, cleanup, err := readArchive(path)
+		if err != nil {
+			return v1.Hash{}, nil, err
+		}
+		defer cleanup()
+		if sub != nil {
+			return v1.Hash{}, nil, fmt.Errorf("%s holds an image index; push-index takes archives of one image each", path)
+		}
+		cfg, err := img.ConfigFile()
+		if err != nil {
+			return v1.Hash{}, nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if cfg.OS == "" || cfg.Architecture == "" {
+			return v1.Hash{}, nil, fmt.Errorf("%s: the image's config names no os and architecture, which an index entry needs", path)
+		}
+		digest, err := img.Digest()
+		if err != nil {
+			return v1.Hash{}, nil, err
+		}
+		if err := remote.Write(ref.Context().Digest(digest.String()), img, auth()); err != nil {
+			return v1.Hash{}, nil, fmt.Errorf("pushing %s of %s: %w", digest, path, err)
+		}
+		platform := v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant}
+		pushed = append(pushed, platformImage{platform: platform.String(), digest: digest})
+		index = mutate.AppendManifests(index, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &platform}})
+	}
+	if err := remote.WriteIndex(ref, index, auth()); err != nil {
+		return v1.Hash{}, nil, fmt.Errorf("pushing %s: %w", ref, err)
+	}
+	digest, err := index.Digest()
+	return digest, pushed, err
+}
+
+// readArchive reads the one image, or image index, an OCI layout (a directory, or a tar of one)
+// names, or the one image of a `docker save` tar. cleanup removes what reading it left, once
+// the image is no longer read.
+func readArchive(path string) (img v1.Image, index v1.ImageIndex, cleanup func(), err error) {
+	cleanup = func() {}
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, nil, cleanup, err
 	}
 	dir := path
 	if !info.IsDir() {
 		isOCI, err := tarHas(path, "index.json")
 		if err != nil {
-			return v1.Hash{}, err
+			return nil, nil, cleanup, err
 		}
 		if !isOCI {
 			img, err := tarball.ImageFromPath(path, nil)
 			if err != nil {
-				return v1.Hash{}, fmt.Errorf("%s is neither an OCI layout (no index.json) nor a docker save archive: %w", path, err)
+				return nil, nil, cleanup, fmt.Errorf("%s is neither an OCI layout (no index.json) nor a docker save archive: %w", path, err)
 			}
-			return pushImage(ref, img)
+			return img, nil, cleanup, nil
 		}
 		if dir, err = os.MkdirTemp("", "ociimage-"); err != nil {
-			return v1.Hash{}, err
+			return nil, nil, cleanup, err
 		}
-		defer os.RemoveAll(dir)
+		cleanup = func() { os.RemoveAll(dir) }
 		if err := untar(path, dir); err != nil {
-			return v1.Hash{}, err
+			return nil, nil, cleanup, err
 		}
 	}
-	index, err := layout.ImageIndexFromPath(dir)
+	layoutIndex, err := layout.ImageIndexFromPath(dir)
 	if err != nil {
-		return v1.Hash{}, fmt.Errorf("%s: not an OCI layout: %w", path, err)
+		return nil, nil, cleanup, fmt.Errorf("%s: not an OCI layout: %w", path, err)
 	}
-	manifest, err := index.IndexManifest()
+	manifest, err := layoutIndex.IndexManifest()
 	if err != nil {
-		return v1.Hash{}, err
+		return nil, nil, cleanup, err
 	}
 	if len(manifest.Manifests) != 1 {
-		return v1.Hash{}, fmt.Errorf("%s names %d images in its index.json; push-archive takes a layout of exactly one image or image index", path, len(manifest.Manifests))
+		return nil, nil, cleanup, fmt.Errorf("%s names %d images in its index.json; push-archive takes a layout of exactly one image or image index", path, len(manifest.Manifests))
 	}
 	desc := manifest.Manifests[0]
 	if desc.MediaType.IsIndex() {
-		child, err := index.ImageIndex(desc.Digest)
-		if err != nil {
-			return v1.Hash{}, err
-		}
-		if err := remote.WriteIndex(ref, child, remote.WithAuth(authn.Anonymous)); err != nil {
-			return v1.Hash{}, fmt.Errorf("pushing %s: %w", ref, err)
-		}
-		return child.Digest()
+		index, err = layoutIndex.ImageIndex(desc.Digest)
+		return nil, index, cleanup, err
 	}
-	img, err := index.Image(desc.Digest)
-	if err != nil {
-		return v1.Hash{}, err
-	}
-	return pushImage(ref, img)
+	img, err = layoutIndex.Image(desc.Digest)
+	return img, nil, cleanup, err
 }
 
+// auth gives the credentials of docker's configuration for the registry, if it names any.
+func auth() remote.Option { return remote.WithAuthFromKeychain(authn.DefaultKeychain) }
+
 func pushImage(ref name.Reference, img v1.Image) (v1.Hash, error) {
-	if err := remote.Write(ref, img, remote.WithAuth(authn.Anonymous)); err != nil {
+	if err := remote.Write(ref, img, auth()); err != nil {
 		return v1.Hash{}, fmt.Errorf("pushing %s: %w", ref, err)
 	}
 	return img.Digest()

@@ -20,6 +20,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
+{{/* shadowgate's image: repository, tag (the appVersion when empty) and, when set, the digest
+it is pulled by. */}}
+{{- define "shadowgate.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}{{ with .Values.image.digest }}@{{ . }}{{ end }}
+{{- end -}}
+
 {{- define "shadowgate.policyName" -}}{{ include "shadowgate.fullname" . }}-policy{{- end -}}
 {{- define "shadowgate.tlsSecretName" -}}{{ include "shadowgate.fullname" . }}-tls{{- end -}}
 {{- define "shadowgate.servingCertName" -}}{{ include "shadowgate.fullname" . }}-serving{{- end -}}
