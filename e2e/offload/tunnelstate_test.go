@@ -132,8 +132,9 @@ func TestTunnelFailuresShowOnTheOffloadedPod(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !regexp.MustCompile(`(?m)^shadowgate_tunnels\{state="Failed"\} [1-9]`).MatchString(metrics) {
-				t.Errorf("the shadowgate_tunnels gauge counts no Failed tunnel:\n%s", grepLines(metrics, "shadowgate_tunnels"))
+			series := `shadowgate_tunnels{node="` + c.node + `",reason="` + c.reason + `",state="Failed"}`
+			if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` [1-9]`).MatchString(metrics) {
+				t.Errorf("the shadowgate_tunnels gauge counts no Failed tunnel as %s:\n%s", series, grepLines(metrics, "shadowgate_tunnels"))
 			}
 			if n := len(tunnelEventsOf(t, ns, "notebook", "TunnelReady")); n != 0 {
 				t.Errorf("a failing tunnel was reported TunnelReady %d times", n)
