@@ -72,7 +72,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	})
 	m.Tunnels = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "shadowgate_tunnels",
-		Help: "Offloaded pods' tunnels by the state the tunnel reporter last saw (Starting, WaitingForNode, Ready, Failed, Ended), its reason (the fixed catalogue of tunnel reasons, empty while Starting) and virtual node (a node of the policy, or unknown): a bounded label set.",
+		Help: "Offloaded pods' tunnels by the state the tunnel reporter last saw (Starting, WaitingForNode, Ready, Failed, Ended), its reason (the fixed catalogue of tunnel reasons, empty while Starting) and virtual node (a node of the policy, or unknown): a bounded label set, each series removed once it counts no tunnel.",
 	}, []string{"node", "state", "reason"})
 	m.TunnelTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shadowgate_tunnel_transitions_total",

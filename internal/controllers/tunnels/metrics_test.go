@@ -2,6 +2,8 @@ package tunnels
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,24 +65,29 @@ func TestTheTunnelMetricsFollowATunnelByItsVirtualNode(t *testing.T) {
 					t.Fatalf("%s: %v", step, err)
 				}
 			}
-			gauge := func(step string, state tunnelstate.State, reason tunnelstate.Reason, want float64) {
+			// gauge checks the one series of shadowgate_tunnels there is: a series that counts
+			// no tunnel is removed.
+			gauge := func(step string, state tunnelstate.State, reason tunnelstate.Reason) {
 				t.Helper()
-				if got := testutil.ToFloat64(m.Tunnels.WithLabelValues(tc.wantNode, string(state), string(reason))); got != want {
-					t.Errorf("%s: shadowgate_tunnels{node=%q,state=%q,reason=%q} is %v, want %v", step, tc.wantNode, state, reason, got, want)
+				want := fmt.Sprintf(`
+# HELP shadowgate_tunnels %s
+# TYPE shadowgate_tunnels gauge
+shadowgate_tunnels{node=%q,reason=%q,state=%q} 1
+`, tunnelsHelp(t, reg), tc.wantNode, reason, state)
+				if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "shadowgate_tunnels"); err != nil {
+					t.Errorf("%s: %v", step, err)
 				}
 			}
 
 			reconcileWith("ready")
-			gauge("ready", tunnelstate.Ready, tunnelstate.ReasonReady, 1)
+			gauge("ready", tunnelstate.Ready, tunnelstate.ReasonReady)
 			setReady(false)
 			reconcileWith("the dip")
-			gauge("the dip", tunnelstate.Ready, tunnelstate.ReasonReady, 0)
-			gauge("the dip", tunnelstate.Starting, "", 1)
+			gauge("the dip", tunnelstate.Starting, "")
 			setReady(true)
 			reconcileWith("ready again")
 			reconcileWith("ready, looked at again")
-			gauge("ready again", tunnelstate.Ready, tunnelstate.ReasonReady, 1)
-			gauge("ready again", tunnelstate.Starting, "", 0)
+			gauge("ready again", tunnelstate.Ready, tunnelstate.ReasonReady)
 
 			pod.Status.Phase = corev1.PodSucceeded
 			if err := c.Status().Update(context.Background(), pod); err != nil {
@@ -89,7 +96,9 @@ func TestTheTunnelMetricsFollowATunnelByItsVirtualNode(t *testing.T) {
 			if _, err := r.Reconcile(context.Background(), key); err != nil {
 				t.Fatal(err)
 			}
-			gauge("finished", tunnelstate.Ready, tunnelstate.ReasonReady, 0)
+			if n := testutil.CollectAndCount(m.Tunnels); n != 0 {
+				t.Errorf("%d series of shadowgate_tunnels once the pod finished, want none", n)
+			}
 
 			for _, tr := range []struct {
 				from string
@@ -113,6 +122,21 @@ func TestTheTunnelMetricsFollowATunnelByItsVirtualNode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tunnelsHelp is the help text of shadowgate_tunnels.
+func tunnelsHelp(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "shadowgate_tunnels" {
+			return f.GetHelp()
+		}
+	}
+	return ""
 }
 
 // readySeconds is the count and sum of shadowgate_tunnel_ready_seconds for node.

@@ -72,6 +72,7 @@ type TunnelReporter struct {
 
 	mu     sync.Mutex
 	states map[types.NamespacedName]series // for the shadowgate_tunnels gauge
+	tally  map[series]int                  // tunnels per series of the gauge
 	// written is the state this process last wrote for each pod, with the pod's UID: the
 	// cache may not hold the Tunnel's new status yet when the next change comes, and reading
 	// the one before would record its Event again.
@@ -503,10 +504,27 @@ func (t *TunnelReporter) count(key types.NamespacedName, s series) {
 		return
 	}
 	if had {
-		t.metrics.Tunnels.WithLabelValues(old.node, string(old.state), string(old.reason)).Dec()
+		t.add(old, -1)
 	}
 	t.states[key] = s
-	t.metrics.Tunnels.WithLabelValues(s.node, string(s.state), string(s.reason)).Inc()
+	t.add(s, 1)
+}
+
+// add changes the tunnels counted in series s by delta, and removes the series from the gauge
+// once it counts none: a node dropped from the policy, or a reason no tunnel has any more,
+// leaves no series behind. Called with mu held.
+func (t *TunnelReporter) add(s series, delta int) {
+	if t.tally == nil {
+		t.tally = map[series]int{}
+	}
+	t.tally[s] += delta
+	labels := []string{s.node, string(s.state), string(s.reason)}
+	if n := t.tally[s]; n > 0 {
+		t.metrics.Tunnels.WithLabelValues(labels...).Set(float64(n))
+		return
+	}
+	delete(t.tally, s)
+	t.metrics.Tunnels.DeleteLabelValues(labels...)
 }
 
 // transition counts a state written (writeState) that differs from the one before, and
@@ -562,6 +580,6 @@ func (t *TunnelReporter) forget(key types.NamespacedName) {
 	delete(t.written, key)
 	if old, ok := t.states[key]; ok {
 		delete(t.states, key)
-		t.metrics.Tunnels.WithLabelValues(old.node, string(old.state), string(old.reason)).Dec()
+		t.add(old, -1)
 	}
 }
