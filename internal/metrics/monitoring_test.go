@@ -193,6 +193,7 @@ func TestTheChartRefusesBadMonitoringValues(t *testing.T) {
 		"monitoring.alerts.runbookBase=docs/monitoring.md":     "/monitoring/alerts/runbookBase",
 		"monitoring.alerts.policyStuck.for=1m":                 "additional properties 'policyStuck' not allowed",
 		"monitoring.grafana=true":                              "additional properties 'grafana' not allowed",
+		"monitoring.alerts.tunnelsFailed.threshold=3":          "additional properties 'threshold' not allowed",
 	} {
 		_, err := helm(t, "template", "shadowgate", chartDir, "--set", set)
 		if err == nil || !strings.Contains(err.Error(), want) {
