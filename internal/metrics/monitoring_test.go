@@ -117,12 +117,12 @@ func TestTheChartRendersTheComponentsMonitoring(t *testing.T) {
 		"--set", "monitoring.alerts.runbookBase=https://runbooks.example.org/sg",
 		"--set", "monitoring.alerts.webhookUnreachable.for=2m", "--set", "monitoring.alerts.webhookUnreachable.severity=page",
 		"--set", "monitoring.alerts.webhookFailingOpen.for=3m", "--set", "monitoring.alerts.webhookFailingOpen.severity=ticket",
-		"--set-json", "monitoring.alerts.webhookRejecting.ratio=0.25", "--set", "monitoring.alerts.webhookRejecting.for=4m",
-		"--set-json", "monitoring.alerts.webhookLatencyHigh.seconds=1.5", "--set", "monitoring.alerts.webhookLatencyHigh.for=6m",
+		"--set-json", "monitoring.alerts.webhookRejecting.ratio=0.25", "--set", "monitoring.alerts.webhookRejecting.for=4m", "--set", "monitoring.alerts.webhookRejecting.severity=s4",
+		"--set-json", "monitoring.alerts.webhookLatencyHigh.seconds=1.5", "--set", "monitoring.alerts.webhookLatencyHigh.for=6m", "--set", "monitoring.alerts.webhookLatencyHigh.severity=s6",
 		"--set", "monitoring.alerts.policyStuckOnLastValid.for=7m", "--set", "monitoring.alerts.policyStuckOnLastValid.severity=info",
-		"--set", "monitoring.alerts.tunnelsFailed.count=3", "--set", "monitoring.alerts.tunnelsFailed.for=8m",
-		"--set", "monitoring.alerts.certificateExpiringSoon.days=30", "--set", "monitoring.alerts.certificateExpiringSoon.for=9m",
-		"--set", "monitoring.alerts.shadowsStuckOutOfDate.stalledFor=2h", "--set", "monitoring.alerts.shadowsStuckOutOfDate.for=3h"))
+		"--set", "monitoring.alerts.tunnelsFailed.count=3", "--set", "monitoring.alerts.tunnelsFailed.for=8m", "--set", "monitoring.alerts.tunnelsFailed.severity=s8",
+		"--set", "monitoring.alerts.certificateExpiringSoon.days=30", "--set", "monitoring.alerts.certificateExpiringSoon.for=9m", "--set", "monitoring.alerts.certificateExpiringSoon.severity=s9",
+		"--set", "monitoring.alerts.shadowsStuckOutOfDate.stalledFor=2h", "--set", "monitoring.alerts.shadowsStuckOutOfDate.for=3h", "--set", "monitoring.alerts.shadowsStuckOutOfDate.severity=s10"))
 	if _, ok := objs["ServiceMonitor/shadowgate"]; ok {
 		t.Error("monitoring.serviceMonitor=false still renders the ServiceMonitor")
 	}
@@ -145,12 +145,12 @@ func TestTheChartRendersTheComponentsMonitoring(t *testing.T) {
 	for alert, want := range map[string]struct{ for_, severity, expr string }{
 		"ShadowgateWebhookUnreachable":      {"2m", "page", "> 0"},
 		"ShadowgateWebhookFailingOpen":      {"3m", "ticket", "> 0"},
-		"ShadowgateWebhookRejecting":        {"4m", "warning", "> 0.25"},
-		"ShadowgateWebhookLatencyHigh":      {"6m", "warning", "> 1.5"},
+		"ShadowgateWebhookRejecting":        {"4m", "s4", "> 0.25"},
+		"ShadowgateWebhookLatencyHigh":      {"6m", "s6", "> 1.5"},
 		"ShadowgatePolicyStuckOnLastValid":  {"7m", "info", "== 0"},
-		"ShadowgateTunnelsFailed":           {"8m", "warning", "> 3"},
-		"ShadowgateCertificateExpiringSoon": {"9m", "warning", "< 30 * 86400"},
-		"ShadowgateShadowsStuckOutOfDate":   {"3h", "warning", "[2h])) > 0"},
+		"ShadowgateTunnelsFailed":           {"8m", "s8", "> 3"},
+		"ShadowgateCertificateExpiringSoon": {"9m", "s9", "< 30 * 86400"},
+		"ShadowgateShadowsStuckOutOfDate":   {"3h", "s10", "[2h])) > 0"},
 	} {
 		r := rules[alert]
 		if r == nil {
