@@ -72,7 +72,7 @@ type TunnelReporter struct {
 
 	mu     sync.Mutex
 	states map[types.NamespacedName]series // for the shadowgate_tunnels gauge
-	tally  map[series]int                  // tunnels per series of the gauge
+	tally  map[series]int                  // tunnels per series of the gauge, made on first use
 	// written is the state this process last wrote for each pod, with the pod's UID: the
 	// cache may not hold the Tunnel's new status yet when the next change comes, and reading
 	// the one before would record its Event again.
