@@ -34,7 +34,7 @@ func TestTheAPIServerExportsTheMetricsTheAlertsRead(t *testing.T) {
 	for _, want := range []string{
 		`apiserver_admission_webhook_request_total\{code="[0-9]+",` + webhook + `,operation="CREATE",rejected="true",type="(admit|validating)"\} [1-9]`,
 		`apiserver_admission_webhook_rejection_count\{error_type="no_error",` + webhook + `,operation="CREATE",rejection_code="[0-9]+",type="(admit|validating)"\} [1-9]`,
-		`apiserver_admission_webhook_admission_duration_seconds_bucket\{le="\+Inf",` + webhook + `,operation="CREATE",rejected="true",type="(admit|validating)"\} [1-9]`,
+		`apiserver_admission_webhook_admission_duration_seconds_bucket\{` + webhook + `,operation="CREATE",rejected="true",type="(admit|validating)",le="\+Inf"\} [1-9]`,
 	} {
 		eventually(t, time.Minute, "the API server's /metrics to hold "+want, func() (bool, string) {
 			out := mustKubectl(t, "", "get", "--raw", "/metrics")
