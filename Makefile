@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 20s
 
-.PHONY: all build test unit vet lint fmt fuzz deps clean image dev e2e-tools node-tools cert-manager helm traefik shfmt chart-docs generate bench reliability release verify-release cosign
+.PHONY: all build test unit vet lint fmt fuzz deps clean image dev e2e-tools node-tools cert-manager helm traefik promtool shfmt chart-docs generate bench reliability release verify-release cosign
 
 all: build
 
@@ -30,7 +30,7 @@ unit:
 ## `make reliability` runs them, with every reliability scenario bounded, printing their
 ## RELIABILITY lines; each package is tested once
 test: SHELL := /bin/bash
-test: deps lint e2e-tools node-tools cert-manager helm traefik cosign
+test: deps lint e2e-tools node-tools cert-manager helm traefik promtool cosign
 	$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v '^$(MODULE)/e2e\(/\|$$\)')
 	cd e2e/site && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
 	$(call run-e2e,bounded,45m)
@@ -67,6 +67,12 @@ cosign:
 ## with it (a few minutes on a fresh machine; later runs reuse it)
 helm:
 	@./hack/build-helm.sh >/dev/null
+
+## promtool: build promtool, Prometheus's rule checker, from its released module into bin/; the
+## internal/metrics tests check and test the monitoring bundle's alerts with it (a few minutes on
+## a fresh machine; later runs reuse it)
+promtool:
+	@./hack/build-promtool.sh >/dev/null
 
 ## shfmt: build shfmt (the mvdan.cc/sh/v3 version go.mod requires) into bin/ for `make lint`
 ## (seconds on a fresh machine; later runs reuse it)

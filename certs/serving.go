@@ -3,6 +3,7 @@ package certs
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net/http"
 	"path/filepath"
@@ -99,4 +100,23 @@ func (s *Serving) wait(ctx context.Context, loadErr error) {
 	if changed {
 		s.log.Info("waiting for the serving certificate; not ready until it is there", "reason", reason)
 	}
+}
+
+// NotAfter is when the certificate served expires; false while none is served.
+func (s *Serving) NotAfter() (time.Time, bool) {
+	w := s.watcher.Load()
+	if w == nil {
+		return time.Time{}, false
+	}
+	cert, err := w.GetCertificate(nil)
+	if err != nil || cert == nil || len(cert.Certificate) == 0 {
+		return time.Time{}, false
+	}
+	leaf := cert.Leaf
+	if leaf == nil {
+		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return time.Time{}, false
+		}
+	}
+	return leaf.NotAfter, true
 }

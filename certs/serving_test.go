@@ -36,9 +36,12 @@ func TestServingWaitsForTheFilesThenServesAndReloads(t *testing.T) {
 	if c, err := s.GetCertificate(&tls.ClientHelloInfo{}); err == nil || c != nil {
 		t.Errorf("a handshake got certificate %v before there was one", c)
 	}
+	if at, ok := s.NotAfter(); ok {
+		t.Errorf("NotAfter is %v before there is a certificate", at)
+	}
 
 	for i := range 2 {
-		b, err := SelfSigned([]string{"127.0.0.1"}, time.Now(), time.Hour)
+		b, err := SelfSigned([]string{"127.0.0.1"}, time.Now(), time.Duration(i+1)*time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,6 +58,10 @@ func TestServingWaitsForTheFilesThenServesAndReloads(t *testing.T) {
 		})
 		if err := s.Check(nil); err != nil {
 			t.Errorf("not ready while serving: %v", err)
+		}
+		// The metric of the serving certificate's expiry follows the pair served.
+		if at, ok := s.NotAfter(); !ok || !at.Equal(want.Leaf.NotAfter) {
+			t.Errorf("NotAfter of pair %d = %v, %v; want %v", i, at, ok, want.Leaf.NotAfter)
 		}
 	}
 }

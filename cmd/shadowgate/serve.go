@@ -182,6 +182,9 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return &exitError{code: exitServeFailed, msg: err.Error()}
 	}
+	if err := registerProcessMetrics(servingCert); err != nil {
+		return &exitError{code: exitServeFailed, msg: err.Error()}
+	}
 	decisions, err := serving.NewDecisions(ctrlmetrics.Registry)
 	if err != nil {
 		return &exitError{code: exitServeFailed, msg: err.Error()}

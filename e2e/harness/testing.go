@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,4 +119,16 @@ func (s *Shadowgate) Review(path string, timeout time.Duration, contentType stri
 		return nil, fmt.Errorf("no AdmissionReview back (%v, HTTP %s)", err, resp.Status)
 	}
 	return out.Response, nil
+}
+
+// GrepLines are the lines of text that hold s: what a failure shows of a long output, such as
+// a metrics page.
+func GrepLines(text, s string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -132,8 +132,9 @@ func TestTunnelFailuresShowOnTheOffloadedPod(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !regexp.MustCompile(`(?m)^shadowgate_tunnels\{state="Failed"\} [1-9]`).MatchString(metrics) {
-				t.Errorf("the shadowgate_tunnels gauge counts no Failed tunnel:\n%s", grepLines(metrics, "shadowgate_tunnels"))
+			series := `shadowgate_tunnels{node="` + c.node + `",reason="` + c.reason + `",state="Failed"}`
+			if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` [1-9]`).MatchString(metrics) {
+				t.Errorf("the shadowgate_tunnels gauge counts no Failed tunnel as %s:\n%s", series, harness.GrepLines(metrics, "shadowgate_tunnels"))
 			}
 			if n := len(tunnelEventsOf(t, ns, "notebook", "TunnelReady")); n != 0 {
 				t.Errorf("a failing tunnel was reported TunnelReady %d times", n)
@@ -264,15 +265,4 @@ func TestADeletedCredentialWithoutReplicationIsCredentialMissing(t *testing.T) {
 	kubectl(t, "", "delete", "pod", "-n", s.namespace, "-l", "interlink.eu/shadow="+s.name, "--wait=false")
 	waitForTunnelEvent(t, failureBound, ns, "notebook", "TunnelFailed", "CredentialMissing", "Secret "+harness.SiteKeySecret, "ReplicateCredentials is false")
 	wantStatus(t, user, ns, "Failed", "CredentialMissing")
-}
-
-// grepLines are the lines of text that hold s.
-func grepLines(text, s string) string {
-	var out []string
-	for _, l := range strings.Split(text, "\n") {
-		if strings.Contains(l, s) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }

@@ -1,6 +1,9 @@
 package metrics
 
 import (
+	"runtime"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/interlink-hq/shadowgate/internal/drift"
@@ -11,7 +14,13 @@ import (
 type Metrics struct {
 	ApplySeconds  *prometheus.HistogramVec
 	PolicyReloads *prometheus.CounterVec
-	Tunnels       *prometheus.GaugeVec
+	// PolicyStoredInForce is the policy store's: 0 while the stored policy ConfigMap is
+	// invalid or deleted and the last valid one is served.
+	PolicyStoredInForce prometheus.Gauge
+	// Tunnels, TunnelTransitions and TunnelReadySeconds are the tunnel reporter's.
+	Tunnels            *prometheus.GaugeVec
+	TunnelTransitions  *prometheus.CounterVec
+	TunnelReadySeconds *prometheus.HistogramVec
 	// Unconfirmed and UnconfirmedRefusals are the admission bound's (webhook's unconfirmedShadows).
 	Unconfirmed         prometheus.Gauge
 	UnconfirmedRefusals prometheus.Counter
@@ -35,6 +44,12 @@ const (
 	RolledRestarted = "restarted"
 	RolledInPlace   = "in-place"
 	RolledStalled   = "stalled"
+
+	// NodeUnknown is the node label of a tunnel whose pod no virtual node of the policy in
+	// force takes: the node label's values are the policy's node names and this one.
+	NodeUnknown = "unknown"
+	// TransitionFromNone is the from label of a tunnel's first state.
+	TransitionFromNone = "None"
 )
 
 // New creates the metrics and registers them with reg (controller-runtime's
@@ -51,10 +66,23 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Policy ConfigMap changes seen by result: valid (now served), invalid (last valid kept), deleted (last valid kept).",
 		}, []string{"result"}),
 	}
+	m.PolicyStoredInForce = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "shadowgate_policy_stored_in_force",
+		Help: "1 when the policy ConfigMap as stored is the policy in force; 0 while it is invalid or deleted and the last valid policy is still served.",
+	})
 	m.Tunnels = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "shadowgate_tunnels",
-		Help: "Offloaded pods' tunnels by the state the tunnel reporter last saw: Starting, WaitingForNode, Ready, Failed.",
-	}, []string{"state"})
+		Help: "Offloaded pods' tunnels by the state the tunnel reporter last saw (Starting, WaitingForNode, Ready, Failed, Ended), its reason (the fixed catalogue of tunnel reasons, empty while Starting) and virtual node (a node of the policy, or unknown): a bounded label set, each series removed once it counts no tunnel.",
+	}, []string{"node", "state", "reason"})
+	m.TunnelTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shadowgate_tunnel_transitions_total",
+		Help: "Tunnels' changes of state by virtual node (a node of the policy, or unknown), from (a state, or None for a tunnel's first) and to (a state): a bounded label set.",
+	}, []string{"node", "from", "to"})
+	m.TunnelReadySeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "shadowgate_tunnel_ready_seconds",
+		Help:    "Time from an offloaded pod's creation (its admission) to its tunnel's first Ready, by virtual node (a node of the policy, or unknown): queueing in Slurm included.",
+		Buckets: []float64{5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 12 * 3600},
+	}, []string{"node"})
 	m.Unconfirmed = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "shadowgate_unconfirmed_shadows",
 		Help: "Shadows this replica applied at admission for pods the API server has not stored yet (bounded by --max-unconfirmed-shadows).",
@@ -93,10 +121,45 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	for _, result := range []string{RolledRestarted, RolledInPlace, RolledStalled} {
 		m.ShadowRolls.WithLabelValues(result)
 	}
-	for _, c := range []prometheus.Collector{m.ApplySeconds, m.PolicyReloads, m.Tunnels, m.Unconfirmed, m.UnconfirmedRefusals, m.Collected, m.CopiesFollowed, m.ShadowsDrifted, m.ShadowRolls} {
+	for _, c := range []prometheus.Collector{m.ApplySeconds, m.PolicyReloads, m.PolicyStoredInForce, m.Tunnels, m.TunnelTransitions, m.TunnelReadySeconds, m.Unconfirmed, m.UnconfirmedRefusals, m.Collected, m.CopiesFollowed, m.ShadowsDrifted, m.ShadowRolls} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
+}
+
+// BuildInfo is shadowgate_build_info, always 1, labelled with the binary's version, the commit
+// it was built from and its Go version: one series per process.
+func BuildInfo(version, revision string) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "shadowgate_build_info",
+		Help:        "Always 1, labelled with what this binary was built from: version, revision (the commit, or unknown) and go_version.",
+		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "go_version": runtime.Version()},
+	})
+	g.Set(1)
+	return g
+}
+
+// ServingCertificate is shadowgate_serving_certificate_expiry_timestamp_seconds, the notAfter
+// of the certificate the webhook serves, which notAfter reads at each scrape: a rotated
+// certificate's is exported from the next scrape, and none while no certificate is served.
+func ServingCertificate(notAfter func() (time.Time, bool)) prometheus.Collector {
+	return &servingCertificate{notAfter: notAfter, desc: prometheus.NewDesc(
+		"shadowgate_serving_certificate_expiry_timestamp_seconds",
+		"When the certificate the webhook serves expires (its notAfter), in seconds since the epoch; absent while no certificate is served.",
+		nil, nil)}
+}
+
+type servingCertificate struct {
+	desc     *prometheus.Desc
+	notAfter func() (time.Time, bool)
+}
+
+func (s *servingCertificate) Describe(ch chan<- *prometheus.Desc) { ch <- s.desc }
+
+func (s *servingCertificate) Collect(ch chan<- prometheus.Metric) {
+	if t, ok := s.notAfter(); ok {
+		ch <- prometheus.MustNewConstMetric(s.desc, prometheus.GaugeValue, float64(t.Unix()))
+	}
 }

@@ -84,6 +84,7 @@ func New(ctx context.Context, cs kubernetes.Interface, ref validate.PolicyRef, r
 		log:      log,
 	}
 	s.current.Store(&loadedPolicy{policy: pol, resourceVersion: cm.ResourceVersion})
+	metrics.PolicyStoredInForce.Set(1)
 	log.Info("policy loaded", "configMap", ref.Namespace+"/"+ref.Name, "resourceVersion", cm.ResourceVersion, "virtualNodes", pol.NodeNames())
 	logPolicyWarnings(log, pol)
 	return s, nil
@@ -133,6 +134,7 @@ func (s *PolicyStore) load(obj any) {
 		s.rejected = cm.ResourceVersion
 		kept := s.current.Load().resourceVersion
 		s.metrics.PolicyReloads.WithLabelValues(metrics.ReloadInvalid).Inc()
+		s.metrics.PolicyStoredInForce.Set(0)
 		s.log.Error(errs.ToAggregate(), "stored policy is invalid; still serving the last valid one", "resourceVersion", cm.ResourceVersion, "serving", kept)
 		s.recorder.Eventf(cm, nil, corev1.EventTypeWarning, ReasonInvalidPolicy, "Reload", "%s", eventnote.Truncate(fmt.Sprintf(
 			"policy not loaded, shadowgate still serves the last valid one (resourceVersion %s); fix it and re-apply (shadowgate policy check validates it offline):%s",
@@ -141,6 +143,7 @@ func (s *PolicyStore) load(obj any) {
 	}
 	s.current.Store(&loadedPolicy{policy: pol, resourceVersion: cm.ResourceVersion})
 	s.metrics.PolicyReloads.WithLabelValues(metrics.ReloadValid).Inc()
+	s.metrics.PolicyStoredInForce.Set(1)
 	s.log.Info("policy loaded", "resourceVersion", cm.ResourceVersion, "virtualNodes", pol.NodeNames())
 	logPolicyWarnings(s.log, pol)
 	for _, f := range s.onChange {
@@ -162,6 +165,7 @@ func (s *PolicyStore) deleted(obj any) {
 	}
 	kept := s.current.Load().resourceVersion
 	s.metrics.PolicyReloads.WithLabelValues(metrics.ReloadDeleted).Inc()
+	s.metrics.PolicyStoredInForce.Set(0)
 	s.log.Error(nil, "policy ConfigMap deleted; still serving the last valid policy until it is created again", "serving", kept)
 	if cm, ok := obj.(*corev1.ConfigMap); ok {
 		s.recorder.Eventf(cm, nil, corev1.EventTypeWarning, ReasonPolicyDeleted, "Reload",

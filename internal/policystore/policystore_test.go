@@ -5,6 +5,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/interlink-hq/shadowgate/internal/metrics"
@@ -52,8 +53,15 @@ func TestInvalidPolicyIsReportedOncePerVersion(t *testing.T) {
 		return cm
 	}
 	invalid := shadowtest.ExamplePolicyConfigMap(t, func(string) string { return "{" })
-	check := func(step string, wantInvalid, wantValid float64, wantServing string) {
+	inForce := func(step string, want float64) {
 		t.Helper()
+		if got := testutil.ToFloat64(m.PolicyStoredInForce); got != want {
+			t.Errorf("%s: shadowgate_policy_stored_in_force is %v, want %v", step, got, want)
+		}
+	}
+	check := func(step string, wantInvalid, wantValid float64, wantServing string, wantInForce float64) {
+		t.Helper()
+		inForce(step, wantInForce)
 		if got := reloads(metrics.ReloadInvalid); got != wantInvalid {
 			t.Errorf("%s: %v invalid reloads counted, want %v", step, got, wantInvalid)
 		}
@@ -68,16 +76,20 @@ func TestInvalidPolicyIsReportedOncePerVersion(t *testing.T) {
 		}
 	}
 	s.load(version(invalid, "2"))
-	check("an invalid version", 1, 0, "1")
+	check("an invalid version", 1, 0, "1", 0)
 	s.load(version(invalid, "2"))
 	s.load(version(invalid, "2"))
-	check("the same invalid version after two relists", 1, 0, "1")
+	check("the same invalid version after two relists", 1, 0, "1", 0)
 	s.load(version(invalid, "3"))
-	check("another invalid version", 2, 0, "1")
+	check("another invalid version", 2, 0, "1", 0)
 	s.load(version(valid, "4"))
 	s.load(version(valid, "4"))
-	check("a valid version, relisted", 2, 1, "4")
+	check("a valid version, relisted", 2, 1, "4", 1)
 	s.load(version(invalid, "5"))
 	s.load(version(invalid, "5"))
-	check("an invalid version after a valid one, relisted", 3, 1, "4")
+	check("an invalid version after a valid one, relisted", 3, 1, "4", 0)
+	s.load(version(valid, "6"))
+	inForce("a valid version after an invalid one", 1)
+	s.deleted(version(valid, "6"))
+	inForce("the ConfigMap deleted", 0)
 }

@@ -67,8 +67,8 @@ var ScriptReasons = []Reason{
 	ReasonTunnelDown,
 }
 
-// known says whether r is in the catalogue.
-func known(r Reason) bool {
+// Known says whether r is in the catalogue: the reasons the scripts write and CredentialMissing.
+func Known(r Reason) bool {
 	if r == ReasonCredentialMissing {
 		return true
 	}
@@ -93,7 +93,7 @@ var reasonLine = regexp.MustCompile(`^([A-Z][A-Za-z]+): (.*)$`)
 func ParseReasonLine(text string) (Reason, string) {
 	line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
 	line = strings.TrimSpace(line)
-	if m := reasonLine.FindStringSubmatch(line); m != nil && known(Reason(m[1])) {
+	if m := reasonLine.FindStringSubmatch(line); m != nil && Known(Reason(m[1])) {
 		return Reason(m[1]), printable.Cut(m[2], maxMessage)
 	}
 	return ReasonTunnelDown, printable.Cut(line, maxMessage)

@@ -75,7 +75,8 @@ type TunnelReporter struct {
 	now      func() time.Time
 
 	mu     sync.Mutex
-	states map[types.NamespacedName]tunnelstate.State // for the shadowgate_tunnels gauge
+	states map[types.NamespacedName]series // for the shadowgate_tunnels gauge
+	tally  map[series]int                  // tunnels per series of the gauge, made on first use
 	// written is the state this process last wrote for each pod, with the pod's UID: the
 	// cache may not hold the Tunnel's new status yet when the next change comes, and reading
 	// the one before would record its Event again.
@@ -104,18 +105,24 @@ type writtenState struct {
 	// kubelet runs the readiness probe while the shadow rebuilds in place) is not said Ready
 	// again.
 	said string
+	// ready is whether the tunnel has been Ready since this process first wrote its state:
+	// shadowgate_tunnel_ready_seconds observes the first time only.
+	ready bool
+}
+
+// series is a tunnel's labels in the shadowgate_tunnels gauge.
+type series struct {
+	node   string
+	state  tunnelstate.State
+	reason tunnelstate.Reason
 }
 
 // New is the reporter of a serving manager.
 func New(mgr manager.Manager, identity shadows.Identity, writer client.Client, policies policystore.Policies, recorder events.EventRecorder, metrics *metrics.Metrics) *TunnelReporter {
-	// Every state is exported from the start, at 0 until a tunnel is in it.
-	for _, s := range []tunnelstate.State{tunnelstate.Starting, tunnelstate.WaitingForNode, tunnelstate.Ready, tunnelstate.Failed, tunnelstate.Ended} {
-		metrics.Tunnels.WithLabelValues(string(s)).Set(0)
-	}
 	return &TunnelReporter{
 		cache: mgr.GetClient(), reader: mgr.GetAPIReader(), identity: identity, writer: writer,
 		policies: policies, recorder: recorder, metrics: metrics, now: time.Now,
-		states:  map[types.NamespacedName]tunnelstate.State{},
+		states:  map[types.NamespacedName]series{},
 		written: map[types.NamespacedName]writtenState{},
 		waited:  map[types.NamespacedName]waitRead{},
 	}
@@ -198,6 +205,7 @@ func (t *TunnelReporter) Reconcile(ctx context.Context, req reconcile.Request) (
 		if err := t.writeState(ctx, pod, tunnel, next); err != nil {
 			return reconcile.Result{}, err
 		}
+		t.transition(pod, prev, hadPrev, next)
 		t.record(pod, &shadowView{service: prev.Service, ports: prev.Ports, urls: prev.URLs}, prev, hadPrev, next)
 		return reconcile.Result{}, nil
 	}
@@ -223,7 +231,7 @@ func (t *TunnelReporter) Reconcile(ctx context.Context, req reconcile.Request) (
 	if hadPrev && !prev.Changed(next) {
 		next.Since = prev.Since
 	}
-	t.count(req.NamespacedName, next.State)
+	t.count(req.NamespacedName, series{node: t.nodeLabel(pod), state: next.State, reason: reasonLabel(next.Reason)})
 	// A new message alone is written only where it says something: a probe's message can
 	// change on every check.
 	informative := next.State == tunnelstate.Failed || next.State == tunnelstate.WaitingForNode
@@ -231,6 +239,7 @@ func (t *TunnelReporter) Reconcile(ctx context.Context, req reconcile.Request) (
 		if err := t.writeState(ctx, pod, tunnel, next); err != nil {
 			return reconcile.Result{}, err
 		}
+		t.transition(pod, prev, hadPrev, next)
 		if !hadPrev || prev.Changed(next) {
 			t.record(pod, sh, prev, hadPrev, next)
 		}
@@ -583,8 +592,8 @@ func reach(sh *shadowView, st tunnelstate.Status) string {
 		name, ns, strings.Join(ports, ", "), to, mode, ns, name, strings.Join(ports, " "))
 }
 
-// count keeps the gauge of tunnels by state.
-func (t *TunnelReporter) count(key types.NamespacedName, s tunnelstate.State) {
+// count keeps the gauge of tunnels by node, state and reason.
+func (t *TunnelReporter) count(key types.NamespacedName, s series) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	old, had := t.states[key]
@@ -592,10 +601,73 @@ func (t *TunnelReporter) count(key types.NamespacedName, s tunnelstate.State) {
 		return
 	}
 	if had {
-		t.metrics.Tunnels.WithLabelValues(string(old)).Dec()
+		t.add(old, -1)
 	}
 	t.states[key] = s
-	t.metrics.Tunnels.WithLabelValues(string(s)).Inc()
+	t.add(s, 1)
+}
+
+// add changes the tunnels counted in series s by delta, and removes the series from the gauge
+// once it counts none: a node dropped from the policy, or a reason no tunnel has any more,
+// leaves no series behind. Called with mu held.
+func (t *TunnelReporter) add(s series, delta int) {
+	if t.tally == nil {
+		t.tally = map[series]int{}
+	}
+	t.tally[s] += delta
+	labels := []string{s.node, string(s.state), string(s.reason)}
+	if n := t.tally[s]; n > 0 {
+		t.metrics.Tunnels.WithLabelValues(labels...).Set(float64(n))
+		return
+	}
+	delete(t.tally, s)
+	t.metrics.Tunnels.DeleteLabelValues(labels...)
+}
+
+// transition counts a state written (writeState) that differs from the one before, and
+// observes the time from the pod's creation to its tunnel's first Ready. A write that did not
+// land (the Tunnel is gone, or another pod's) counts nothing: the next reconcile writes again.
+func (t *TunnelReporter) transition(pod *corev1.Pod, prev tunnelstate.Status, hadPrev bool, next tunnelstate.Status) {
+	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+	t.mu.Lock()
+	w, ok := t.written[key]
+	landed := ok && w.uid == pod.UID && w.status.State == next.State
+	first := landed && next.State == tunnelstate.Ready && !w.ready
+	if first {
+		w.ready = true
+		t.written[key] = w
+	}
+	t.mu.Unlock()
+	from := metrics.TransitionFromNone
+	if hadPrev {
+		from = string(prev.State)
+	}
+	if !landed || from == string(next.State) {
+		return
+	}
+	node := t.nodeLabel(pod)
+	t.metrics.TunnelTransitions.WithLabelValues(node, from, string(next.State)).Inc()
+	if first {
+		t.metrics.TunnelReadySeconds.WithLabelValues(node).Observe(t.now().Sub(pod.CreationTimestamp.Time).Seconds())
+	}
+}
+
+// nodeLabel is the pod's virtual node in the policy in force, metrics.NodeUnknown when none
+// of its nodes takes the pod: the metrics' node label takes no value the policy does not name.
+func (t *TunnelReporter) nodeLabel(pod *corev1.Pod) string {
+	if node, ok := validate.VirtualNodeFor(&pod.Spec, t.policies.Current()); ok {
+		return node
+	}
+	return metrics.NodeUnknown
+}
+
+// reasonLabel is r as the metrics' reason label: a reason of the catalogue, or empty; any
+// other counts as TunnelDown, as tunnelstate.ParseReasonLine classifies a line it does not know.
+func reasonLabel(r tunnelstate.Reason) tunnelstate.Reason {
+	if r == "" || tunnelstate.Known(r) {
+		return r
+	}
+	return tunnelstate.ReasonTunnelDown
 }
 
 // forget drops a pod that no longer has a tunnel to report from the gauge.
@@ -606,6 +678,6 @@ func (t *TunnelReporter) forget(key types.NamespacedName) {
 	delete(t.waited, key)
 	if old, ok := t.states[key]; ok {
 		delete(t.states, key)
-		t.metrics.Tunnels.WithLabelValues(string(old)).Dec()
+		t.add(old, -1)
 	}
 }

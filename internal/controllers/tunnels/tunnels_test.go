@@ -100,7 +100,7 @@ func testReporter(t *testing.T, c client.Client) (*TunnelReporter, *events.FakeR
 	recorder := events.NewFakeRecorder(10)
 	identity := shadows.Identity{Cache: c, Namespaces: shadowtest.NamespaceLabels{reporterShadowNS: {inject.LabelShadowNamespaceFor: "user"}}}
 	return &TunnelReporter{cache: c, reader: c, identity: identity, writer: c, policies: shadowtest.FixedPolicy{Policy: &policy.Policy{}}, recorder: recorder, metrics: metrics,
-		now: time.Now, states: map[types.NamespacedName]tunnelstate.State{}, written: map[types.NamespacedName]writtenState{}, waited: map[types.NamespacedName]waitRead{}}, recorder
+		now: time.Now, states: map[types.NamespacedName]series{}, written: map[types.NamespacedName]writtenState{}, waited: map[types.NamespacedName]waitRead{}}, recorder
 }
 
 // A pod labelled and annotated as another tenant's shadow pod is not believed: only a pod in
