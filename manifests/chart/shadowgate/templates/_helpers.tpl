@@ -30,14 +30,45 @@ Service as <service>.<namespace>.svc. */}}
 {{- printf "%s.%s.svc" (include "shadowgate.fullname" .) .Release.Namespace -}}
 {{- end -}}
 
-{{/* clientConfig of a webhook: (dict "root" $ "path" PATH "caBundle" BASE64-OR-EMPTY). */}}
+{{/* The host of webhooks.url, without its port or an IPv6 literal's brackets; empty when no
+url is set. The serving certificate names it beside the Service's name. */}}
+{{- define "shadowgate.urlHost" -}}
+{{- with .Values.webhooks.url -}}
+{{- (urlParse .).hostname -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether the url's host is an IP literal (one in the certificate's IP addresses) rather
+than a DNS name: "true" or empty. */}}
+{{- define "shadowgate.urlHostIsIP" -}}
+{{- $host := include "shadowgate.urlHost" . -}}
+{{- if or (contains ":" $host) (regexMatch "^[0-9.]+$" $host) }}true{{ end -}}
+{{- end -}}
+
+{{/* The image of serve, and of the containers that run its binary: by digest when
+image.digest is set, else by tag. */}}
+{{- define "shadowgate.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end -}}
+
+{{/* clientConfig of a webhook: (dict "root" $ "path" PATH "caBundle" BASE64-OR-EMPTY). The
+Service by default; webhooks.url with the path appended when set, for an API server that
+reaches shadowgate another way than through the cluster's Service network. */}}
 {{- define "shadowgate.clientConfig" -}}
 clientConfig:
+  {{- with .root.Values.webhooks.url }}
+  url: {{ printf "%s%s" (trimSuffix "/" .) $.path | quote }}
+  {{- else }}
   service:
     name: {{ include "shadowgate.fullname" .root }}
     namespace: {{ .root.Release.Namespace }}
     path: {{ .path }}
     port: 443
+  {{- end }}
   {{- with .caBundle }}
   caBundle: {{ . }}
   {{- end }}
