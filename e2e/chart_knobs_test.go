@@ -61,7 +61,7 @@ func TestChartPodValues(t *testing.T) {
 		"--set", "priorityClassName=system-cluster-critical",
 		"--set", "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=node-role.kubernetes.io/control-plane",
 		"--set", "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
-		"--set", "podAnnotations.prometheus\\.io/scrape=true",
+		"--set-string", "podAnnotations.prometheus\\.io/scrape=true",
 		"--set", "podLabels.team=hpc",
 		"--set", "extraEnv[0].name=HTTPS_PROXY", "--set", "extraEnv[0].value=http://proxy:3128",
 		"--set", "extraArgs={--leader-elect=true,--bind-address=0.0.0.0}",
