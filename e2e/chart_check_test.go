@@ -44,6 +44,8 @@ func TestCheckInstallProvesTheAPIServerReachesTheWebhook(t *testing.T) {
 	c := newChartCluster(t)
 	const ns = "install-check"
 	c.must(t, "", "create", "namespace", ns)
+	// The probe meets the restricted Pod Security Standard, so such a namespace judges it too.
+	c.must(t, "", "label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted")
 	admin := c.cp.AdminKubeconfig
 
 	code, _, stderr := checkInstall(t, admin, "-n", ns)
