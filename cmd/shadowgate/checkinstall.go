@@ -23,11 +23,6 @@ import (
 	"github.com/interlink-hq/shadowgate/validate"
 )
 
-// installProbeWarning is the start of the warning shadowgate gives a pod that asks for the
-// reverse tunnel on no virtual node of its policy (validate's placement rule): only shadowgate
-// writes it, so the API server sent the probe to a shadowgate that judged it.
-const installProbeWarning = "metadata.annotations[" + validate.AnnotationReverseForwards + "] is ignored: the pod is not placed on a virtual node"
-
 // installCheckInterval is how often --wait sends the probe again.
 const installCheckInterval = 2 * time.Second
 
@@ -168,8 +163,11 @@ func mayCreatePods(ctx context.Context, cs kubernetes.Interface, ns string) erro
 }
 
 // probe creates the probe pod in ns as a dry run, and returns shadowgate's warning about it,
-// or why there is none.
+// or why there is none. The warning is the one shadowgate gives a pod asking for the reverse
+// tunnel on no virtual node of its policy: only shadowgate writes it, so the API server sent
+// the probe to a shadowgate that judged it.
 func probe(ctx context.Context, cs kubernetes.Interface, seen *warnings, ns string) (string, error) {
+	want := validate.PodPaths.Meta.Child("annotations").Key(validate.AnnotationReverseForwards).String() + " " + validate.NotPlacedWarning
 	seen.take()
 	_, err := cs.CoreV1().Pods(ns).Create(ctx, probePod(ns), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	got := seen.take()
@@ -177,7 +175,7 @@ func probe(ctx context.Context, cs kubernetes.Interface, seen *warnings, ns stri
 		return "", err
 	}
 	for _, w := range got {
-		if strings.HasPrefix(w, installProbeWarning) {
+		if strings.HasPrefix(w, want) {
 			return w, nil
 		}
 	}
