@@ -51,7 +51,7 @@ func TestTheDocumentedUninstallRemovesWhatShadowgateMade(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.must(t, helmTemplate(t, "--set-file", "policy="+writePolicyDocument(t), "--show-only", "templates/policy.yaml"),
-		"apply", "--server-side", "--field-manager=e2e-uninstall", "-f", "-")
+		"apply", "--server-side", "--field-manager=e2e-install", "-f", "-")
 	const ns = "leaving"
 	c.must(t, "", "create", "namespace", ns)
 	// An admin hands an existing namespace over to shadowgate for the shadows of "handed".
