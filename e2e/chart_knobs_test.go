@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/pem"
 	"maps"
 	"os"
@@ -389,5 +390,45 @@ func TestWebhookComponentsAreTheChartsOptions(t *testing.T) {
 	const arg = "--client-ca-file=/etc/shadowgate/client-ca/ca.crt"
 	if !slices.Contains(withCA.Spec.Containers[0].Args, arg) || !slices.Contains(chart.Spec.Containers[0].Args, arg) {
 		t.Errorf("serve runs without %s: kustomize %q, chart %q", arg, withCA.Spec.Containers[0].Args, chart.Spec.Containers[0].Args)
+	}
+}
+
+// `helm upgrade` keeps the chart's own certificate while the names it must hold stay the same,
+// a Secret of an earlier chart (made for the Service's name, without the annotation that
+// records its names) included, and makes a new CA and certificate, trusted at once by every
+// webhook, when webhooks.url brings a host the certificate does not name.
+func TestChartUpgradeRenewsItsCertificateForANewURL(t *testing.T) {
+	c := newChartCluster(t)
+	release := []string{"shadowgate", chartDir, "--namespace", "shadowgate-system", "--kubeconfig", c.k.Kubeconfig}
+	helm(t, append([]string{"install"}, release...)...)
+	c.must(t, "", "annotate", "secret", "shadowgate-tls", "-n", "shadowgate-system", "shadowgate.interlink.eu/serving-hosts-")
+	before := c.tlsState(t)
+	helm(t, append([]string{"upgrade", "--reuse-values", "--set", "logLevel=debug"}, release...)...)
+	if after := c.tlsState(t); after != before {
+		t.Errorf("an upgrade that names no new host replaced an earlier chart's certificate:\nbefore %s\nafter  %s", before, after)
+	}
+	helm(t, append([]string{"upgrade", "--reuse-values", "--set", "webhooks.url=https://shadowgate.example.org:8443"}, release...)...)
+	renewed := c.tlsState(t) // every caBundle is the new Secret's CA
+	if renewed == before {
+		t.Fatal("webhooks.url named a new host, and the certificate was kept")
+	}
+	ca, cert, _ := strings.Cut(renewed, " ")
+	decode := func(s string) []byte {
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(parseCert(t, decode(ca)))
+	for _, host := range []string{"shadowgate.example.org", "shadowgate.shadowgate-system.svc"} {
+		if _, err := parseCert(t, decode(cert)).Verify(x509.VerifyOptions{DNSName: host, Roots: roots}); err != nil {
+			t.Errorf("the renewed certificate does not verify for %s: %v", host, err)
+		}
+	}
+	helm(t, append([]string{"upgrade", "--reuse-values", "--set", "logLevel=info"}, release...)...)
+	if after := c.tlsState(t); after != renewed {
+		t.Error("a later upgrade with the same webhooks.url replaced the certificate again")
 	}
 }
