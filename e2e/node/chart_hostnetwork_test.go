@@ -16,8 +16,9 @@ import (
 
 // TestTheChartServesFromTheNodesNetworkAtAURL installs the chart as a managed cluster whose
 // API server cannot reach pod addresses needs it: hostNetwork, the webhook on port 10443 of the
-// node, and webhooks.url naming the node's address, so the API server (on this machine) calls
-// the node directly, with no route to the Service range or the pods. The replica runs with the
+// node's address alone (extraArgs --bind-address=$(HOST_IP), extraEnv from status.hostIP), and
+// webhooks.url naming that address, so the API server (on this machine) calls the node
+// directly, with no route to the Service range or the pods. The replica runs with the
 // node's address and listens on the node's ports; `shadowgate check install` from here and the
 // chart's own `helm test` (its install check, from a pod) both see shadowgate judge a dry-run
 // pod, and the refused trainer is refused with the field paths `shadowgate check` names.
@@ -58,7 +59,10 @@ func TestTheChartServesFromTheNodesNetworkAtAURL(t *testing.T) {
 	url := fmt.Sprintf("https://%s:%d", node.IP, port)
 	if err := harness.HelmInstall(ctx, helm, k, root, image.Name, "--set-file", "policy="+policyFile,
 		"--set", "replicas=1", "--set", "hostNetwork=true", "--set", fmt.Sprintf("webhooks.port=%d", port),
-		"--set", "probesPort=10481", "--set", "metrics.port=10480", "--set", "webhooks.url="+url); err != nil {
+		"--set", "probesPort=10481", "--set", "metrics.port=10480", "--set", "webhooks.url="+url,
+		// serve on the node's address only, as the chart's values document.
+		"--set", "extraArgs={--bind-address=$(HOST_IP)}",
+		"--set", "extraEnv[0].name=HOST_IP", "--set", "extraEnv[0].valueFrom.fieldRef.fieldPath=status.hostIP"); err != nil {
 		t.Fatalf("%v\n%s", err, explain())
 	}
 
