@@ -432,3 +432,51 @@ func TestChartUpgradeRenewsItsCertificateForANewURL(t *testing.T) {
 		t.Error("a later upgrade with the same webhooks.url replaced the certificate again")
 	}
 }
+
+// everyNewValue sets each value the chart takes for the pods, the node's network, the URL and
+// the install check, as an operator would.
+const everyNewValue = `image:
+  digest: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+priorityClassName: system-cluster-critical
+affinity:
+  podAntiAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+    - topologyKey: kubernetes.io/hostname
+      labelSelector: {matchLabels: {app.kubernetes.io/name: shadowgate}}
+podAnnotations: {example.org/owner: hpc-team}
+podLabels: {team: hpc}
+extraArgs: ["--bind-address=$(HOST_IP)"]
+extraEnv:
+- name: HOST_IP
+  valueFrom: {fieldRef: {fieldPath: status.hostIP}}
+hostNetwork: true
+probesPort: 10481
+metrics: {port: 10480}
+webhooks:
+  port: 10443
+  url: https://shadowgate.example.org:10443
+installCheck: {enabled: true, namespace: user}
+`
+
+// helm lint --strict passes with every new value set, with and without cert-manager, and the
+// chart renders them (lint reports a template's refusal only in its log, and passes).
+func TestChartLintsWithEveryNewValue(t *testing.T) {
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(values, []byte(everyNewValue), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{nil, certManager} {
+		out := helm(t, append([]string{"lint", "--strict", chartDir, "--namespace", "shadowgate-system", "--values", values}, args...)...)
+		expectContains(t, out, "1 chart(s) linted, 0 chart(s) failed")
+		if strings.Contains(out, "[WARNING]") || strings.Contains(out, "[ERROR]") {
+			t.Errorf("helm lint %v reports a problem:\n%s", args, out)
+		}
+		r := parseRendered(t, helmTemplate(t, append([]string{"--values", values}, args...)...))
+		if pod := renderedPod(t, r); !pod.Spec.HostNetwork || pod.Spec.Containers[0].Image != "ghcr.io/interlink-hq/shadowgate@"+digest {
+			t.Errorf("%v: the values are not rendered: %+v", args, pod.Spec)
+		}
+		if _, ok := r["Job/shadowgate-install-check"]; !ok {
+			t.Errorf("%v: no install check rendered", args)
+		}
+	}
+}
