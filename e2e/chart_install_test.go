@@ -30,6 +30,13 @@ type chartCluster struct {
 // namespace with its Pod Security level.
 func newChartCluster(t *testing.T) *chartCluster {
 	t.Helper()
+	return startChartCluster(t, harness.StartControlPlane)
+}
+
+// startChartCluster is newChartCluster with the control plane start gives (harness.StartCluster
+// runs the controllers too).
+func startChartCluster(t *testing.T, start func(harness.Tools, string) (*harness.ControlPlane, error)) *chartCluster {
+	t.Helper()
 	tools, err := harness.BuildTools(cluster.root, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +45,7 @@ func newChartCluster(t *testing.T) *chartCluster {
 	if c.dir, err = os.MkdirTemp("", "shadowgate-chart-"); err != nil {
 		t.Fatal(err)
 	}
-	if c.cp, err = harness.StartControlPlane(tools, c.dir); err != nil {
+	if c.cp, err = start(tools, c.dir); err != nil {
 		t.Fatal(err)
 	}
 	c.k = harness.Kubectl{Path: tools.Kubectl, Kubeconfig: c.cp.AdminKubeconfig}

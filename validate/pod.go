@@ -55,6 +55,11 @@ type Paths struct {
 	Template bool
 }
 
+// NotPlacedWarning follows the field path of a reverse annotation in the warning about a pod
+// placed on no virtual node of the policy: only shadowgate gives it, so `shadowgate check
+// install` knows shadowgate judged its probe by it.
+const NotPlacedWarning = "is ignored: the pod is not placed on a virtual node listed in shadowgate's policy"
+
 // PodPaths are the paths of a Pod.
 var PodPaths = Paths{Meta: field.NewPath("metadata"), Spec: field.NewPath("spec")}
 
@@ -87,8 +92,7 @@ func podSpec(meta *metav1.ObjectMeta, spec *corev1.PodSpec, namespace string, po
 	nodeName, placed := VirtualNodeFor(spec, pol)
 	if !placed {
 		for _, key := range reverseKeys(meta.Annotations) {
-			d.warn("%s is ignored: the pod is not placed on a virtual node listed in shadowgate's policy (%s)",
-				annPath.Key(key), strings.Join(pol.NodeNames(), ", "))
+			d.warn("%s %s (%s)", annPath.Key(key), NotPlacedWarning, strings.Join(pol.NodeNames(), ", "))
 		}
 		return nil, d
 	}

@@ -22,6 +22,7 @@ Exit 0: all admitted. Exit 1: at least one refused. Exit 2: unreadable input or 
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
+	cmd.AddCommand(newCheckInstallCommand())
 	o.addFlags(cmd, "objects to judge: multi-document YAML or JSON; - reads standard input", "namespace for objects that name none", "text", "json")
 	return cmd
 }

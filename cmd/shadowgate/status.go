@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/watch"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -157,12 +158,9 @@ func (r podTunnel) sameAs(o podTunnel) bool {
 }
 
 func (o *statusOptions) run(ctx context.Context, out io.Writer, pod string) error {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.kubeconfig
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context})
-	cfg, err := cc.ClientConfig()
+	cfg, cc, err := loadKubeconfig(o.kubeconfig, o.context)
 	if err != nil {
-		return usageError("kubeconfig: %v", err)
+		return err
 	}
 	ns := o.namespace
 	if ns == "" && !o.allNamespaces {
@@ -179,6 +177,19 @@ func (o *statusOptions) run(ctx context.Context, out io.Writer, pod string) erro
 		return usageError("kubeconfig: %v", err)
 	}
 	return o.show(ctx, out, c, ns, pod)
+}
+
+// loadKubeconfig reads the kubeconfig file (or the default ones, or the pod's own account in a
+// cluster) with the context given, refusing an unreadable one as a usage error.
+func loadKubeconfig(file, context string) (*rest.Config, clientcmd.ClientConfig, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = file
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, nil, usageError("kubeconfig: %v", err)
+	}
+	return cfg, cc, nil
 }
 
 // show prints the rows of the pods of ns ("" for every namespace), or of the pod named, then

@@ -138,6 +138,20 @@ func HelmInstall(ctx context.Context, helm string, k Kubectl, root, image string
 	return err
 }
 
+// HelmTest runs `helm test shadowgate` in ReleaseNamespace, the tests filter selects (such as
+// name=shadowgate-install-check; empty for all), with their logs, and returns what helm printed.
+func HelmTest(ctx context.Context, helm string, k Kubectl, filter string) (string, error) {
+	args := []string{"test", "shadowgate", "--namespace", ReleaseNamespace, "--kubeconfig", k.Kubeconfig, "--logs", "--timeout=5m"}
+	if filter != "" {
+		args = append(args, "--filter", filter)
+	}
+	out, err := exec.CommandContext(ctx, helm, args...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("helm %s: %w", strings.Join(args, " "), err)
+	}
+	return string(out), nil
+}
+
 // HelmTemplate renders the chart as HelmInstall installs it, and returns what helm printed.
 func HelmTemplate(ctx context.Context, helm, root, image string, args ...string) (string, error) {
 	return runChart(ctx, helm, root, image, append([]string{"template"}, args...))

@@ -20,8 +20,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
-{{/* shadowgate's image: repository, tag (the appVersion when empty) and, when set, the digest
-it is pulled by. */}}
+{{/* shadowgate's image, of serve and of the helm test Jobs that run its binary: repository,
+tag (the appVersion when empty) and, when set, the digest it is pulled by. */}}
 {{- define "shadowgate.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}{{ with .Values.image.digest }}@{{ . }}{{ end }}
 {{- end -}}
@@ -36,14 +36,35 @@ Service as <service>.<namespace>.svc. */}}
 {{- printf "%s.%s.svc" (include "shadowgate.fullname" .) .Release.Namespace -}}
 {{- end -}}
 
-{{/* clientConfig of a webhook: (dict "root" $ "path" PATH "caBundle" BASE64-OR-EMPTY). */}}
+{{/* The host of webhooks.url, without its port or an IPv6 literal's brackets; empty when no
+url is set. The serving certificate names it beside the Service's name. */}}
+{{- define "shadowgate.urlHost" -}}
+{{- with .Values.webhooks.url -}}
+{{- (urlParse .).hostname -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether the url's host is an IP literal (one in the certificate's IP addresses) rather
+than a DNS name: "true" or empty. */}}
+{{- define "shadowgate.urlHostIsIP" -}}
+{{- $host := include "shadowgate.urlHost" . -}}
+{{- if or (contains ":" $host) (regexMatch "^[0-9.]+$" $host) }}true{{ end -}}
+{{- end -}}
+
+{{/* clientConfig of a webhook: (dict "root" $ "path" PATH "caBundle" BASE64-OR-EMPTY). The
+Service by default; webhooks.url with the path appended when set, for an API server that
+reaches shadowgate another way than through the cluster's Service network. */}}
 {{- define "shadowgate.clientConfig" -}}
 clientConfig:
+  {{- with .root.Values.webhooks.url }}
+  url: {{ printf "%s%s" (trimSuffix "/" .) $.path | quote }}
+  {{- else }}
   service:
     name: {{ include "shadowgate.fullname" .root }}
     namespace: {{ .root.Release.Namespace }}
     path: {{ .path }}
     port: 443
+  {{- end }}
   {{- with .caBundle }}
   caBundle: {{ . }}
   {{- end }}
