@@ -510,6 +510,9 @@ var tools sync.Map // script -> the path it printed
 // A tool that cannot be built fails the test, naming the script.
 func buildTool(t *testing.T, script, name string) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: this test runs " + name + ", which hack/" + script + " builds (minutes on a fresh machine); make test runs it")
+	}
 	if p, ok := tools.Load(script); ok {
 		return p.(string)
 	}
