@@ -16,8 +16,8 @@ import (
 // TestTheReleaseInstallsFromTheRegistryAsASiteDoes publishes a release (make release) into the
 // node's registry, verifies its signatures with the release's public key, installs the chart
 // from the registry by the documented command alone (helm install oci://… --version), the node
-// pulling the released webhook image by its digest, and proves with the released CLI that the
-// API server reaches the installed webhook.
+// pulling the released webhook image by its digest, and proves with the released CLI and the
+// chart's post-install check (helm test) that the API server reaches the installed webhook.
 func TestTheReleaseInstallsFromTheRegistryAsASiteDoes(t *testing.T) {
 	dir, k, node, _ := startNode(t)
 	explain := func() string { return "the node's logs: " + strings.Join(node.LogPaths(), ", ") }
@@ -83,5 +83,9 @@ func TestTheReleaseInstallsFromTheRegistryAsASiteDoes(t *testing.T) {
 	check := exec.CommandContext(ctx, filepath.Join(cli, "kubectl-shadowgate"), "check", "install", "--kubeconfig", k.Kubeconfig, "-n", "default", "--wait=2m")
 	if out, err := check.CombinedOutput(); err != nil || !strings.Contains(string(out), "shadowgate judged a dry-run pod in namespace default") {
 		t.Errorf("the released kubectl-shadowgate check install: %v\n%s\n%s", err, out, explain())
+	}
+	// And the chart's post-install check, run by the released image from a pod.
+	if out, err := harness.HelmTest(ctx, helm, k, "name=shadowgate-install-check"); err != nil {
+		t.Errorf("helm test: %v\n%s\n%s", err, out, explain())
 	}
 }
