@@ -7,9 +7,10 @@
 #                            them), the webhook image for
 #                            linux/amd64 and linux/arm64 (one index), the shadow image
 #                            (linux/amd64), the chart as an OCI artifact, an SPDX SBOM per
-#                            binary and image, checksums.txt, and cosign signatures over each
-#                            pushed artifact and the checksums (the images' SBOMs are attached
-#                            as signed attestations too). Prints NAME=VALUE lines, which
+#                            binary, image and the chart, checksums.txt, and cosign signatures
+#                            over each pushed artifact and the checksums (the images' and the
+#                            chart's SBOMs are attached as signed attestations too). Prints
+#                            NAME=VALUE lines, which
 #                            DIST/release.env keeps.
 #   hack/release.sh verify   checks DIST's files against checksums.txt and every signature with
 #                            the public key KEY
@@ -131,7 +132,7 @@ if [[ ${1:-} == verify ]]; then
     "$cosign" verify --key "$key" --insecure-ignore-tlog "$@" "$ref" >/dev/null 2>"$work/err" \
       || fail "$name $ref: its signature does not verify with $key: $(tail -n 3 "$work/err")"
   done
-  for name in webhook-image-linux-amd64 webhook-image-linux-arm64 shadow-image; do
+  for name in webhook-image-linux-amd64 webhook-image-linux-arm64 shadow-image chart-artifact; do
     "$cosign" verify-attestation --key "$key" --insecure-ignore-tlog --type spdxjson "$@" "${rel[$name]}" >/dev/null 2>"$work/err" \
       || fail "$name ${rel[$name]}: its SBOM attestation does not verify with $key: $(tail -n 3 "$work/err")"
   done
@@ -141,7 +142,7 @@ if [[ ${1:-} == verify ]]; then
   "$helm" "${pull[@]}" >/dev/null 2>"$work/err" || fail "helm pull ${rel[chart]}: $(cat "$work/err")"
   cmp -s "$work/${rel["chart-file"]}" "$dist/${rel["chart-file"]}" \
     || fail "the chart ${rel[chart]} pulls is not $dist/${rel["chart-file"]}"
-  echo "verify-release: every file matches checksums.txt, and checksums.txt, the images, their SBOMs and the chart verify with $key"
+  echo "verify-release: every file matches checksums.txt, and checksums.txt, the images, the chart and their SBOMs verify with $key"
   exit 0
 fi
 
@@ -255,6 +256,7 @@ chart_file="shadowgate-$version.tgz"
 rendered=$("$helm" template shadowgate "$dist/$chart_file" --namespace shadowgate-system)
 grep -qxF "        image: \"$webhook:$version@${webhook_ref#*@}\"" <<<"$rendered" \
   || fail "the packaged chart does not render the webhook image $webhook:$version@${webhook_ref#*@}"
+"$work/sbom" chart -name "$registry/charts/shadowgate" -version "$version" "$dist/$chart_file" >"$dist/shadowgate-chart_$version.spdx.json"
 push=(push "$dist/$chart_file" "oci://$registry/charts")
 ! plain_http "$registry" || push+=(--plain-http)
 out=$("$helm" "${push[@]}" 2>&1) || fail "helm push: $out"
@@ -290,6 +292,7 @@ for arch in amd64 arm64; do
   cosign_run attest "$@" --type spdxjson --predicate "$dist/shadowgate-image_${version}_linux_$arch.spdx.json" "${platform_ref["linux/$arch"]}"
 done
 cosign_run attest "$@" --type spdxjson --predicate "$dist/shadow-image_${shadow_version}_linux_amd64.spdx.json" "$shadow_ref"
+cosign_run attest "$@" --type spdxjson --predicate "$dist/shadowgate-chart_$version.spdx.json" "$chart_ref"
 echo "release: signed ($((SECONDS - start))s)" >&2
 
 {

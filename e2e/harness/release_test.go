@@ -109,7 +109,7 @@ func TestAReleaseIsPublishedAsASiteConsumesIt(t *testing.T) {
 				}
 			}
 		}
-		for _, file := range []string{rel.ChartFile, "shadowgate.krew.yaml"} {
+		for _, file := range []string{rel.ChartFile, "shadowgate-chart_" + rel.Version + ".spdx.json", "shadowgate.krew.yaml"} {
 			if !named[file] {
 				t.Errorf("checksums.txt does not name %s", file)
 			}
@@ -121,12 +121,15 @@ func TestAReleaseIsPublishedAsASiteConsumesIt(t *testing.T) {
 		}
 	})
 
-	t.Run("each SBOM is SPDX naming the Go modules and Debian packages", func(t *testing.T) {
+	t.Run("each SBOM is SPDX naming the Go modules, Debian packages and the chart's image by digest", func(t *testing.T) {
 		module := "pkg:golang/github.com/interlink-hq/shadowgate@" + rel.Version
+		repo, digest, _ := strings.Cut(rel.WebhookImage, "@")
+		webhookImage := "pkg:oci/shadowgate@" + strings.Replace(digest, ":", "%3A", 1) + "?repository_url=" + repo + "&tag=" + rel.Version
 		for file, want := range map[string][]string{
 			"kubectl-shadowgate_v" + rel.Version + "_darwin_arm64.spdx.json": {module, "pkg:golang/k8s.io/client-go@", "pkg:golang/stdlib@go"},
 			"shadowgate-image_" + rel.Version + "_linux_arm64.spdx.json":     {module, "pkg:golang/sigs.k8s.io/controller-runtime@"},
 			"shadow-image_0.1.0_linux_amd64.spdx.json":                       {"pkg:deb/debian/openssh-client@", "pkg:deb/debian/socat@", "pkg:deb/debian/tini@", "pkg:deb/debian/libc6@"},
+			"shadowgate-chart_" + rel.Version + ".spdx.json":                 {webhookImage},
 		} {
 			got := spdxPURLs(t, filepath.Join(rel.Dist, file))
 			for _, w := range want {

@@ -5,6 +5,9 @@
 //	sbom image -name NAME -version VERSION ARCHIVE  an image in an OCI archive (one image): the
 //	                                                Debian packages of its dpkg status, and each
 //	                                                Go binary in it with its modules
+//	sbom chart -name NAME -version VERSION CHART    a packaged Helm chart (.tgz): the images its
+//	                                                values.yaml names (image.repository, tag and
+//	                                                digest; leastPrivilege.imagePrefixes)
 //
 // The document goes to standard output. Its creation time is SOURCE_DATE_EPOCH when set (the
 // release sets the commit's time), so the same input gives the same document.
@@ -34,7 +37,7 @@ import (
 	"time"
 )
 
-const usage = "usage: sbom go|image -name NAME -version VERSION FILE"
+const usage = "usage: sbom go|image|chart -name NAME -version VERSION FILE"
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout); err != nil {
@@ -77,6 +80,17 @@ func run(args []string, out io.Writer) error {
 		doc.root().PrimaryPackagePurpose = "CONTAINER"
 		doc.root().Checksums = []checksum{{Algorithm: "SHA256", Value: strings.TrimPrefix(contents.digest, "sha256:")}}
 		doc.addImage(contents)
+	case "chart":
+		c, err := readChart(fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		if c.version != *version {
+			return fmt.Errorf("%s: Chart.yaml's version is %q, not -version %q: package the chart with --version %s", fs.Arg(0), c.version, *version, *version)
+		}
+		doc.root().PrimaryPackagePurpose = "INSTALL"
+		doc.root().Checksums = []checksum{{Algorithm: "SHA256", Value: c.sha256}}
+		doc.addChart(c)
 	default:
 		return fmt.Errorf("unknown command %q; %s", args[0], usage)
 	}
@@ -126,6 +140,7 @@ type pkg struct {
 	PrimaryPackagePurpose string        `json:"primaryPackagePurpose,omitempty"`
 	Checksums             []checksum    `json:"checksums,omitempty"`
 	SourceInfo            string        `json:"sourceInfo,omitempty"`
+	Comment               string        `json:"comment,omitempty"`
 	ExternalRefs          []externalRef `json:"externalRefs,omitempty"`
 }
 
