@@ -80,9 +80,11 @@ func TestTheFrontDoorGoesWithTheShadowAndNoTenantReadsOrPlantsIt(t *testing.T) {
 			t.Errorf("the tenant ran kubectl %s:\n%s", strings.Join(args, " "), r.Output())
 		}
 	}
+	// Its host is outside the domain, which another policy keeps for shadowgate alone
+	// (TestNoTenantPublishesAHostUnderTheFrontDoorsDomain).
 	planted := "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: " + pod.shadowName() + ", namespace: " + ns +
 		", labels: {app.kubernetes.io/managed-by: shadowgate, interlink.eu/pod-uid: planted}, annotations: {interlink.eu/shadow-for: " + ns + "/" + pod.name + "}}\n" +
-		"spec: {rules: [{host: " + host + ", http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: x, port: {number: 80}}}}]}}]}\n"
+		"spec: {rules: [{host: planted.example.net, http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: x, port: {number: 80}}}}]}}]}\n"
 	if r := kubectl(t, planted, as, "create", "-f", "-"); r.Err == nil {
 		t.Errorf("the tenant created an Ingress marked as shadowgate's:\n%s", r.Output())
 	} else {
@@ -144,7 +146,7 @@ func TestNoTenantPublishesAHostUnderTheFrontDoorsDomain(t *testing.T) {
 	t.Cleanup(func() { kubectl(t, "", "delete", "namespace", shadowNS, "--wait=false", "--ignore-not-found") })
 	const certManager = "system:serviceaccount:cert-manager:cert-manager"
 	for _, n := range []string{ns, shadowNS} {
-		mustKubectl(t, "", "create", "role", "solver", "-n", n, "--verb=create,update,patch", "--resource=ingresses.networking.k8s.io")
+		mustKubectl(t, "", "create", "role", "solver", "-n", n, "--verb=get,create,update,patch", "--resource=ingresses.networking.k8s.io")
 		mustKubectl(t, "", "create", "rolebinding", "solver", "-n", n, "--role=solver", "--user="+certManager, "--user=lb-controller")
 	}
 	solver := func(namespace, path string) string {

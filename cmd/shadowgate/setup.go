@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,6 +105,9 @@ func setup(ctx context.Context, mgr manager.Manager, opts setupOptions, metrics 
 	}
 	shadowCollector := collector.New(mgr.GetClient(), mgr.GetAPIReader(), identity, mgr.GetClient(), store, opts.Policy.Namespace, sourceCache, opts.ShadowGracePeriod, metrics)
 	live := frontdoordomains.Live{Cache: mgr.GetCache(), Informers: mgr.GetCache(), GatewayAPI: opts.GatewayAPI, Namespaces: identity}
+	nodesOfPolicy := func() { metrics.ForNodes(slices.Collect(maps.Keys(store.Current().VirtualNodes))) }
+	nodesOfPolicy()
+	store.OnChange(nodesOfPolicy)
 	domains := frontdoordomains.New(cs, opts.FrontDoorDomains, store, live, mgr.GetLogger().WithName("front-door-domains"))
 	for _, r := range []manager.Runnable{store, shadowCollector, domains} {
 		if err := mgr.Add(r); err != nil {

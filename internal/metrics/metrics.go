@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +30,31 @@ type Metrics struct {
 	// ShadowsDrifted and ShadowRolls are the reconciler's (its rollPacer).
 	ShadowsDrifted *prometheus.GaugeVec
 	ShadowRolls    *prometheus.CounterVec
+
+	// readyNodes are the nodes TunnelReadySeconds has a series for before any observation.
+	readyNodes   map[string]bool
+	readyNodesMu sync.Mutex
+}
+
+// ForNodes gives TunnelReadySeconds a series, empty until a tunnel is Ready, for each virtual
+// node of the policy in force, and drops those of nodes no longer in it: a rate over the
+// histogram starts from zero, and the label set stays the policy's.
+func (m *Metrics) ForNodes(nodes []string) {
+	m.readyNodesMu.Lock()
+	defer m.readyNodesMu.Unlock()
+	want := map[string]bool{}
+	for _, n := range nodes {
+		want[n] = true
+		if !m.readyNodes[n] {
+			m.TunnelReadySeconds.WithLabelValues(n)
+		}
+	}
+	for n := range m.readyNodes {
+		if !want[n] {
+			m.TunnelReadySeconds.DeleteLabelValues(n)
+		}
+	}
+	m.readyNodes = want
 }
 
 // Label values.

@@ -2,10 +2,12 @@ package metrics_test
 
 import (
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/interlink-hq/shadowgate/internal/metrics"
@@ -36,5 +38,40 @@ func TestServingCertificateExpiryFollowsTheCertificateServed(t *testing.T) {
 		if got := testutil.ToFloat64(c); got != float64(at.Unix()) {
 			t.Errorf("shadowgate_serving_certificate_expiry_timestamp_seconds is %v, want %d", got, at.Unix())
 		}
+	}
+}
+
+// The time-to-Ready histogram has a series for each node of the policy before a tunnel is
+// Ready, and none for a node the policy no longer has.
+func TestTheReadyHistogramFollowsThePolicysNodes(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := func() []string {
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var nodes []string
+		for _, f := range families {
+			if f.GetName() == "shadowgate_tunnel_ready_seconds" {
+				for _, s := range f.GetMetric() {
+					nodes = append(nodes, s.GetLabel()[0].GetValue())
+				}
+			}
+		}
+		slices.Sort(nodes)
+		return nodes
+	}
+	m.ForNodes([]string{"hpc-vk", "gpu-vk"})
+	if got := series(); !slices.Equal(got, []string{"gpu-vk", "hpc-vk"}) {
+		t.Errorf("series for nodes %q, want gpu-vk and hpc-vk", got)
+	}
+	m.TunnelReadySeconds.WithLabelValues("hpc-vk").Observe(30)
+	m.ForNodes([]string{"hpc-vk"})
+	if got := series(); !slices.Equal(got, []string{"hpc-vk"}) {
+		t.Errorf("series for nodes %q after gpu-vk left the policy, want hpc-vk alone", got)
 	}
 }
