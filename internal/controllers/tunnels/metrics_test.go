@@ -37,8 +37,7 @@ func TestTheTunnelMetricsFollowATunnelByItsVirtualNode(t *testing.T) {
 			created := time.Now().Add(-2 * time.Minute).Truncate(time.Second)
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid", CreationTimestamp: metav1.NewTime(created)},
 				Spec: corev1.PodSpec{NodeName: tc.nodeName}}
-			shadowPod := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
-			shadowPod.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
+			shadowPod := forwardingShadowPod()
 			started := metav1.NewTime(time.Now().Add(-time.Hour))
 			setReady := func(ready bool) {
 				shadowPod.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ssh-forward", Ready: ready,

@@ -65,13 +65,19 @@ func shadowPodOf(name, ns, uid, owner string) *corev1.Pod {
 func reportingOnAReadyTunnel(t *testing.T, more ...client.Object) (*corev1.Pod, client.WithWatch, *TunnelReporter, *events.FakeRecorder, reconcile.Request) {
 	t.Helper()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
-	shadowPod := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
-	shadowPod.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
+	shadowPod := forwardingShadowPod()
 	shadowPod.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ssh-forward", Ready: true,
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Hour))}}}}}
 	c := reporterClient(t, interceptor.Funcs{}, append([]client.Object{pod, shadowDeploymentOf("pod-uid"), shadowPod}, more...)...)
 	r, recorder := testReporter(t, c)
 	return pod, c, r, recorder, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(pod)}
+}
+
+// forwardingShadowPod is the pod's shadow pod, its one container ssh-forward, without a status.
+func forwardingShadowPod() *corev1.Pod {
+	p := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
+	p.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
+	return p
 }
 
 // reporterClient is a fake client holding objs, with the reporter's index and funcs.
@@ -298,8 +304,7 @@ func TestAFinishedPodKeepsItsFinalState(t *testing.T) {
 // told it again; a change of what is said (another failure, another node) still is.
 func TestATunnelThatDipsWhileItIsCheckedIsNotSaidReadyAgain(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
-	shadowPod := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
-	shadowPod.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
+	shadowPod := forwardingShadowPod()
 	started := metav1.NewTime(time.Now().Add(-time.Hour))
 	setReady := func(ready bool) {
 		shadowPod.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ssh-forward", Ready: ready,
@@ -331,8 +336,7 @@ func TestATunnelThatDipsWhileItIsCheckedIsNotSaidReadyAgain(t *testing.T) {
 // is said again, so the pod keeps a current Warning while its tunnel keeps failing.
 func TestAFailureThatComesBackAfterACheckIsSaidAgain(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
-	shadowPod := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
-	shadowPod.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
+	shadowPod := forwardingShadowPod()
 	failedState := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
 		Message: "SHADOWGATE_REASON=LoginRefused the login node refused the key"}}
 	checking := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Hour))}}
@@ -383,8 +387,7 @@ func TestWhatTheShadowSaysReachesEventsAndTheTunnelPrintable(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
-			shadowPod := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
-			shadowPod.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
+			shadowPod := forwardingShadowPod()
 			shadowPod.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{tc.forward}}
 			objs := []client.Object{pod, shadowDeploymentOf("pod-uid"), shadowPod}
 			if tc.computeNode != "" {
@@ -425,9 +428,8 @@ func TestWhatTheShadowSaysReachesEventsAndTheTunnelPrintable(t *testing.T) {
 // comes, leaves that state as it is and says nothing more.
 func TestAJobThatCompletedIsSaidEndedNeverFailed(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "user", UID: "pod-uid"}}
-	shadowPod := shadowPodOf(reporterShadow+"-abc-xyz", reporterShadowNS, "pod-uid", reporterShadow+"-abc")
+	shadowPod := forwardingShadowPod()
 	shadowPod.UID = "shadow-pod-uid"
-	shadowPod.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "ssh-forward"}}}
 	shadowPod.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ssh-forward",
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Hour))}}}}}
 	probe := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: reporterShadowNS}, Reason: "Unhealthy",
