@@ -163,15 +163,7 @@ func TestADomainIsReleasedWhenItsLastShadowObjectGoes(t *testing.T) {
 	live := liveOf([]client.Object{ing}, false)
 	pols := &policies{pol: &policy.Policy{VirtualNodes: map[string]policy.VirtualNode{"hpc-vk": frontDoorNode("*.apps.example.org")}}}
 	p := New(cs, ref, pols, live, logr.Discard())
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error)
-	go func() { done <- p.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	start(t, p)
 	expect := configMapSays(t, cs, ref)
 	expect("at start", map[string]string{"apps.example.org": "hpc-vk"})
 
@@ -232,15 +224,7 @@ func TestTheConfigMapFollowsThePolicyAndIsRestored(t *testing.T) {
 	cs := fake.NewClientset()
 	pols := &policies{pol: &policy.Policy{VirtualNodes: map[string]policy.VirtualNode{"hpc-vk": frontDoorNode("*.apps.example.org")}}}
 	p := New(cs, ref, pols, liveOf(nil, false), logr.Discard())
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error)
-	go func() { done <- p.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	start(t, p)
 	expect := configMapSays(t, cs, ref)
 	expect("at start", map[string]string{"apps.example.org": "hpc-vk"})
 
@@ -357,4 +341,18 @@ func TestADomainAddedByAnotherManagerIsRemoved(t *testing.T) {
 	if want := map[string]string{"apps.example.org": "hpc-vk"}; !maps.Equal(after.Data, want) {
 		t.Errorf("after the publisher's write the ConfigMap holds %v, want %v", after.Data, want)
 	}
+}
+
+// start runs p until the test ends, and fails the test if it ends with an error.
+func start(t *testing.T, p *Publisher) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- p.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
 }
