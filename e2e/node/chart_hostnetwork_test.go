@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -23,37 +22,11 @@ import (
 // chart's own `helm test` (its install check, from a pod) both see shadowgate judge a dry-run
 // pod, and the refused trainer is refused with the field paths `shadowgate check` names.
 func TestTheChartServesFromTheNodesNetworkAtAURL(t *testing.T) {
-	dir, k, node, _ := startNode(t)
-	explain := func() string { return "the node's logs: " + strings.Join(node.LogPaths(), ", ") }
+	c := startChartNode(t)
+	k, node, root, examplePolicy, policyFile, explain, helm := c.k, c.node, c.root, c.examplePolicy, c.policyFile, c.explain, c.helm
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	image, err := harness.BuildWebhookImage(root, os.Stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	helm, err := harness.BuildHelm(root, os.Stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := harness.BuildShadowgate(root, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := node.PushMirrored(ctx, image.Archive, image.Name); err != nil {
-		t.Fatal(err)
-	}
-	examplePolicy := filepath.Join(root, "manifests/examples/policy.yaml")
-	policyFile := filepath.Join(dir, "policy.yaml")
-	if err := os.WriteFile(policyFile, []byte(policyDocument(t, examplePolicy)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := harness.CreateReleaseNamespace(ctx, k); err != nil {
-		t.Fatal(err)
-	}
+	image, bin := c.webhook(ctx, t)
 	// The node's network is a host namespace, which the restricted level refuses (docs/install.md).
 	k.MustRun(ctx, t, "", "label", "namespace", harness.ReleaseNamespace, "pod-security.kubernetes.io/enforce=privileged", "--overwrite")
 	// One node: with the ports on the node, a second replica would have nowhere to run.

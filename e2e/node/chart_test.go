@@ -23,42 +23,16 @@ import (
 // names, and admit the guide's notebook and apply its shadow, with the credentials' copies,
 // with their own ServiceAccount.
 func TestTheChartRunsOnTheRealNode(t *testing.T) {
-	dir, k, node, _ := startNode(t)
-	explain := func() string { return "the node's logs: " + strings.Join(node.LogPaths(), ", ") }
+	c := startChartNode(t)
+	k, node, root, examplePolicy, policyFile, explain := c.k, c.node, c.root, c.examplePolicy, c.policyFile, c.explain
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	image, err := harness.BuildWebhookImage(root, os.Stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	helm, err := harness.BuildHelm(root, os.Stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := harness.BuildShadowgate(root, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := node.PushMirrored(ctx, image.Archive, image.Name); err != nil {
-		t.Fatal(err)
-	}
+	image, bin := c.webhook(ctx, t)
 	// The API server calls the webhook at its Service's ClusterIP, from this machine.
 	if err := node.RouteServices(); err != nil {
 		t.Fatal(err)
 	}
-	examplePolicy := filepath.Join(root, "manifests/examples/policy.yaml")
-	policyFile := filepath.Join(dir, "policy.yaml")
-	if err := os.WriteFile(policyFile, []byte(policyDocument(t, examplePolicy)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := harness.CreateReleaseNamespace(ctx, k); err != nil {
-		t.Fatal(err)
-	}
-	if err := harness.HelmInstall(ctx, helm, k, root, image.Name, "--set-file", "policy="+policyFile); err != nil {
+	if err := harness.HelmInstall(ctx, c.helm, k, root, image.Name, "--set-file", "policy="+policyFile); err != nil {
 		t.Fatalf("%v\n%s", err, explain())
 	}
 
@@ -125,4 +99,58 @@ func policyDocument(t *testing.T, file string) string {
 		t.Fatalf("%s: no ConfigMap with policy.yaml (%v)", file, err)
 	}
 	return cm.Data["policy.yaml"]
+}
+
+// chartNode is a real node ready for a chart install: helm built, the release namespace made
+// and the example policy's document written.
+type chartNode struct {
+	dir, root, helm, examplePolicy, policyFile string
+	k                                          harness.Kubectl
+	node                                       *harness.Node
+}
+
+func startChartNode(t *testing.T) *chartNode {
+	t.Helper()
+	dir, k, node, _ := startNode(t)
+	c := &chartNode{dir: dir, k: k, node: node, policyFile: filepath.Join(dir, "policy.yaml")}
+	var err error
+	if c.root, err = filepath.Abs("../.."); err != nil {
+		t.Fatal(err)
+	}
+	if c.helm, err = harness.BuildHelm(c.root, os.Stderr); err != nil {
+		t.Fatal(err)
+	}
+	c.examplePolicy = filepath.Join(c.root, "manifests/examples/policy.yaml")
+	if err := os.WriteFile(c.policyFile, []byte(policyDocument(t, c.examplePolicy)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := harness.CreateReleaseNamespace(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// explain names the node's logs, for a failure's message.
+func (c *chartNode) explain() string {
+	return "the node's logs: " + strings.Join(c.node.LogPaths(), ", ")
+}
+
+// webhook builds shadowgate's image (hack/build-image.sh) and binary, and pushes the image to
+// the node's registry under its own name, which the chart then runs.
+func (c *chartNode) webhook(ctx context.Context, t *testing.T) (harness.WebhookImage, string) {
+	t.Helper()
+	image, err := harness.BuildWebhookImage(c.root, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := harness.BuildShadowgate(c.root, c.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.node.PushMirrored(ctx, image.Archive, image.Name); err != nil {
+		t.Fatal(err)
+	}
+	return image, bin
 }

@@ -19,18 +19,10 @@ import (
 // pulling the released webhook image by its digest, and proves with the released CLI and the
 // chart's post-install check (helm test) that the API server reaches the installed webhook.
 func TestTheReleaseInstallsFromTheRegistryAsASiteDoes(t *testing.T) {
-	dir, k, node, _ := startNode(t)
-	explain := func() string { return "the node's logs: " + strings.Join(node.LogPaths(), ", ") }
+	c := startChartNode(t)
+	dir, k, node, root, helm, explain := c.dir, c.k, c.node, c.root, c.helm, c.explain
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	helm, err := harness.BuildHelm(root, os.Stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	rel, err := node.Release(ctx, root, filepath.Join(dir, "dist"), os.Stderr)
 	if err != nil {
 		t.Fatal(err)
@@ -39,15 +31,8 @@ func TestTheReleaseInstallsFromTheRegistryAsASiteDoes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	policyFile := filepath.Join(dir, "policy.yaml")
-	if err := os.WriteFile(policyFile, []byte(policyDocument(t, filepath.Join(root, "manifests/examples/policy.yaml"))), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := harness.CreateReleaseNamespace(ctx, k); err != nil {
-		t.Fatal(err)
-	}
 	install := exec.CommandContext(ctx, helm, "install", "shadowgate", rel.Chart, "--version", rel.Version, "--plain-http",
-		"--namespace", harness.ReleaseNamespace, "--kubeconfig", k.Kubeconfig, "--wait", "--timeout=5m", "--set-file", "policy="+policyFile)
+		"--namespace", harness.ReleaseNamespace, "--kubeconfig", k.Kubeconfig, "--wait", "--timeout=5m", "--set-file", "policy="+c.policyFile)
 	if out, err := install.CombinedOutput(); err != nil {
 		t.Fatalf("helm install %s --version %s: %v\n%s\n%s", rel.Chart, rel.Version, err, out, explain())
 	}
