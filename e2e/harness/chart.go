@@ -139,15 +139,18 @@ func HelmInstall(ctx context.Context, helm string, k Kubectl, root, image string
 }
 
 // HelmTest runs `helm test shadowgate` in ReleaseNamespace, the tests filter selects (such as
-// name=shadowgate-install-check; empty for all), with their logs, and returns what helm printed.
+// name=shadowgate-install-check; empty for all), and returns what helm printed and, when it
+// fails, the logs of the test Jobs: `helm test --logs` reads test Pods alone, and the chart's
+// tests are Jobs.
 func HelmTest(ctx context.Context, helm string, k Kubectl, filter string) (string, error) {
-	args := []string{"test", "shadowgate", "--namespace", ReleaseNamespace, "--kubeconfig", k.Kubeconfig, "--logs", "--timeout=5m"}
+	args := []string{"test", "shadowgate", "--namespace", ReleaseNamespace, "--kubeconfig", k.Kubeconfig, "--timeout=5m"}
 	if filter != "" {
 		args = append(args, "--filter", filter)
 	}
 	out, err := exec.CommandContext(ctx, helm, args...).CombinedOutput()
 	if err != nil {
-		return string(out), fmt.Errorf("helm %s: %w", strings.Join(args, " "), err)
+		logs := k.Run(ctx, "", "logs", "-n", ReleaseNamespace, "-l", "app.kubernetes.io/component in (install-check,doctor)", "--all-containers", "--prefix", "--tail=100")
+		return string(out) + "\nthe test Jobs' logs:\n" + logs.Output(), fmt.Errorf("helm %s: %w", strings.Join(args, " "), err)
 	}
 	return string(out), nil
 }

@@ -31,6 +31,10 @@ func TestTheReleaseInstallsFromTheRegistryAsASiteDoes(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The API server calls the webhook at its Service's ClusterIP, from this machine.
+	if err := node.RouteServices(); err != nil {
+		t.Fatal(err)
+	}
 	install := exec.CommandContext(ctx, helm, "install", "shadowgate", rel.Chart, "--version", rel.Version, "--plain-http",
 		"--namespace", harness.ReleaseNamespace, "--kubeconfig", k.Kubeconfig, "--wait", "--timeout=5m", "--set-file", "policy="+c.policyFile)
 	if out, err := install.CombinedOutput(); err != nil {
