@@ -49,6 +49,8 @@ type statusOptions struct {
 	kubeconfig, context, namespace, output, waitFor string
 	allNamespaces, watch                            bool
 	timeout                                         time.Duration
+	// now is the clock ages are counted by: time.Now, or a test's.
+	now func() time.Time
 }
 
 func newStatusCommand() *cobra.Command {
@@ -195,7 +197,11 @@ func loadKubeconfig(file, context string) (*rest.Config, clientcmd.ClientConfig,
 // show prints the rows of the pods of ns ("" for every namespace), or of the pod named, then
 // follows them with -w or --wait-for, until ctx ends.
 func (o *statusOptions) show(ctx context.Context, out io.Writer, c client.WithWatch, ns, pod string) error {
-	p := &printer{out: out, output: o.output, table: table{allNamespaces: ns == "", wide: o.output == "wide"}}
+	now := o.now
+	if now == nil {
+		now = time.Now
+	}
+	p := &printer{out: out, output: o.output, now: now, table: table{allNamespaces: ns == "", wide: o.output == "wide"}}
 	if o.waitFor != "" {
 		return o.wait(ctx, p, c, ns, pod)
 	}
@@ -571,6 +577,7 @@ func lastTunnelEvent(ctx context.Context, c client.Reader, pod *corev1.Pod) (str
 type printer struct {
 	out    io.Writer
 	output string
+	now    func() time.Time
 	table  table
 	docs   int // documents printed, each after the first separated by --- in YAML
 }
@@ -580,7 +587,7 @@ func (p *printer) all(rows []podTunnel) error {
 	if p.output == "json" || p.output == "yaml" {
 		return p.doc(rows)
 	}
-	p.table.print(p.out, rows, time.Now())
+	p.table.print(p.out, rows, p.now())
 	return nil
 }
 
@@ -590,7 +597,7 @@ func (p *printer) one(r podTunnel) error {
 		return p.doc([]podTunnel{r})
 	}
 	w := tabwriter.NewWriter(p.out, 0, 8, 3, ' ', 0)
-	p.table.row(w, r, time.Now())
+	p.table.row(w, r, p.now())
 	return w.Flush()
 }
 

@@ -135,6 +135,7 @@ func TestStatusOutputs(t *testing.T) {
 				b = b.WithInterceptorFuncs(forbidClusterWide)
 			}
 			var out bytes.Buffer
+			tc.opts.now = func() time.Time { return now }
 			err := tc.opts.show(t.Context(), &out, b.Build(), tc.ns, "")
 			if code := codeOf(err); code != tc.code || (tc.err != "" && !strings.Contains(err.Error(), tc.err)) {
 				t.Fatalf("exit %d (%v), want %d %q", code, err, tc.code, tc.err)
