@@ -38,7 +38,7 @@ func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) 
 	// refused here too. No namespace's labels are read: neither the policy ConfigMap's rules
 	// nor a node ConfigMap's compute node depend on them.
 	cfg, _ := v.configs.Now(ctx, "")
-	d, inTime := decideBy(ctx, func() validate.Decision { d, _ := validate.Object(cm, cfg); return d })
+	d, inTime := decideBy(ctx, len(req.Object.Raw), func() validate.Decision { d, _ := validate.Object(cm, cfg); return d })
 	if !inTime {
 		return tooLate(ctx)
 	}

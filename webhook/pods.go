@@ -47,7 +47,7 @@ func (m *PodMutator) Handle(ctx context.Context, req admission.Request) admissio
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	mutation, inTime := decideBy(ctx, func() inject.Mutation { return inject.Mutate(pod, cfg) })
+	mutation, inTime := decideBy(ctx, len(req.Object.Raw), func() inject.Mutation { return inject.Mutate(pod, cfg) })
 	if !inTime {
 		return tooLate(ctx)
 	}
@@ -89,13 +89,13 @@ func (v *PodValidator) Handle(ctx context.Context, req admission.Request) admiss
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	if req.Operation != admissionv1.Create {
-		d, inTime := decideBy(ctx, func() validate.Decision { _, d := validate.Pod(pod, cfg); return d })
+		d, inTime := decideBy(ctx, len(req.Object.Raw), func() validate.Decision { _, d := validate.Pod(pod, cfg); return d })
 		if !inTime {
 			return tooLate(ctx)
 		}
 		return respond(podKind, objectName(pod), d)
 	}
-	a, inTime := decideBy(ctx, func() inject.Admission { return inject.Admit(pod, cfg) })
+	a, inTime := decideBy(ctx, len(req.Object.Raw), func() inject.Admission { return inject.Admit(pod, cfg) })
 	if !inTime {
 		return tooLate(ctx)
 	}

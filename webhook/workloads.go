@@ -87,7 +87,7 @@ func (v *WorkloadValidator) Handle(ctx context.Context, req admission.Request) a
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	d, inTime := decideBy(ctx, func() validate.Decision { d, _ := validate.Object(obj, cfg); return d })
+	d, inTime := decideBy(ctx, len(req.Object.Raw), func() validate.Decision { d, _ := validate.Object(obj, cfg); return d })
 	if !inTime {
 		return tooLate(ctx)
 	}
