@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +22,7 @@ import (
 // pod, and the refused trainer is refused with the field paths `shadowgate check` names.
 func TestTheChartServesFromTheNodesNetworkAtAURL(t *testing.T) {
 	c := startChartNode(t)
-	k, node, root, examplePolicy, policyFile, explain, helm := c.k, c.node, c.root, c.examplePolicy, c.policyFile, c.explain, c.helm
+	k, node, root, policyFile, explain, helm := c.k, c.node, c.root, c.policyFile, c.explain, c.helm
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	image, bin := c.webhook(ctx, t)
@@ -65,18 +64,5 @@ func TestTheChartServesFromTheNodesNetworkAtAURL(t *testing.T) {
 	}
 
 	k.CreateNamespaces(ctx, t, "user")
-	refused := filepath.Join(root, "cmd/shadowgate/testdata/refused-trainer.yaml")
-	r := k.Run(ctx, "", "apply", "-f", refused)
-	if r.Err == nil {
-		t.Fatalf("the refused trainer was admitted:\n%s", r.Output())
-	}
-	lines, err := harness.Refusal(bin, examplePolicy, refused)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range lines {
-		if !strings.Contains(r.Stderr, line) {
-			t.Errorf("kubectl apply lacks %q; it printed:\n%s", line, r.Output())
-		}
-	}
+	c.expectTheRefusedTrainerRefused(ctx, t, bin)
 }

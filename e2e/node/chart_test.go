@@ -24,7 +24,7 @@ import (
 // with their own ServiceAccount.
 func TestTheChartRunsOnTheRealNode(t *testing.T) {
 	c := startChartNode(t)
-	k, node, root, examplePolicy, policyFile, explain := c.k, c.node, c.root, c.examplePolicy, c.policyFile, c.explain
+	k, node, root, policyFile, explain := c.k, c.node, c.root, c.policyFile, c.explain
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	image, bin := c.webhook(ctx, t)
@@ -58,20 +58,7 @@ func TestTheChartRunsOnTheRealNode(t *testing.T) {
 	}
 
 	k.CreateNamespaces(ctx, t, "user")
-	refused := filepath.Join(root, "cmd/shadowgate/testdata/refused-trainer.yaml")
-	r := k.Run(ctx, "", "apply", "-f", refused)
-	if r.Err == nil {
-		t.Fatalf("the refused trainer was admitted:\n%s", r.Output())
-	}
-	lines, err := harness.Refusal(bin, examplePolicy, refused)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range lines {
-		if !strings.Contains(r.Stderr, line) {
-			t.Errorf("kubectl apply lacks %q; it printed:\n%s", line, r.Output())
-		}
-	}
+	c.expectTheRefusedTrainerRefused(ctx, t, bin)
 
 	// The credentials the example policy names, as an admin creates them: the dev overlay's
 	// stand-ins.
@@ -153,4 +140,25 @@ func (c *chartNode) webhook(ctx context.Context, t *testing.T) (harness.WebhookI
 		t.Fatal(err)
 	}
 	return image, bin
+}
+
+// expectTheRefusedTrainerRefused applies cmd/shadowgate/testdata/refused-trainer.yaml into
+// namespace user and expects it refused with the field paths `shadowgate check` (bin) names
+// for it under the example policy.
+func (c *chartNode) expectTheRefusedTrainerRefused(ctx context.Context, t *testing.T, bin string) {
+	t.Helper()
+	refused := filepath.Join(c.root, "cmd/shadowgate/testdata/refused-trainer.yaml")
+	r := c.k.Run(ctx, "", "apply", "-f", refused)
+	if r.Err == nil {
+		t.Fatalf("the refused trainer was admitted:\n%s", r.Output())
+	}
+	lines, err := harness.Refusal(bin, c.examplePolicy, refused)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range lines {
+		if !strings.Contains(r.Stderr, line) {
+			t.Errorf("kubectl apply lacks %q; it printed:\n%s", line, r.Output())
+		}
+	}
 }
