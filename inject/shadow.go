@@ -88,9 +88,9 @@ const AnnotationRendered = "interlink.eu/shadow-rendered"
 
 // renderedHash is the value of AnnotationRendered for s.
 func renderedHash(s *Shadow) string {
-	deployment := s.Deployment.Spec.DeepCopy()
+	deployment := s.Deployment.Spec // a shallow copy: only its template's metadata is replaced
 	deployment.Template.ObjectMeta = metav1.ObjectMeta{}
-	specs := []any{deployment, s.NetworkPolicy.Spec}
+	specs := []any{&deployment, s.NetworkPolicy.Spec}
 	if s.Service != nil {
 		specs = append(specs, s.Service.Spec)
 	}

@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,32 +40,31 @@ type goResult struct {
 // runGoBenchmarks compiles each package's test binary once, then runs the benchmarks one
 // after the other for rounds rounds, in reverse order every other round, so drifting machine
 // load touches every benchmark alike; the large pod's ratios to the typical one are taken
-// within each round (reportSizeRatios). Times are medians over the rounds; allocations do not vary.
-func runGoBenchmarks(ctx context.Context, root, dir string, rounds int, benchtime time.Duration, r *bench.Report) error {
-	binaries := map[string]string{}
-	for _, b := range goBenchmarks {
-		if _, ok := binaries[b.pkg]; ok {
-			continue
+// within each round (reportSizeRatios). Times are medians over the rounds; allocations do not
+// vary. With a baseline (a git revision) each benchmark runs three times in a row in each
+// round, this code, the baseline's, this code again, and each is judged against the baseline
+// beyond the run's own noise (reportRegressions).
+func runGoBenchmarks(ctx context.Context, root, dir, baseline string, rounds int, benchtime time.Duration, r *bench.Report) error {
+	binaries, err := compileBenchmarks(ctx, root, dir)
+	if err != nil {
+		return err
+	}
+	var base map[string]string
+	if baseline != "" {
+		if base, err = compileBaseline(ctx, root, filepath.Join(dir, "baseline"), baseline); err != nil {
+			return err
 		}
-		bin := filepath.Join(dir, b.pkg+".test")
-		cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", bin, "./"+b.pkg)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("compiling the benchmarks of %s: %w\n%s", b.pkg, err, out)
-		}
-		binaries[b.pkg] = bin
 	}
 	results := map[string][]goResult{}
 	var perRound []map[string]goResult
+	var pairs []map[string]comparison
 	for round := range rounds {
-		order := make([]goBenchmark, len(goBenchmarks))
-		copy(order, goBenchmarks)
+		order := slices.Clone(goBenchmarks)
 		if round%2 == 1 {
-			for i, j := 0, len(order)-1; i < j; i, j = i+1, j-1 {
-				order[i], order[j] = order[j], order[i]
-			}
+			slices.Reverse(order)
 		}
 		this := map[string]goResult{}
+		compared := map[string]comparison{}
 		for _, b := range order {
 			res, err := runGoBenchmark(ctx, binaries[b.pkg], filepath.Join(root, b.pkg), b.pattern, benchtime)
 			if err != nil {
@@ -70,8 +72,25 @@ func runGoBenchmarks(ctx context.Context, root, dir string, rounds int, benchtim
 			}
 			this[b.name] = res
 			results[b.name] = append(results[b.name], res)
+			if base == nil {
+				continue
+			}
+			c := comparison{current: res}
+			c.baseline, err = runGoBenchmark(ctx, base[b.pkg], filepath.Join(dir, "baseline", b.pkg), b.pattern, benchtime)
+			if errors.Is(err, errNoBenchmark) {
+				continue // the baseline has no such benchmark: reportRegressions says so
+			}
+			if err != nil {
+				return fmt.Errorf("%s at %s: %w", b.name, baseline, err)
+			}
+			if c.again, err = runGoBenchmark(ctx, binaries[b.pkg], filepath.Join(root, b.pkg), b.pattern, benchtime); err != nil {
+				return fmt.Errorf("%s: %w", b.name, err)
+			}
+			results[b.name] = append(results[b.name], c.again)
+			compared[b.name] = c
 		}
 		perRound = append(perRound, this)
+		pairs = append(pairs, compared)
 	}
 	median := func(name string, field func(goResult) float64) time.Duration {
 		var v []float64
@@ -97,7 +116,57 @@ func runGoBenchmarks(ctx context.Context, root, dir string, rounds int, benchtim
 		median("mutate-typical-reverse", wall).Round(100*time.Nanosecond)), typicalTime <= 30*time.Microsecond)
 	r.Target("in-process decision + mutation, typical pod <= 150 allocs", fmt.Sprintf("%.0f allocs", allocs), allocs <= 150)
 	reportSizeRatios(r, perRound)
+	if base != nil {
+		reportRegressions(r, baseline, pairs)
+	}
 	return nil
+}
+
+// compileBenchmarks compiles the test binary of each package of goBenchmarks in root into dir,
+// and returns them by package.
+func compileBenchmarks(ctx context.Context, root, dir string) (map[string]string, error) {
+	binaries := map[string]string{}
+	for _, b := range goBenchmarks {
+		if _, ok := binaries[b.pkg]; ok {
+			continue
+		}
+		bin := filepath.Join(dir, b.pkg+".test")
+		cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", bin, "./"+b.pkg)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("compiling the benchmarks of %s in %s: %w\n%s", b.pkg, root, err, out)
+		}
+		binaries[b.pkg] = bin
+	}
+	return binaries, nil
+}
+
+// compileBaseline writes the tree of the git revision rev of root into dir and compiles its
+// benchmarks there, with its own go.mod.
+func compileBaseline(ctx context.Context, root, dir, rev string) (map[string]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	archive := exec.CommandContext(ctx, "git", "-C", root, "archive", "--format=tar", rev)
+	extract := exec.CommandContext(ctx, "tar", "-x", "-C", dir)
+	pipe, err := archive.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	extract.Stdin = pipe
+	var archiveErr, extractErr bytes.Buffer
+	archive.Stderr, extract.Stderr = &archiveErr, &extractErr
+	if err := extract.Start(); err != nil {
+		return nil, err
+	}
+	if err := archive.Run(); err != nil {
+		_ = extract.Wait()
+		return nil, fmt.Errorf("the baseline %s: git archive: %w: %s (give BENCH_BASELINE a revision of this repository)", rev, err, strings.TrimSpace(archiveErr.String()))
+	}
+	if err := extract.Wait(); err != nil {
+		return nil, fmt.Errorf("the baseline %s: tar: %w: %s", rev, err, strings.TrimSpace(extractErr.String()))
+	}
+	return compileBenchmarks(ctx, dir, dir)
 }
 
 // sizeRatios are the ratios issue 7 bounds at 5x: the 1,000-env-var, 50-container pod to the
@@ -137,6 +206,10 @@ func runGoBenchmark(ctx context.Context, bin, dir, pattern string, benchtime tim
 	return parseGoBenchmark(out)
 }
 
+// errNoBenchmark is parseGoBenchmark's answer to output with no result line: the binary has
+// no benchmark the pattern matches (a baseline older than the benchmark).
+var errNoBenchmark = errors.New("no benchmark result")
+
 // parseGoBenchmark reads the first result line of go test -bench -benchmem output:
 // "BenchmarkX-2  1000  61054 ns/op  60800 cpu-ns/op  9649 B/op  138 allocs/op".
 func parseGoBenchmark(out []byte) (goResult, error) {
@@ -163,5 +236,5 @@ func parseGoBenchmark(out []byte) (goResult, error) {
 			return res, nil
 		}
 	}
-	return goResult{}, fmt.Errorf("no benchmark result with ns/op, cpu-ns/op, B/op and allocs/op in:\n%s", out)
+	return goResult{}, fmt.Errorf("%w with ns/op, cpu-ns/op, B/op and allocs/op in:\n%s", errNoBenchmark, out)
 }

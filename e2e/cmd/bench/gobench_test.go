@@ -49,3 +49,38 @@ func TestSizeRatiosPairLikeWithLikeAndAreJudgedEach(t *testing.T) {
 		}
 	}
 }
+
+// A benchmark is judged against the baseline beyond the noise the run itself measured: for
+// each benchmark the median over the rounds of how far its repeat differed from its first
+// run, and the largest of those, here validate-pod's 10% (one 10% in each round; mutate-typical's
+// 2% in two of three rounds). mutate-typical at 1.05x is within it, build-shadow at 1.3x is not
+// and is MISSED by name, and a benchmark the baseline lacks is said, not judged.
+func TestARegressionIsMissedByNameBeyondTheRunsOwnNoise(t *testing.T) {
+	run := func(current, baseline, again float64) comparison {
+		return comparison{current: goResult{nsPerOp: current}, baseline: goResult{nsPerOp: baseline}, again: goResult{nsPerOp: again}}
+	}
+	rounds := []map[string]comparison{
+		{"mutate-typical": run(105, 100, 105), "build-shadow": run(130, 100, 130), "validate-pod": run(50, 50, 55)},
+		{"mutate-typical": run(104, 100, 106), "build-shadow": run(126, 100, 134), "validate-pod": run(55, 50, 50)},
+		{"mutate-typical": run(106, 100, 104), "build-shadow": run(131, 100, 129), "validate-pod": run(50, 50, 55)},
+	}
+	var out bytes.Buffer
+	r := bench.NewReport(&out)
+	reportRegressions(r, "f53bd95", rounds)
+	r.Summary(time.Now())
+	text := out.String()
+	for _, want := range []string{
+		"BENCH inprocess-noise 10.0 %\n",
+		"MET     mutate-typical: no slower than at f53bd95, beyond the run's noise",
+		"MET     typical pod within 1.1x of f53bd95",
+		"MISSED  build-shadow: no slower than at f53bd95, beyond the run's noise",
+		"INFO    mutate-large: no slower than at f53bd95, beyond the run's noise",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("report lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "MISSED  mutate-typical") || strings.Contains(text, "MISSED  validate-pod") {
+		t.Errorf("a benchmark within the noise is MISSED:\n%s", text)
+	}
+}

@@ -29,7 +29,7 @@ import (
 )
 
 type options struct {
-	root, shadowgate               string
+	root, shadowgate, baseline     string
 	goRounds                       int
 	goBenchtime                    time.Duration
 	tunnelRounds                   int
@@ -46,6 +46,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.root, "root", ".", "the shadowgate repository")
 	flag.StringVar(&o.shadowgate, "shadowgate", "", "a shadowgate binary to measure instead of one built from -root (another version, for a before and after)")
+	flag.StringVar(&o.baseline, "baseline", "", "a git revision of -root whose in-process benchmarks run beside this code's, each judged against them beyond the run's noise (none: not compared)")
 	flag.IntVar(&o.goRounds, "go-rounds", 3, "rounds of the Go benchmarks")
 	flag.DurationVar(&o.goBenchtime, "go-benchtime", time.Second, "-test.benchtime of each Go benchmark in each round")
 	flag.IntVar(&o.tunnelRounds, "tunnel-rounds", 2, "interleaved rounds of each tunnel benchmark and its baseline")
@@ -88,8 +89,8 @@ func run(o options) error {
 	defer os.RemoveAll(dir)
 
 	if o.phases["go"] {
-		r.Note("in-process: Go benchmarks, %d interleaved rounds of %s each", o.goRounds, o.goBenchtime)
-		if err := runGoBenchmarks(ctx, root, dir, o.goRounds, o.goBenchtime, r); err != nil {
+		r.Note("in-process: Go benchmarks, %d interleaved rounds of %s each, beside the baseline %q", o.goRounds, o.goBenchtime, o.baseline)
+		if err := runGoBenchmarks(ctx, root, dir, o.baseline, o.goRounds, o.goBenchtime, r); err != nil {
 			return err
 		}
 	}
