@@ -1,10 +1,12 @@
 // Command bench is `make bench`: shadowgate measured in one run, printing one line per figure
-// (`BENCH <name> <value> <unit>`) and a summary of the targets of issue 7. In order: the Go
-// benchmarks of the in-process path, interleaved; the tunnels' data path (the shadow's scripts
-// and relay against plain ssh, tunnel.go); `shadowgate serve` over HTTPS, driven by the
-// load generator here; pod creates through a real kube-apiserver and etcd (e2e/harness) with
-// no webhook, with shadowgate and pods without shadows, and with shadows, interleaved; and a
-// burst of pods created at once, each checked for its shadow. Wall-clock figures depend on
+// (`BENCH <name> <value> <unit>`) and a summary of the targets. In order: the Go benchmarks of
+// the in-process path, interleaved, beside a baseline's code (regress.go); the tunnels' data
+// path (the shadow's scripts and relay against plain ssh, tunnel.go); `shadowgate serve` over
+// HTTPS, driven by the load generator here; pod creates through a real kube-apiserver and etcd
+// (e2e/harness) with no webhook, with shadowgate and pods without shadows, with shadows, and
+// the VK's way, interleaved, with the requests each costs (requests.go); what each kind of
+// those requests costs (requestcost.go); and a burst of pods created at once, each checked for
+// its shadow. Wall-clock figures depend on
 // what else the machine runs: the load average is printed with them, and ratios, allocation
 // counts and per-core figures (requests per CPU-second) depend on it far less.
 package main
@@ -60,7 +62,7 @@ func main() {
 	flag.IntVar(&o.podsPer50, "pods-50", 200, "pods per batch with 50 clients")
 	flag.IntVar(&o.burst, "burst", 1000, "pods with shadows created at once at the end")
 	flag.IntVar(&o.burstClients, "burst-clients", 50, "concurrent clients creating the burst")
-	phases := flag.String("phases", "go,tunnel,https,apiserver,burst", "what to measure, comma-separated")
+	phases := flag.String("phases", "go,tunnel,https,apiserver,requests,burst", "what to measure, comma-separated")
 	flag.Parse()
 	o.phases = map[string]bool{}
 	for _, p := range strings.Split(*phases, ",") {
@@ -100,7 +102,7 @@ func run(o options) error {
 			return fmt.Errorf("tunnels: %w", err)
 		}
 	}
-	if !o.phases["https"] && !o.phases["apiserver"] && !o.phases["burst"] {
+	if !o.phases["https"] && !o.phases["apiserver"] && !o.phases["requests"] && !o.phases["burst"] {
 		r.Summary(started)
 		return nil
 	}
@@ -154,6 +156,12 @@ func run(o options) error {
 		podsPer := map[int]int{1: o.podsPer1, 10: o.podsPer10, 50: o.podsPer50}
 		if err := runAPIServer(ctx, load, r, []int{1, 10, 50}, podsPer, o.apiRounds); err != nil {
 			return fmt.Errorf("API server: %w", err)
+		}
+	}
+	if o.phases["requests"] {
+		r.Note("requests: the API server's and etcd's CPU per request of each kind a pod with a shadow costs, %d each, 10 clients; load average %s", o.podsPer10, bench.LoadAverage())
+		if err := requestCosts(ctx, load, cfg, r, o.podsPer10, 10); err != nil {
+			return fmt.Errorf("requests: %w", err)
 		}
 	}
 	if o.phases["burst"] {
