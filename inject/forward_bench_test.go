@@ -1,9 +1,11 @@
 package inject
 
 import (
+	"fmt"
 	"net"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,7 +28,10 @@ const crowdSize = 200
 // doing the same with the same options, each round alternating which goes first: in
 // portforward mode against `ssh -N -L`, in exec mode against a control master carrying each
 // connection as an `ssh -W` channel. Both end at a benchServer on a compute node address,
-// through a real sshd as the login node with its default MaxSessions.
+// through a real sshd as the login node with its default MaxSessions. In exec mode a third
+// path ("session-") carries each connection as a session of the same master running the
+// connect command, as the shadow's relay does but without socat and exec-relay: what OpenSSH
+// itself costs the mode, where TCP forwarding is off.
 func BenchmarkTunnelForward(b *testing.B) {
 	for _, mode := range []string{policy.ForwardModePortForward, policy.ForwardModeExec} {
 		b.Run(mode, func(b *testing.B) {
@@ -35,12 +40,14 @@ func BenchmarkTunnelForward(b *testing.B) {
 			p := s.forward(b)
 			path := net.JoinHostPort(s.listen, strconv.Itoa(s.port))
 			waitForPath(b, path, p)
-			base := s.plainForward(b, mode)
-			figures := measurePaired(b, path, base)
-			figures.report(b)
+			base, session := s.plainForward(b, mode, "nc -N")
 			if mode != policy.ForwardModeExec {
+				measurePaired(b, path, base).report(b)
 				return
 			}
+			rounds := measureInterleaved(b, path, base, session)
+			pairedFigures{path: rounds[0], base: rounds[1]}.report(b)
+			reportFigures(b, "session-", rounds[2])
 			s.reportCrowd(b, p, path, base)
 		})
 	}
@@ -76,8 +83,10 @@ func (s *site) reportCrowd(b *testing.B, p *process, path, base string) {
 }
 
 // plainForward starts the baseline of mode beside the shadow's ssh-forward: the same ssh
-// options, to the same compute node, on an address of its own. It returns that address.
-func (s *site) plainForward(b *testing.B, mode string) string {
+// options, to the same compute node, on an address of its own, which it returns. In exec mode
+// it also returns the address of a session per connection on the same master, running
+// connect to the node and port as the shadow's relay does.
+func (s *site) plainForward(b *testing.B, mode, connect string) (base, session string) {
 	b.Helper()
 	options := plainOptions(b, container(b, s.shadow.Deployment, containerForward), s.mounts)
 	listen := sshtest.Loopback(b)
@@ -86,35 +95,14 @@ func (s *site) plainForward(b *testing.B, mode string) string {
 	if mode == policy.ForwardModePortForward {
 		startPlain(b, append(append([]string{"-N"}, options...), "-L", addr+":"+target, "--", s.login.Host)...)
 		waitForPath(b, addr, nil)
-		return addr
+		return addr, ""
 	}
 	control := filepath.Join(b.TempDir(), "control")
 	startPlain(b, append(append([]string{"-N", "-o", "ControlMaster=yes", "-o", "ControlPath=" + control}, options...), "--", s.login.Host)...)
-	channel := append(append([]string{"-o", "ControlMaster=no", "-o", "ControlPath=" + control}, options...), "-W", target, "--", s.login.Host)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	b.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				cmd := exec.Command("ssh", channel...)
-				cmd.Stdin, cmd.Stdout = c, c
-				_ = cmd.Run()
-			}()
-		}
-	}()
+	mux := append([]string{"-o", "ControlMaster=no", "-o", "ControlPath=" + control}, options...)
+	relayEach(b, addr, append(slices.Clone(mux), "-W", target, "--", s.login.Host))
+	session = net.JoinHostPort(sshtest.Loopback(b), strconv.Itoa(s.port))
+	relayEach(b, session, append(slices.Clone(mux), "-T", "--", s.login.Host, fmt.Sprintf("%s '%s' '%d'", connect, s.nodes["node07"], s.port)))
 	deadline := time.Now().Add(20 * time.Second)
 	for exec.Command("ssh", "-o", "ControlPath="+control, "-O", "check", "--", s.login.Host).Run() != nil {
 		if time.Now().After(deadline) {
@@ -122,7 +110,33 @@ func (s *site) plainForward(b *testing.B, mode string) string {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return addr
+	return addr, session
+}
+
+// relayEach listens on addr and runs ssh with args for each connection, the connection its
+// stdin and stdout, until the benchmark ends.
+func relayEach(b *testing.B, addr string, args []string) {
+	b.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	b.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				cmd := exec.Command("ssh", args...)
+				cmd.Stdin, cmd.Stdout = c, c
+				_ = cmd.Run()
+			})
+		}
+	})
 }
 
 // plainOptions are the ssh options a container gives its ssh (SHADOW_SSH_OPTIONS), as -o

@@ -18,7 +18,9 @@ import (
 // The tunnel benchmarks are Go benchmarks of the inject package (BenchmarkTunnel*): the
 // shadow's scripts and relay as rendered, against real OpenSSH on loopback, each path beside
 // its plain-ssh baseline in the same round. Each reports its medians over the rounds as
-// metrics named "tunnel-<figure>" and "plain-<figure>"; the reverse tunnel also "hop-<figure>",
+// metrics named "tunnel-<figure>" and "plain-<figure>"; exec mode also "session-<figure>", a
+// session of the same master per connection running the connect command (OpenSSH's cost of
+// the mode); the reverse tunnel also "hop-<figure>",
 // plain ssh -R through the login node inside a second ssh (the double hop its session takes),
 // and "relay-{nodelay,nagle}-{wwr,split-reply}-p50-us", the write-write-read request and a
 // reply in two writes through its relay with and without TCP_NODELAY.
@@ -105,8 +107,10 @@ func reportTunnels(results map[string]metrics, r *bench.Report) {
 			unit, short := figureUnit(fig)
 			r.Figure(path+"-"+short, t, unit)
 			r.Figure(path+"-plain-"+short, p, unit)
-			if h, ok := m["hop-"+fig]; ok {
-				r.Figure(path+"-hop-"+short, h, unit)
+			for _, other := range []string{"hop", "session"} {
+				if v, ok := m[other+"-"+fig]; ok {
+					r.Figure(path+"-"+other+"-"+short, v, unit)
+				}
 			}
 		}
 		for _, k := range sortedKeys(m) {
@@ -134,6 +138,12 @@ func reportTunnels(results map[string]metrics, r *bench.Report) {
 		if s, ok := tunnelRatio(m, "setup/s"); ok {
 			r.Target(path+": new connections within 1.2x of plain", fmt.Sprintf("%.0f vs %.0f per s (%.2fx the time)",
 				m["tunnel-setup/s"], m["plain-setup/s"], 1/s), s >= 1/1.2)
+		}
+		if session, ok := m["session-setup/s"]; ok && session > 0 {
+			r.Info(path+": a session of the same master running the connect command", fmt.Sprintf("%.0f set-ups/s, %.2fx the time of plain ssh -W: OpenSSH's own cost of the mode",
+				session, m["plain-setup/s"]/session))
+			r.Target(path+": new connections within 1.2x of that session", fmt.Sprintf("%.2fx the time (%.0f vs %.0f per s): socat and exec-relay",
+				session/m["tunnel-setup/s"], m["tunnel-setup/s"], session), m["tunnel-setup/s"] >= session/1.2)
 		}
 		if hopUp, ok := m["hop-up-MiB/s"]; ok && m["plain-up-MiB/s"] > 0 && m["plain-down-MiB/s"] > 0 {
 			r.Info(path+": plain ssh -R through the login node (double hop)", fmt.Sprintf("up %.2fx, down %.2fx of plain; rtt p50 %.0fus; %.0f set-ups/s",
@@ -180,7 +190,7 @@ func figureUnit(fig string) (unit, short string) {
 
 func isPathFigure(k string) bool {
 	for _, fig := range pathFigures {
-		if k == "tunnel-"+fig || k == "plain-"+fig || k == "hop-"+fig {
+		if k == "tunnel-"+fig || k == "plain-"+fig || k == "hop-"+fig || k == "session-"+fig {
 			return true
 		}
 	}
