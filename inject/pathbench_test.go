@@ -498,25 +498,119 @@ func measureInterleaved(b *testing.B, addrs ...string) [][]pathFigures {
 // container for it (the sum of proportional set sizes: a page shared by n processes counts
 // 1/n to each), in bytes.
 func groupMemory(pgid int) (int64, error) {
-	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	procs, err := processes()
 	if err != nil {
 		return 0, err
 	}
 	var total int64
+	for _, p := range procs {
+		if p.pgrp == pgid {
+			total += pss(filepath.Join("/proc", strconv.Itoa(p.pid), "smaps_rollup"))
+		}
+	}
+	return total, nil
+}
+
+// processStat is what processes reads of one process's /proc/<pid>/stat.
+type processStat struct {
+	pid, pgrp int
+	comm      string
+	cpu       time.Duration // user and system time so far
+}
+
+// clockTick is the unit of /proc/<pid>/stat's times, USER_HZ, 100 on Linux.
+const clockTick = 10 * time.Millisecond
+
+// processes reads every process's stat; one that ends meanwhile is left out.
+func processes() ([]processStat, error) {
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		return nil, err
+	}
+	var out []processStat
 	for _, stat := range stats {
 		data, err := os.ReadFile(stat)
 		if err != nil {
 			continue // the process ended
 		}
-		// pid (comm) state ppid pgrp ...: comm may hold spaces, so read after its ')'.
-		rest := string(data[strings.LastIndexByte(string(data), ')')+1:])
-		fields := strings.Fields(rest)
-		if len(fields) < 3 || fields[2] != strconv.Itoa(pgid) {
+		// pid (comm) state ppid pgrp ... utime stime: comm may hold spaces and parentheses, so
+		// the fields are read after its last ')'.
+		text := string(data)
+		open, end := strings.IndexByte(text, '('), strings.LastIndexByte(text, ')')
+		fields := strings.Fields(text[end+1:])
+		if open < 0 || end < open || len(fields) < 13 {
 			continue
 		}
-		total += pss(filepath.Join(filepath.Dir(stat), "smaps_rollup"))
+		p := processStat{comm: text[open+1 : end]}
+		p.pid, _ = strconv.Atoi(strings.TrimSpace(text[:open]))
+		p.pgrp, _ = strconv.Atoi(fields[2])
+		utime, _ := strconv.ParseInt(fields[11], 10, 64)
+		stime, _ := strconv.ParseInt(fields[12], 10, 64)
+		p.cpu = time.Duration(utime+stime) * clockTick
+		out = append(out, p)
 	}
-	return total, nil
+	return out, nil
+}
+
+// carrierCommands are the programs a tunnel's bytes pass through, whose CPU measureBulkCPU
+// counts: OpenSSH's client and server, Slurm's srun and step daemon, the relay (python3),
+// socat and netcat. The bench's own client and server are counted apart ("bench").
+var carrierCommands = []string{"ssh", "sshd", "srun", "slurmstepd", "python3", "socat", "nc"}
+
+// measureBulkCPU sends bulkBytes through the path and back, as measureBulk does, and returns
+// the CPU each of carrierCommands spent per MiB carried (both ways counted), with "total"
+// their sum and "bench" this process's. Processes that start and end within the transfer
+// are not seen; a tunnel's sessions outlive it.
+func measureBulkCPU(addr string) (map[string]float64, error) {
+	before, err := processes()
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := measureBulk(addr); err != nil {
+		return nil, err
+	}
+	after, err := processes()
+	if err != nil {
+		return nil, err
+	}
+	was := map[int]processStat{}
+	for _, p := range before {
+		was[p.pid] = p
+	}
+	mib := float64(2*bulkBytes) / (1 << 20)
+	perMiB := map[string]float64{}
+	for _, p := range after {
+		old, ok := was[p.pid]
+		if !ok || old.comm != p.comm {
+			continue
+		}
+		ms := float64(p.cpu-old.cpu) / float64(time.Millisecond) / mib
+		switch {
+		case p.pid == os.Getpid():
+			perMiB["bench"] += ms
+		case slices.Contains(carrierCommands, p.comm):
+			perMiB[p.comm] += ms
+			perMiB["total"] += ms
+		}
+	}
+	return perMiB, nil
+}
+
+// reportBulkCPU measures measureBulkCPU through each of addrs, after the rounds, and reports
+// it as "<prefix>cpu-<command>-ms/MiB" for the commands that spent any.
+func reportBulkCPU(b *testing.B, prefixes []string, addrs ...string) {
+	b.Helper()
+	for i, addr := range addrs {
+		perMiB, err := measureBulkCPU(addr)
+		if err != nil {
+			b.Fatalf("CPU per MiB through %s: %v", addr, err)
+		}
+		for command, ms := range perMiB {
+			if ms > 0 {
+				b.ReportMetric(ms, prefixes[i]+"cpu-"+command+"-ms/MiB")
+			}
+		}
+	}
 }
 
 // pss reads a process's Pss line from smaps_rollup, 0 when it is gone.

@@ -19,8 +19,9 @@ import (
 // it, interleaved round by round: the plain ssh -R an admin would run to the same node sshd
 // with the same options, to a TCP port ("plain-"), and the same through the login node inside
 // a second ssh (ssh -W as ProxyCommand), the double hop the deployed session takes ("hop-").
-// With NodeExec ssh, also the write-write-read request and a reply in two writes through a
-// relay without TCP_NODELAY.
+// Then, once through each, the CPU per MiB carried of each program the bytes pass through
+// (measureBulkCPU). With NodeExec ssh, also the write-write-read request and a reply in two
+// writes through a relay without TCP_NODELAY.
 func BenchmarkTunnelReverse(b *testing.B) {
 	for _, carrier := range []string{policy.NodeExecSSH, policy.NodeExecSrun} {
 		b.Run(carrier, func(b *testing.B) {
@@ -30,6 +31,7 @@ func BenchmarkTunnelReverse(b *testing.B) {
 			rounds := measureInterleaved(b, path, plain, hop)
 			pairedFigures{path: rounds[0], base: rounds[1]}.report(b)
 			reportFigures(b, "hop-", rounds[2])
+			reportBulkCPU(b, []string{"tunnel-", "plain-", "hop-"}, path, plain, hop)
 			if carrier == policy.NodeExecSSH {
 				reportNagle(b, path)
 			}

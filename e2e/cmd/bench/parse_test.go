@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -23,8 +24,8 @@ PASS
 	if want := (goResult{nsPerOp: 61054, cpuNsPerOp: 60800, bytesPerOp: 9649, allocsPerOp: 138}); got != want {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
-	if _, err := parseGoBenchmark([]byte("PASS\n")); err == nil {
-		t.Error("no error for output without a result")
+	if _, err := parseGoBenchmark([]byte("PASS\n")); !errors.Is(err, errNoBenchmark) {
+		t.Errorf("output without a result: %v, want errNoBenchmark", err)
 	}
 }
 
@@ -112,6 +113,33 @@ PASS
 	for _, wrong := range []string{"tunnel-reverse-ssh-hop-up-MiB/s", "tunnel-reverse-srun: write-write-read through the relay"} {
 		if strings.Contains(buf.String(), wrong) {
 			t.Errorf("%q in:\n%s", wrong, buf.String())
+		}
+	}
+}
+
+// The CPU a reverse tunnel's bytes cost is reported program by program, each as a figure in
+// ms/MiB and, for the tunnel, in one summary row, most first, beside the double hop's and
+// plain ssh's totals.
+func TestTheCPUPerMiBIsSaidProgramByProgram(t *testing.T) {
+	out := []byte("BenchmarkTunnelReverse/srun-2 1 5 ns/op 12.0 tunnel-cpu-slurmstepd-ms/MiB 7.5 tunnel-cpu-srun-ms/MiB " +
+		"4.7 tunnel-cpu-python3-ms/MiB 46.0 tunnel-cpu-total-ms/MiB 3.0 tunnel-cpu-bench-ms/MiB 12.7 hop-cpu-total-ms/MiB 6.6 plain-cpu-total-ms/MiB\n")
+	results, err := parseMetrics(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	r := bench.NewReport(&buf)
+	reportTunnels(results, r)
+	r.Summary(time.Now())
+	text := buf.String()
+	for _, want := range []string{
+		"BENCH tunnel-reverse-srun-tunnel-cpu-slurmstepd 12.0 ms/MiB\n",
+		"BENCH tunnel-reverse-srun-hop-cpu-total 12.7 ms/MiB\n",
+		"tunnel-reverse-srun: CPU per MiB carried, by program",
+		"tunnel 46.0 ms (slurmstepd 12.0, srun 7.5, python3 4.7), double hop 12.7, plain 6.6; the bench's client and server 3.0",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("report lacks %q:\n%s", want, text)
 		}
 	}
 }

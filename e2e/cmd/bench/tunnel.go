@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os/exec"
@@ -117,6 +118,10 @@ func reportTunnels(results map[string]metrics, r *bench.Report) {
 			if k == "ns/op" || isPathFigure(k) {
 				continue
 			}
+			if what, command, ok := cpuMetric(k); ok {
+				r.Figure(path+"-"+what+"-cpu-"+command, m[k], "ms/MiB")
+				continue
+			}
 			if strings.HasPrefix(k, "relay-") {
 				unit, short := figureUnit(k)
 				r.Figure(path+"-"+short, m[k], unit)
@@ -153,6 +158,9 @@ func reportTunnels(results map[string]metrics, r *bench.Report) {
 					m["tunnel-up-MiB/s"]/hopUp, m["tunnel-down-MiB/s"]/m["hop-down-MiB/s"], m["tunnel-rtt-p50-us"]-m["hop-rtt-p50-us"], m["tunnel-setup/s"]/m["hop-setup/s"]))
 			}
 		}
+		if _, ok := m["tunnel-cpu-total-ms/MiB"]; ok {
+			r.Info(path+": CPU per MiB carried, by program", cpuBreakdown(m))
+		}
 		if nagle, ok := m["relay-nagle-wwr-p50-us"]; ok {
 			r.Info(path+": write-write-read through the relay, TCP_NODELAY", fmt.Sprintf("%.0fus with, %.0fus without (Nagle)", m["relay-nodelay-wwr-p50-us"], nagle))
 		}
@@ -167,6 +175,39 @@ func reportTunnels(results map[string]metrics, r *bench.Report) {
 			r.Target(path+": the container's memory within its limit meanwhile", fmt.Sprintf("peak %.0f MiB of %.0f MiB", peak, limit), peak <= limit)
 		}
 	}
+}
+
+// cpuMetric splits a CPU-per-MiB metric, "<what>-cpu-<command>-ms/MiB", into what was measured
+// (tunnel, plain, hop) and the command.
+func cpuMetric(k string) (what, command string, ok bool) {
+	rest, ok := strings.CutSuffix(k, "-ms/MiB")
+	if !ok {
+		return "", "", false
+	}
+	what, command, ok = strings.Cut(rest, "-cpu-")
+	return what, command, ok
+}
+
+// cpuBreakdown says the CPU per MiB of the tunnel, program by program, most first, and the
+// totals of the double hop and of plain ssh beside it.
+func cpuBreakdown(m metrics) string {
+	type part struct {
+		command string
+		ms      float64
+	}
+	var parts []part
+	for k, v := range m {
+		if what, command, ok := cpuMetric(k); ok && what == "tunnel" && command != "total" && command != "bench" {
+			parts = append(parts, part{command, v})
+		}
+	}
+	slices.SortFunc(parts, func(a, b part) int { return cmp.Compare(b.ms, a.ms) })
+	names := make([]string, len(parts))
+	for i, p := range parts {
+		names[i] = fmt.Sprintf("%s %.1f", p.command, p.ms)
+	}
+	return fmt.Sprintf("tunnel %.1f ms (%s), double hop %.1f, plain %.1f; the bench's client and server %.1f",
+		m["tunnel-cpu-total-ms/MiB"], strings.Join(names, ", "), m["hop-cpu-total-ms/MiB"], m["plain-cpu-total-ms/MiB"], m["tunnel-cpu-bench-ms/MiB"])
 }
 
 // benchName is a benchmark's name as a figure's: "TunnelForward/exec" is "tunnel-forward-exec".
