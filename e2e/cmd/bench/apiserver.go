@@ -195,7 +195,7 @@ func (l *apiServerLoad) batch(ctx context.Context, s scenario, n, pods int) (bat
 	}
 	l.created += pods
 	l.last[s.name] = objs[len(objs)-1].Name
-	requests0, err := scrapeRequests(ctx, l.cs)
+	requests0, err := l.counts(ctx)
 	if err != nil {
 		return batch{}, err
 	}
@@ -214,7 +214,7 @@ func (l *apiServerLoad) batch(ctx context.Context, s scenario, n, pods int) (bat
 	if len(failed) > 0 {
 		return batch{}, fmt.Errorf("%d of %d creates failed, the first: %w", len(failed), pods, failed[0])
 	}
-	requests1, scrapes, err := settle(ctx, l.cs, l.cpu, settleQuiet, settleLimit)
+	requests1, scrapes, err := settle(ctx, l.counts, l.cpu, settleQuiet, settleLimit)
 	if err != nil {
 		return batch{}, fmt.Errorf("%s: %w", s.name, err)
 	}
@@ -234,6 +234,11 @@ func (l *apiServerLoad) hook(ctx context.Context, on bool) error {
 		return l.sg.InstallWebhooks(ctx)
 	}
 	return l.sg.RemoveWebhooks(ctx)
+}
+
+// counts reads the API server's request counters and shadowgate's reconciles.
+func (l *apiServerLoad) counts(ctx context.Context) (requestCounts, error) {
+	return scrapeRequests(ctx, l.cs, l.sg.Metrics)
 }
 
 func (l *apiServerLoad) cpu() ([]time.Duration, error) {

@@ -159,7 +159,7 @@ func (l *apiServerLoad) measure(ctx context.Context, count, n int, do func(ctx c
 	if len(failed) > 0 {
 		return 0, fmt.Errorf("%d of %d requests failed, the first: %w", len(failed), count, failed[0])
 	}
-	_, scrapes, err := settle(ctx, l.cs, l.cpu, settleQuiet, settleLimit)
+	_, scrapes, err := settle(ctx, l.counts, l.cpu, settleQuiet, settleLimit)
 	if err != nil {
 		return 0, err
 	}

@@ -18,21 +18,41 @@ import (
 // "/<subresource>", and " dry-run" for a dry run), and "webhook <name>" for each admission
 // webhook call, read from its own metrics (apiserver_request_total and
 // apiserver_admission_webhook_admission_duration_seconds). Leases are left out: leader
-// election renews them on its own clock, whatever the pods do.
+// election renews them on its own clock, whatever the pods do. With shadowgate's metrics,
+// also "reconcile <controller>", each of its controllers' reconciles
+// (controller_runtime_reconcile_total).
 type requestCounts map[string]float64
 
-// scrapeRequests reads the API server's request counters.
-func scrapeRequests(ctx context.Context, cs kubernetes.Interface) (requestCounts, error) {
+// notRequests are the prefixes of what total leaves out: what is not a request to the API server.
+var notRequests = []string{"webhook ", "reconcile "}
+
+// scrapeRequests reads the API server's request counters, and shadowgate's reconciles from
+// sgMetrics when it is not nil.
+func scrapeRequests(ctx context.Context, cs kubernetes.Interface, sgMetrics func() (string, error)) (requestCounts, error) {
 	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(string(raw)))
+	families, err := parseMetricsText(string(raw))
 	if err != nil {
 		return nil, fmt.Errorf("parsing the API server's metrics: %w", err)
 	}
 	counts := requestCounts{}
+	if sgMetrics != nil {
+		text, err := sgMetrics()
+		if err != nil {
+			return nil, fmt.Errorf("reading shadowgate's metrics: %w", err)
+		}
+		sg, err := parseMetricsText(text)
+		if err != nil {
+			return nil, fmt.Errorf("parsing shadowgate's metrics: %w", err)
+		}
+		if f := sg["controller_runtime_reconcile_total"]; f != nil {
+			for _, m := range f.GetMetric() {
+				counts["reconcile "+labels(m)["controller"]] += m.GetCounter().GetValue()
+			}
+		}
+	}
 	if f := families["apiserver_request_total"]; f != nil {
 		for _, m := range f.GetMetric() {
 			l := labels(m)
@@ -55,6 +75,11 @@ func scrapeRequests(ctx context.Context, cs kubernetes.Interface) (requestCounts
 		}
 	}
 	return counts, nil
+}
+
+func parseMetricsText(text string) (map[string]*dto.MetricFamily, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(strings.NewReader(text))
 }
 
 func labels(m *dto.Metric) map[string]string {
@@ -83,11 +108,11 @@ func (c requestCounts) add(o requestCounts) {
 	}
 }
 
-// total is the number of API requests, webhook calls left out.
+// total is the number of API requests, webhook calls and reconciles left out.
 func (c requestCounts) total() float64 {
 	var n float64
 	for k, v := range c {
-		if !strings.HasPrefix(k, "webhook ") {
+		if !slices.ContainsFunc(notRequests, func(prefix string) bool { return strings.HasPrefix(k, prefix) }) {
 			n += v
 		}
 	}
@@ -117,14 +142,14 @@ func (c requestCounts) perPod(pods int) string {
 // its Tunnel) is counted with that batch and not the next. It gives up after limit and says so.
 // The processes' CPU its own scrapes of the API server's metrics cost (cpu, read around each) is
 // returned, for the batch not to count it.
-func settle(ctx context.Context, cs kubernetes.Interface, cpu func() ([]time.Duration, error), quiet, limit time.Duration) (requestCounts, []time.Duration, error) {
+func settle(ctx context.Context, scrapeCounts func(context.Context) (requestCounts, error), cpu func() ([]time.Duration, error), quiet, limit time.Duration) (requestCounts, []time.Duration, error) {
 	var spent []time.Duration
 	scrape := func() (requestCounts, error) {
 		before, err := cpu()
 		if err != nil {
 			return nil, err
 		}
-		counts, err := scrapeRequests(ctx, cs)
+		counts, err := scrapeCounts(ctx)
 		if err != nil {
 			return nil, err
 		}
