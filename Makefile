@@ -93,9 +93,9 @@ chart-docs:
 ## against plain ssh (real OpenSSH and Slurm), the webhook over HTTPS, and pod creates through a
 ## real API server beside a no-webhook baseline and the VK's way, interleaved (about 5 minutes
 ## once e2e-tools are built). The in-process benchmarks also run beside BENCH_BASELINE's code,
-## the last release's tag, else the commit named here, and a regression beyond the run's own
-## noise is MISSED by name (BENCH_BASELINE= compares with nothing)
-BENCH_BASELINE ?= $(shell git describe --tags --abbrev=0 2>/dev/null || echo 7aac897)
+## the last release's tag before HEAD, else the commit named here, and a regression beyond
+## twice the run's own noise is MISSED by name (BENCH_BASELINE= compares with nothing)
+BENCH_BASELINE ?= $(shell git describe --tags --abbrev=0 HEAD^ 2>/dev/null || echo 7aac897)
 bench: deps e2e-tools
 	$(GO) run ./e2e/cmd/bench -baseline "$(BENCH_BASELINE)"
 

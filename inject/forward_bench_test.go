@@ -35,12 +35,13 @@ const crowdSize = 200
 func BenchmarkTunnelForward(b *testing.B) {
 	for _, mode := range []string{policy.ForwardModePortForward, policy.ForwardModeExec} {
 		b.Run(mode, func(b *testing.B) {
-			s := newSite(b, siteOptions{mode: mode, pinned: true, connect: "nc -N", bench: true})
+			const connect = "nc -N" // the site's ExecConnectCommand, and the session's
+			s := newSite(b, siteOptions{mode: mode, pinned: true, connect: connect, bench: true})
 			s.publish(b, "node07")
 			p := s.forward(b)
 			path := net.JoinHostPort(s.listen, strconv.Itoa(s.port))
 			waitForPath(b, path, p)
-			base, session := s.plainForward(b, mode, "nc -N")
+			base, session := s.plainForward(b, mode, connect)
 			if mode != policy.ForwardModeExec {
 				measurePaired(b, path, base).report(b)
 				return

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/interlink-hq/shadowgate/e2e/bench"
 )
 
 // The tunnel benchmarks (forward_bench_test.go, reverse_bench_test.go) measure a TCP path,
@@ -498,58 +500,17 @@ func measureInterleaved(b *testing.B, addrs ...string) [][]pathFigures {
 // container for it (the sum of proportional set sizes: a page shared by n processes counts
 // 1/n to each), in bytes.
 func groupMemory(pgid int) (int64, error) {
-	procs, err := processes()
+	procs, err := bench.Processes()
 	if err != nil {
 		return 0, err
 	}
 	var total int64
 	for _, p := range procs {
-		if p.pgrp == pgid {
-			total += pss(filepath.Join("/proc", strconv.Itoa(p.pid), "smaps_rollup"))
+		if p.PGRP == pgid {
+			total += pss(filepath.Join("/proc", strconv.Itoa(p.PID), "smaps_rollup"))
 		}
 	}
 	return total, nil
-}
-
-// processStat is what processes reads of one process's /proc/<pid>/stat.
-type processStat struct {
-	pid, pgrp int
-	comm      string
-	cpu       time.Duration // user and system time so far
-}
-
-// clockTick is the unit of /proc/<pid>/stat's times, USER_HZ, 100 on Linux.
-const clockTick = 10 * time.Millisecond
-
-// processes reads every process's stat; one that ends meanwhile is left out.
-func processes() ([]processStat, error) {
-	stats, err := filepath.Glob("/proc/[0-9]*/stat")
-	if err != nil {
-		return nil, err
-	}
-	var out []processStat
-	for _, stat := range stats {
-		data, err := os.ReadFile(stat)
-		if err != nil {
-			continue // the process ended
-		}
-		// pid (comm) state ppid pgrp ... utime stime: comm may hold spaces and parentheses, so
-		// the fields are read after its last ')'.
-		text := string(data)
-		open, end := strings.IndexByte(text, '('), strings.LastIndexByte(text, ')')
-		fields := strings.Fields(text[end+1:])
-		if open < 0 || end < open || len(fields) < 13 {
-			continue
-		}
-		p := processStat{comm: text[open+1 : end]}
-		p.pid, _ = strconv.Atoi(strings.TrimSpace(text[:open]))
-		p.pgrp, _ = strconv.Atoi(fields[2])
-		utime, _ := strconv.ParseInt(fields[11], 10, 64)
-		stime, _ := strconv.ParseInt(fields[12], 10, 64)
-		p.cpu = time.Duration(utime+stime) * clockTick
-		out = append(out, p)
-	}
-	return out, nil
 }
 
 // carrierCommands are the programs a tunnel's bytes pass through, whose CPU measureBulkCPU
@@ -559,37 +520,39 @@ var carrierCommands = []string{"ssh", "sshd", "srun", "slurmstepd", "python3", "
 
 // measureBulkCPU sends bulkBytes through the path and back, as measureBulk does, and returns
 // the CPU each of carrierCommands spent per MiB carried (both ways counted), with "total"
-// their sum and "bench" this process's. Processes that start and end within the transfer
-// are not seen; a tunnel's sessions outlive it.
+// their sum and "bench" this process's. Only this process's descendants are counted (every
+// server and client of the site, Slurm's daemons and the job's relay included), and only
+// those alive before and after: a tunnel's sessions outlive the transfer.
 func measureBulkCPU(addr string) (map[string]float64, error) {
-	before, err := processes()
+	before, err := bench.Processes()
 	if err != nil {
 		return nil, err
 	}
 	if _, _, err := measureBulk(addr); err != nil {
 		return nil, err
 	}
-	after, err := processes()
+	after, err := bench.Processes()
 	if err != nil {
 		return nil, err
 	}
-	was := map[int]processStat{}
+	was := map[int]bench.Process{}
 	for _, p := range before {
-		was[p.pid] = p
+		was[p.PID] = p
 	}
+	ours := bench.Descendants(after, os.Getpid())
 	mib := float64(2*bulkBytes) / (1 << 20)
 	perMiB := map[string]float64{}
 	for _, p := range after {
-		old, ok := was[p.pid]
-		if !ok || old.comm != p.comm {
+		old, ok := was[p.PID]
+		if !ok || old.Comm != p.Comm || !ours[p.PID] {
 			continue
 		}
-		ms := float64(p.cpu-old.cpu) / float64(time.Millisecond) / mib
+		ms := float64(p.CPU-old.CPU) / float64(time.Millisecond) / mib
 		switch {
-		case p.pid == os.Getpid():
+		case p.PID == os.Getpid():
 			perMiB["bench"] += ms
-		case slices.Contains(carrierCommands, p.comm):
-			perMiB[p.comm] += ms
+		case slices.Contains(carrierCommands, p.Comm):
+			perMiB[p.Comm] += ms
 			perMiB["total"] += ms
 		}
 	}

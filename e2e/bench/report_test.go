@@ -67,3 +67,28 @@ func TestProcessCPU(t *testing.T) {
 	}
 	t.Errorf("CPU time did not grow from %s in a minute of work", before)
 }
+
+// A stat line is read after its command name's last parenthesis, whatever the name holds.
+func TestAStatLineIsReadAfterTheCommandName(t *testing.T) {
+	line := "4242 (a) b (c) S 7 4242 4242 0 -1 4194560 120 0 0 0 250 50 0 0 20 0 1 0 100 1000 10\n"
+	got, err := parseStat(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Process{PID: 4242, PPID: 7, PGRP: 4242, Comm: "a) b (c", CPU: 3 * time.Second}
+	if got != want {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+	if _, err := parseStat("4242 no name S 1"); err == nil {
+		t.Error("a line without a command name is read")
+	}
+}
+
+// A process's descendants are its children's, and so on, and never its parent's or siblings'.
+func TestDescendantsFollowParents(t *testing.T) {
+	procs := []Process{{PID: 1}, {PID: 10, PPID: 1}, {PID: 11, PPID: 10}, {PID: 12, PPID: 11}, {PID: 20, PPID: 1}}
+	got := Descendants(procs, 10)
+	if len(got) != 3 || !got[10] || !got[11] || !got[12] {
+		t.Errorf("descendants of 10: %v, want 10, 11 and 12", got)
+	}
+}

@@ -89,7 +89,7 @@ func runAPIServer(ctx context.Context, l *apiServerLoad, r *bench.Report, client
 				}
 				key := s.name + "-" + strconv.Itoa(n)
 				if got[key] == nil {
-					got[key] = &batch{}
+					got[key] = &batch{requests: requestCounts{}}
 				}
 				t := got[key]
 				t.latencies = append(t.latencies, b.latencies...)
@@ -99,9 +99,6 @@ func runAPIServer(ctx context.Context, l *apiServerLoad, r *bench.Report, client
 				}
 				for i := range b.cpu {
 					t.cpu[i] += b.cpu[i]
-				}
-				if t.requests == nil {
-					t.requests = requestCounts{}
 				}
 				t.requests.add(b.requests)
 			}
@@ -195,7 +192,7 @@ func (l *apiServerLoad) batch(ctx context.Context, s scenario, n, pods int) (bat
 	}
 	l.created += pods
 	l.last[s.name] = objs[len(objs)-1].Name
-	requests0, err := l.counts(ctx)
+	start, perReading, err := scrapeCost(ctx, l.counts, l.cpu)
 	if err != nil {
 		return batch{}, err
 	}
@@ -214,15 +211,15 @@ func (l *apiServerLoad) batch(ctx context.Context, s scenario, n, pods int) (bat
 	if len(failed) > 0 {
 		return batch{}, fmt.Errorf("%d of %d creates failed, the first: %w", len(failed), pods, failed[0])
 	}
-	requests1, scrapes, err := settle(ctx, l.counts, l.cpu, settleQuiet, settleLimit)
+	end, readings, err := settle(ctx, l.counts, settleQuiet, settleLimit)
 	if err != nil {
 		return batch{}, fmt.Errorf("%s: %w", s.name, err)
 	}
 	cpu1, err := l.cpu()
 	for i := range cpu1 {
-		cpu1[i] -= cpu0[i] + scrapes[i]
+		cpu1[i] -= cpu0[i] + time.Duration(readings)*perReading[i]
 	}
-	return batch{latencies: latencies, wall: wall, cpu: cpu1, pods: pods, requests: requests1.minus(requests0)}, err
+	return batch{latencies: latencies, wall: wall, cpu: cpu1, pods: pods, requests: end.minus(start.counts)}, err
 }
 
 func (l *apiServerLoad) hook(ctx context.Context, on bool) error {
@@ -236,8 +233,8 @@ func (l *apiServerLoad) hook(ctx context.Context, on bool) error {
 	return l.sg.RemoveWebhooks(ctx)
 }
 
-// counts reads the API server's request counters and shadowgate's reconciles.
-func (l *apiServerLoad) counts(ctx context.Context) (requestCounts, error) {
+// counts reads the API server's request counters and shadowgate's reconciles and queues.
+func (l *apiServerLoad) counts(ctx context.Context) (snapshot, error) {
 	return scrapeRequests(ctx, l.cs, l.sg.Metrics)
 }
 

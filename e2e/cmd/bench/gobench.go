@@ -159,12 +159,13 @@ func compileBaseline(ctx context.Context, root, dir, rev string) (map[string]str
 	if err := extract.Start(); err != nil {
 		return nil, err
 	}
-	if err := archive.Run(); err != nil {
-		_ = extract.Wait()
-		return nil, fmt.Errorf("the baseline %s: git archive: %w: %s (give BENCH_BASELINE a revision of this repository)", rev, err, strings.TrimSpace(archiveErr.String()))
-	}
+	archived := archive.Run()
+	// tar first: when it fails, git archive fails too, writing to a pipe nobody reads.
 	if err := extract.Wait(); err != nil {
 		return nil, fmt.Errorf("the baseline %s: tar: %w: %s", rev, err, strings.TrimSpace(extractErr.String()))
+	}
+	if archived != nil {
+		return nil, fmt.Errorf("the baseline %s: git archive: %w: %s (give BENCH_BASELINE a revision of this repository)", rev, archived, strings.TrimSpace(archiveErr.String()))
 	}
 	return compileBenchmarks(ctx, dir, dir)
 }
@@ -207,7 +208,8 @@ func runGoBenchmark(ctx context.Context, bin, dir, pattern string, benchtime tim
 }
 
 // errNoBenchmark is parseGoBenchmark's answer to output with no result line: the binary has
-// no benchmark the pattern matches (a baseline older than the benchmark).
+// no benchmark the pattern matches (a baseline older than the benchmark). A result line that
+// lacks a figure is another error.
 var errNoBenchmark = errors.New("no benchmark result")
 
 // parseGoBenchmark reads the first result line of go test -bench -benchmem output:
@@ -232,9 +234,10 @@ func parseGoBenchmark(out []byte) (goResult, error) {
 				found++
 			}
 		}
-		if found == len(units) {
-			return res, nil
+		if found != len(units) {
+			return goResult{}, fmt.Errorf("the result %q lacks one of ns/op, cpu-ns/op, B/op and allocs/op", sc.Text())
 		}
+		return res, nil
 	}
-	return goResult{}, fmt.Errorf("%w with ns/op, cpu-ns/op, B/op and allocs/op in:\n%s", errNoBenchmark, out)
+	return goResult{}, fmt.Errorf("%w in:\n%s", errNoBenchmark, out)
 }

@@ -50,11 +50,12 @@ func TestSizeRatiosPairLikeWithLikeAndAreJudgedEach(t *testing.T) {
 	}
 }
 
-// A benchmark is judged against the baseline beyond the noise the run itself measured: for
-// each benchmark the median over the rounds of how far its repeat differed from its first
+// A benchmark is judged against the baseline beyond twice the noise the run itself measured:
+// for each benchmark the median over the rounds of how far its repeat differed from its first
 // run, and the largest of those, here validate-pod's 10% (one 10% in each round; mutate-typical's
 // 2% in two of three rounds). mutate-typical at 1.05x is within it, build-shadow at 1.3x is not
-// and is MISSED by name, and a benchmark the baseline lacks is said, not judged.
+// and is MISSED by name, and a benchmark the baseline lacks is said, not judged. A run whose
+// noise is over 20% judges nothing, and says so.
 func TestARegressionIsMissedByNameBeyondTheRunsOwnNoise(t *testing.T) {
 	run := func(current, baseline, again float64) comparison {
 		return comparison{current: goResult{nsPerOp: current}, baseline: goResult{nsPerOp: baseline}, again: goResult{nsPerOp: again}}
@@ -82,5 +83,22 @@ func TestARegressionIsMissedByNameBeyondTheRunsOwnNoise(t *testing.T) {
 	}
 	if strings.Contains(text, "MISSED  mutate-typical") || strings.Contains(text, "MISSED  validate-pod") {
 		t.Errorf("a benchmark within the noise is MISSED:\n%s", text)
+	}
+}
+
+func TestARunTooNoisyJudgesNothing(t *testing.T) {
+	noisy := []map[string]comparison{
+		{"build-shadow": {current: goResult{nsPerOp: 100}, baseline: goResult{nsPerOp: 50}, again: goResult{nsPerOp: 130}}},
+	}
+	var out bytes.Buffer
+	r := bench.NewReport(&out)
+	reportRegressions(r, "f53bd95", noisy)
+	r.Summary(time.Now())
+	text := out.String()
+	if !strings.Contains(text, "INFO    build-shadow: no slower than at f53bd95, beyond the run's noise 2.28x (noise 30.0%): not judged, the run's noise is over 20%") {
+		t.Errorf("a run with 30%% noise judged:\n%s", text)
+	}
+	if strings.Contains(text, "MISSED") || strings.Contains(text, "MET ") {
+		t.Errorf("a run with 30%% noise has a verdict:\n%s", text)
 	}
 }

@@ -33,7 +33,8 @@ type requestKind struct {
 // runAPIServer counts are worth, so that what a shadow costs beyond the VK's way can be told
 // apart request by request. The requests are the cluster admin's, so no policy of
 // shadowgate's account is evaluated; the objects are the bench pods' shadows, rendered as for
-// the VK's way, in its namespace.
+// the VK's way, in its namespace. The control plane runs no controller-manager, so nothing
+// but these requests touches them; the Tunnels' pods are never created.
 func requestCosts(ctx context.Context, l *apiServerLoad, cfg *rest.Config, r *bench.Report, n, clients int) error {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme) // registering built-in types into a new scheme cannot fail
@@ -114,11 +115,12 @@ func requestCosts(ctx context.Context, l *apiServerLoad, cfg *rest.Config, r *be
 			return runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, applied[i])
 		}},
 		{name: "PATCH deployments", do: func(ctx context.Context, i int) error {
+			// The Deployment as APPLY stored it, held: no controller changes it here (the
+			// control plane runs no controller-manager), so the patch's resourceVersion holds.
 			return applier.StartShadow(ctx, c, applied[i], deployments[i])
 		}},
 		{name: "POST tunnels + APPLY tunnels/status", do: func(ctx context.Context, i int) error {
-			_, err := applier.ApplyTunnelStatus(ctx, c, pods[i], nil, "shadowgate-tunnels", v1alpha1.TunnelStatus{State: "Starting", Reason: "ShadowStarting"})
-			return err
+			return wrote(applier.ApplyTunnelStatus(ctx, c, pods[i], nil, "shadowgate-tunnels", v1alpha1.TunnelStatus{State: "Starting", Reason: "ShadowStarting"}))
 		}},
 		{name: "APPLY tunnels/status", prepare: func(ctx context.Context, n int) error {
 			for i := range n {
@@ -129,8 +131,7 @@ func requestCosts(ctx context.Context, l *apiServerLoad, cfg *rest.Config, r *be
 			}
 			return nil
 		}, do: func(ctx context.Context, i int) error {
-			_, err := applier.ApplyTunnelStatus(ctx, c, pods[i], tunnels[i], "shadowgate-tunnels", v1alpha1.TunnelStatus{State: "WaitingForNode", Reason: "JobQueued"})
-			return err
+			return wrote(applier.ApplyTunnelStatus(ctx, c, pods[i], tunnels[i], "shadowgate-tunnels", v1alpha1.TunnelStatus{State: "WaitingForNode", Reason: "JobQueued"}))
 		}},
 	}
 	for _, k := range kinds {
@@ -149,8 +150,16 @@ func requestCosts(ctx context.Context, l *apiServerLoad, cfg *rest.Config, r *be
 }
 
 // measure makes count requests with do, n concurrently, and returns the CPU per request the
-// API server and etcd spent, once what the requests set in motion has settled.
+// API server and etcd spent, once what the requests set in motion has settled. It starts once
+// what came before (a kind's prepare) has settled too.
 func (l *apiServerLoad) measure(ctx context.Context, count, n int, do func(ctx context.Context, i int) error) (float64, error) {
+	if _, _, err := settle(ctx, l.counts, settleQuiet, settleLimit); err != nil {
+		return 0, err
+	}
+	_, perReading, err := scrapeCost(ctx, l.counts, l.cpu)
+	if err != nil {
+		return 0, err
+	}
 	before, err := l.cpu()
 	if err != nil {
 		return 0, err
@@ -159,7 +168,7 @@ func (l *apiServerLoad) measure(ctx context.Context, count, n int, do func(ctx c
 	if len(failed) > 0 {
 		return 0, fmt.Errorf("%d of %d requests failed, the first: %w", len(failed), count, failed[0])
 	}
-	_, scrapes, err := settle(ctx, l.counts, l.cpu, settleQuiet, settleLimit)
+	_, readings, err := settle(ctx, l.counts, settleQuiet, settleLimit)
 	if err != nil {
 		return 0, err
 	}
@@ -170,10 +179,19 @@ func (l *apiServerLoad) measure(ctx context.Context, count, n int, do func(ctx c
 	var spent time.Duration
 	for i, p := range l.processes {
 		if p != "shadowgate" {
-			spent += after[i] - before[i] - scrapes[i]
+			spent += after[i] - before[i] - time.Duration(readings)*perReading[i]
 		}
 	}
 	return perPod(spent, count), nil
+}
+
+// wrote is ApplyTunnelStatus's answer as a request's: a status it did not write (its Tunnel
+// gone, or another pod's) is a failure here, not a cost.
+func wrote(written bool, err error) error {
+	if err == nil && !written {
+		return fmt.Errorf("the Tunnel's status was not written")
+	}
+	return err
 }
 
 // figureName is a request kind as part of a figure's name: "POST tunnels + APPLY tunnels/status"

@@ -26,33 +26,31 @@ type requestCounts map[string]float64
 // notRequests are the prefixes of what total leaves out: what is not a request to the API server.
 var notRequests = []string{"webhook ", "reconcile "}
 
-// scrapeRequests reads the API server's request counters, and shadowgate's reconciles from
-// sgMetrics when it is not nil.
-func scrapeRequests(ctx context.Context, cs kubernetes.Interface, sgMetrics func() (string, error)) (requestCounts, error) {
+// settledQueues are the controllers whose queues must be empty for a batch to be settled: the
+// reconciler, which starts held shadows, and the credential follower. The tunnel reporter's
+// is not: it looks at every tunnel still waiting for its node every 10 s (tunnelResync), which
+// in a bench that keeps its pods is never over, and asks the API server nothing when nothing
+// changed.
+var settledQueues = []string{"shadows", "credential-copies"}
+
+// snapshot is one reading of the counters, and how many items settledQueues hold.
+type snapshot struct {
+	counts requestCounts
+	queued float64
+}
+
+// scrapeRequests reads the API server's request counters, and shadowgate's reconciles and
+// queues from sgMetrics when it is not nil.
+func scrapeRequests(ctx context.Context, cs kubernetes.Interface, sgMetrics func() (string, error)) (snapshot, error) {
 	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
+		return snapshot{}, fmt.Errorf("reading the API server's metrics: %w", err)
 	}
 	families, err := parseMetricsText(string(raw))
 	if err != nil {
-		return nil, fmt.Errorf("parsing the API server's metrics: %w", err)
+		return snapshot{}, fmt.Errorf("parsing the API server's metrics: %w", err)
 	}
-	counts := requestCounts{}
-	if sgMetrics != nil {
-		text, err := sgMetrics()
-		if err != nil {
-			return nil, fmt.Errorf("reading shadowgate's metrics: %w", err)
-		}
-		sg, err := parseMetricsText(text)
-		if err != nil {
-			return nil, fmt.Errorf("parsing shadowgate's metrics: %w", err)
-		}
-		if f := sg["controller_runtime_reconcile_total"]; f != nil {
-			for _, m := range f.GetMetric() {
-				counts["reconcile "+labels(m)["controller"]] += m.GetCounter().GetValue()
-			}
-		}
-	}
+	s := snapshot{counts: requestCounts{}}
 	if f := families["apiserver_request_total"]; f != nil {
 		for _, m := range f.GetMetric() {
 			l := labels(m)
@@ -66,15 +64,38 @@ func scrapeRequests(ctx context.Context, cs kubernetes.Interface, sgMetrics func
 			if l["dry_run"] != "" {
 				key += " dry-run"
 			}
-			counts[key] += m.GetCounter().GetValue()
+			s.counts[key] += m.GetCounter().GetValue()
 		}
 	}
 	if f := families["apiserver_admission_webhook_admission_duration_seconds"]; f != nil {
 		for _, m := range f.GetMetric() {
-			counts["webhook "+labels(m)["name"]] += float64(m.GetHistogram().GetSampleCount())
+			s.counts["webhook "+labels(m)["name"]] += float64(m.GetHistogram().GetSampleCount())
 		}
 	}
-	return counts, nil
+	if sgMetrics == nil {
+		return s, nil
+	}
+	text, err := sgMetrics()
+	if err != nil {
+		return snapshot{}, fmt.Errorf("reading shadowgate's metrics: %w", err)
+	}
+	sg, err := parseMetricsText(text)
+	if err != nil {
+		return snapshot{}, fmt.Errorf("parsing shadowgate's metrics: %w", err)
+	}
+	if f := sg["controller_runtime_reconcile_total"]; f != nil {
+		for _, m := range f.GetMetric() {
+			s.counts["reconcile "+labels(m)["controller"]] += m.GetCounter().GetValue()
+		}
+	}
+	if f := sg["workqueue_depth"]; f != nil {
+		for _, m := range f.GetMetric() {
+			if slices.Contains(settledQueues, labels(m)["name"]) {
+				s.queued += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return s, nil
 }
 
 func parseMetricsText(text string) (map[string]*dto.MetricFamily, error) {
@@ -119,10 +140,8 @@ func (c requestCounts) total() float64 {
 	return n
 }
 
-// served says whether c counts a request to the API server or a webhook call. Reconciles do
-// not count: the tunnel reporter looks at every tunnel still waiting for its node every 10 s
-// (tunnelResync), which in a bench that keeps its pods is never quiet, and asks the API
-// server nothing when nothing changed.
+// served says whether c counts a request to the API server or a webhook call; reconciles do
+// not count (settledQueues says why).
 func (c requestCounts) served() bool {
 	for k := range c {
 		if !strings.HasPrefix(k, "reconcile ") {
@@ -150,50 +169,61 @@ func (c requestCounts) perPod(pods int) string {
 	return strings.Join(parts, ", ")
 }
 
-// settle waits until the API server has served no request (served) for quiet, so that what a
-// batch set in motion after its creates returned (shadowgate starting a held shadow, writing
-// its Tunnel) is counted with that batch and not the next. It gives up after limit and says so.
-// The processes' CPU its own scrapes of the API server's metrics cost (cpu, read around each) is
-// returned, for the batch not to count it.
-func settle(ctx context.Context, scrapeCounts func(context.Context) (requestCounts, error), cpu func() ([]time.Duration, error), quiet, limit time.Duration) (requestCounts, []time.Duration, error) {
-	var spent []time.Duration
-	scrape := func() (requestCounts, error) {
-		before, err := cpu()
-		if err != nil {
-			return nil, err
-		}
-		counts, err := scrapeCounts(ctx)
-		if err != nil {
-			return nil, err
-		}
-		after, err := cpu()
-		if spent == nil {
-			spent = make([]time.Duration, len(after))
-		}
-		for i := range after {
-			spent[i] += after[i] - before[i]
-		}
-		return counts, err
-	}
-	last, err := scrape()
+// settle reads scrape every quiet until the API server served nothing (served) since the last
+// reading and settledQueues are empty, so that what a batch set in motion after its creates
+// returned (shadowgate starting a held shadow, writing its Tunnel) is counted with that batch
+// and not the next. It returns that last reading and how many readings it took (each costs
+// the processes CPU, which the caller takes off: scrapeCost); it gives up after limit.
+func settle(ctx context.Context, scrape func(context.Context) (snapshot, error), quiet, limit time.Duration) (requestCounts, int, error) {
+	last, err := scrape(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, 0, err
 	}
+	readings := 1
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return nil, readings, ctx.Err()
 		case <-time.After(quiet):
 		}
-		now, err := scrape()
+		now, err := scrape(ctx)
 		if err != nil {
-			return nil, nil, err
+			return nil, readings, err
 		}
-		if !now.minus(last).served() {
-			return now, spent, nil
+		readings++
+		if !now.counts.minus(last.counts).served() && now.queued == 0 {
+			return now.counts, readings, nil
 		}
 		last = now
 	}
-	return nil, nil, fmt.Errorf("the API server still served requests for the batch's pods %s after its creates returned", limit)
+	return nil, readings, fmt.Errorf("the API server still served requests for the batch's pods, or shadowgate still had work queued, %s after its creates returned", limit)
 }
+
+// scrapeCost reads scrape costReadings times and returns the last reading and what one reading
+// cost each process of cpu on average, to be taken off a batch once for each reading settle
+// took. It is measured before the batch, on a machine that is not busy with it: a reading
+// during the batch would also count the batch's own work. Several readings, as /proc counts
+// CPU in 10 ms ticks.
+func scrapeCost(ctx context.Context, scrape func(context.Context) (snapshot, error), cpu func() ([]time.Duration, error)) (snapshot, []time.Duration, error) {
+	before, err := cpu()
+	if err != nil {
+		return snapshot{}, nil, err
+	}
+	var s snapshot
+	for range costReadings {
+		if s, err = scrape(ctx); err != nil {
+			return snapshot{}, nil, err
+		}
+	}
+	after, err := cpu()
+	if err != nil {
+		return snapshot{}, nil, err
+	}
+	for i := range after {
+		after[i] = (after[i] - before[i]) / costReadings
+	}
+	return s, after, nil
+}
+
+const costReadings = 4

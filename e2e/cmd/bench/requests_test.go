@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"context"
+	"testing"
+	"time"
+)
 
 // A batch's requests are what changed between two scrapes: only the API server's requests
 // count toward its total and keep it from settling; webhook calls and shadowgate's reconciles
@@ -24,5 +28,38 @@ func TestOnlyTheAPIServersRequestsCountAndKeepABatchFromSettling(t *testing.T) {
 	}
 	if len(after.minus(after)) != 0 {
 		t.Error("counts minus themselves are not empty")
+	}
+}
+
+// settle reads until a reading shows no request since the last one and nothing queued, and
+// says how many readings it took; one that never settles is an error at the limit.
+func TestSettleWaitsForNoRequestsAndEmptyQueues(t *testing.T) {
+	readings := []snapshot{
+		{counts: requestCounts{"POST pods": 10}},
+		{counts: requestCounts{"POST pods": 10, "PATCH deployments": 4}}, // a request: not yet
+		{counts: requestCounts{"POST pods": 10, "PATCH deployments": 4, "reconcile shadows": 9}, queued: 2},
+		{counts: requestCounts{"POST pods": 10, "PATCH deployments": 4, "reconcile shadows": 12}}, // settled
+		{counts: requestCounts{"POST pods": 99}},
+	}
+	next := 0
+	scrape := func(context.Context) (snapshot, error) {
+		s := readings[min(next, len(readings)-1)]
+		next++
+		return s, nil
+	}
+	got, n, err := settle(context.Background(), scrape, time.Millisecond, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 4 || got["PATCH deployments"] != 4 || got["reconcile shadows"] != 12 {
+		t.Errorf("settled after %d readings on %v, want the fourth reading", n, got)
+	}
+	busy := 0.0
+	never := func(context.Context) (snapshot, error) {
+		busy++
+		return snapshot{counts: requestCounts{"GET pods": busy}}, nil
+	}
+	if _, _, err := settle(context.Background(), never, time.Millisecond, 20*time.Millisecond); err == nil {
+		t.Error("a batch that never goes quiet settled")
 	}
 }
