@@ -40,6 +40,7 @@ type options struct {
 	httpsDuration                  time.Duration
 	apiRounds                      int
 	burst, burstClients            int
+	requests                       int
 	podsPer1, podsPer10, podsPer50 int
 	phases                         map[string]bool
 }
@@ -60,6 +61,7 @@ func main() {
 	flag.IntVar(&o.podsPer1, "pods-1", 30, "pods per batch with 1 client")
 	flag.IntVar(&o.podsPer10, "pods-10", 100, "pods per batch with 10 clients")
 	flag.IntVar(&o.podsPer50, "pods-50", 200, "pods per batch with 50 clients")
+	flag.IntVar(&o.requests, "requests", 300, "requests of each kind the requests phase makes")
 	flag.IntVar(&o.burst, "burst", 1000, "pods with shadows created at once at the end")
 	flag.IntVar(&o.burstClients, "burst-clients", 50, "concurrent clients creating the burst")
 	phases := flag.String("phases", "go,tunnel,https,apiserver,requests,burst", "what to measure, comma-separated")
@@ -159,8 +161,8 @@ func run(o options) error {
 		}
 	}
 	if o.phases["requests"] {
-		r.Note("requests: the API server's and etcd's CPU per request of each kind a pod with a shadow costs, %d each, 10 clients; load average %s", o.podsPer10, bench.LoadAverage())
-		if err := requestCosts(ctx, load, cfg, r, o.podsPer10, 10); err != nil {
+		r.Note("requests: the API server's and etcd's CPU per request of each kind a pod with a shadow costs, %d each, 10 clients; load average %s", o.requests, bench.LoadAverage())
+		if err := requestCosts(ctx, load, cfg, r, o.requests, 10); err != nil {
 			return fmt.Errorf("requests: %w", err)
 		}
 	}
