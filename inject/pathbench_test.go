@@ -521,8 +521,8 @@ var carrierCommands = []string{"ssh", "sshd", "srun", "slurmstepd", "python3", "
 // measureBulkCPU sends bulkBytes through the path and back, as measureBulk does, and returns
 // the CPU each of carrierCommands spent per MiB carried (both ways counted), with "total"
 // their sum and "bench" this process's. Only this process's descendants are counted (every
-// server and client of the site, Slurm's daemons and the job's relay included), and only
-// those alive before and after: a tunnel's sessions outlive the transfer.
+// server and client of the site and Slurm's daemons), and Slurm's steps', and only those alive
+// before and after: a tunnel's sessions outlive the transfer.
 func measureBulkCPU(addr string) (map[string]float64, error) {
 	before, err := bench.Processes()
 	if err != nil {
@@ -539,7 +539,15 @@ func measureBulkCPU(addr string) (map[string]float64, error) {
 	for _, p := range before {
 		was[p.PID] = p
 	}
-	ours := bench.Descendants(after, os.Getpid())
+	// slurmd starts each slurmstepd detached, a child of init: the steps' processes (the
+	// relay's connect among them) are counted from there. This machine's Slurm is the tests'.
+	roots := []int{os.Getpid()}
+	for _, p := range after {
+		if p.Comm == "slurmstepd" {
+			roots = append(roots, p.PID)
+		}
+	}
+	ours := bench.Descendants(after, roots...)
 	mib := float64(2*bulkBytes) / (1 << 20)
 	perMiB := map[string]float64{}
 	for _, p := range after {

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -71,14 +72,14 @@ func Processes() ([]Process, error) {
 	return out, nil
 }
 
-// Descendants is the set of procs that descend from pid, pid included.
-func Descendants(procs []Process, pid int) map[int]bool {
+// Descendants is the set of procs that descend from any of roots, roots included.
+func Descendants(procs []Process, roots ...int) map[int]bool {
 	children := map[int][]int{}
 	for _, p := range procs {
 		children[p.PPID] = append(children[p.PPID], p.PID)
 	}
 	out := map[int]bool{}
-	for next := []int{pid}; len(next) > 0; {
+	for next := slices.Clone(roots); len(next) > 0; {
 		p := next[len(next)-1]
 		next = next[:len(next)-1]
 		if !out[p] {

@@ -91,4 +91,7 @@ func TestDescendantsFollowParents(t *testing.T) {
 	if len(got) != 3 || !got[10] || !got[11] || !got[12] {
 		t.Errorf("descendants of 10: %v, want 10, 11 and 12", got)
 	}
+	if got := Descendants(procs, 11, 20); len(got) != 3 || !got[11] || !got[12] || !got[20] {
+		t.Errorf("descendants of 11 and 20: %v, want 11, 12 and 20", got)
+	}
 }
