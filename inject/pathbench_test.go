@@ -40,7 +40,13 @@ const (
 	// server writes a header and then a body: the relay passes each on as it comes, and
 	// without TCP_NODELAY its second waits for the client's ACK of the first.
 	opSplitReply = 'S'
+	// opLateAnswer: then any traffic until the client's end of data; the server answers
+	// lateAnswerDelay later with 8 bytes, the number of bytes it got, and closes: an answer
+	// that follows the client's end, as a batch query's does.
+	opLateAnswer = 'A'
 )
+
+const lateAnswerDelay = time.Second
 
 const (
 	bulkBytes     = 200 << 20 // each way, as the issue asks
@@ -105,6 +111,14 @@ func serveBench(c net.Conn) {
 		_, _ = io.Copy(c, c)
 	case opPing:
 		_, _ = c.Write([]byte{1})
+	case opLateAnswer:
+		n, err := io.Copy(io.Discard, c)
+		if err == nil {
+			time.Sleep(lateAnswerDelay)
+			var b [8]byte
+			binary.BigEndian.PutUint64(b[:], uint64(n))
+			_, _ = c.Write(b[:])
+		}
 	case opRequest, opSplitReply:
 		var req [4]byte
 		for {
@@ -189,8 +203,9 @@ func dialPath(addr string, op byte) (net.Conn, error) {
 type pathFigures struct {
 	upMiBps, downMiBps float64
 	rttP50, rttP99     time.Duration
-	setupPerSec        float64
+	setupPerSec        float64       // at the median set-up time, measureSetups
 	requestP50         time.Duration // write-write-read, measureRequests
+	splitReplyP50      time.Duration // the same answered in two writes
 }
 
 // measureBulk sends bulkBytes through the path and back, returning MiB/s each way.
@@ -256,16 +271,26 @@ func measureRoundTrips(addr string) (p50, p99 time.Duration, err error) {
 	return quantile(times, 0.5), quantile(times, 0.99), nil
 }
 
-// measureSetups opens setups connections one after the other, each waiting for the far
-// end's answer, and returns connections per second.
-func measureSetups(addr string) (float64, error) {
-	start := time.Now()
+// measureSetups opens setups connections through each of addrs, one at a time and taking
+// turns, so a drift of the machine's load touches every path alike; each waits for the far
+// end's answer. It returns each path's set-ups per second at its median set-up time, which
+// one slow connection (a scheduling delay on a loaded machine) does not move.
+func measureSetups(addrs ...string) ([]float64, error) {
+	times := make([][]time.Duration, len(addrs))
 	for range setups {
-		if err := ping(addr); err != nil {
-			return 0, err
+		for i, addr := range addrs {
+			start := time.Now()
+			if err := ping(addr); err != nil {
+				return nil, fmt.Errorf("through %s: %w", addr, err)
+			}
+			times[i] = append(times[i], time.Since(start))
 		}
 	}
-	return setups / time.Since(start).Seconds(), nil
+	rates := make([]float64, len(addrs))
+	for i, t := range times {
+		rates[i] = 1 / medianDuration(t).Seconds()
+	}
+	return rates, nil
 }
 
 // ping is one connection's set-up: connect, and wait for the far end's byte.
@@ -324,11 +349,11 @@ func measurePath(addr string) (pathFigures, error) {
 	if f.rttP50, f.rttP99, err = measureRoundTrips(addr); err != nil {
 		return f, fmt.Errorf("round trips: %w", err)
 	}
-	if f.setupPerSec, err = measureSetups(addr); err != nil {
-		return f, fmt.Errorf("set-up: %w", err)
-	}
 	if f.requestP50, err = measureRequests(addr); err != nil {
 		return f, fmt.Errorf("write-write-read: %w", err)
+	}
+	if f.splitReplyP50, err = measureRequestsOp(addr, opSplitReply); err != nil {
+		return f, fmt.Errorf("split reply: %w", err)
 	}
 	return f, nil
 }
@@ -456,6 +481,7 @@ func reportFigures(b *testing.B, prefix string, rounds []pathFigures) {
 		{"rtt-p99-us", func(r pathFigures) float64 { return float64(r.rttP99) / 1e3 }},
 		{"setup/s", func(r pathFigures) float64 { return r.setupPerSec }},
 		{"wwr-p50-us", func(r pathFigures) float64 { return float64(r.requestP50) / 1e3 }},
+		{"split-reply-p50-us", func(r pathFigures) float64 { return float64(r.splitReplyP50) / 1e3 }},
 	}
 	for _, fig := range figures {
 		b.ReportMetric(get(fig.f), prefix+fig.name)
@@ -479,18 +505,31 @@ func measurePaired(b *testing.B, path, base string) pairedFigures {
 }
 
 // measureInterleaved measures every path of addrs once a round for benchRounds rounds, each round
-// starting one path further along, and returns each path's rounds in the order of addrs.
+// starting one path further along, their set-ups taking turns (measureSetups), and returns each
+// path's rounds in the order of addrs.
 func measureInterleaved(b *testing.B, addrs ...string) [][]pathFigures {
 	b.Helper()
 	rounds := make([][]pathFigures, len(addrs))
 	for round := range benchRounds(b) {
+		order := make([]string, len(addrs))
+		figures := make([]pathFigures, len(addrs))
 		for k := range addrs {
 			i := (round + k) % len(addrs)
+			order[k] = addrs[i]
 			f, err := measurePath(addrs[i])
 			if err != nil {
 				b.Fatalf("through %s: %v", addrs[i], err)
 			}
-			rounds[i] = append(rounds[i], f)
+			figures[i] = f
+		}
+		rates, err := measureSetups(order...)
+		if err != nil {
+			b.Fatalf("set-up: %v", err)
+		}
+		for k, rate := range rates {
+			i := (round + k) % len(addrs)
+			figures[i].setupPerSec = rate
+			rounds[i] = append(rounds[i], figures[i])
 		}
 	}
 	return rounds

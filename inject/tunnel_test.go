@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -221,6 +222,37 @@ func TestForwardCarriesHTTPToTheComputeNode(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An answer may follow the client's end of data (a client that half-closes, as `nc -N` does,
+// then waits): the connection stays open that way until the node's side ends too.
+func TestExecModeCarriesAnAnswerThatFollowsTheClientsEnd(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, siteOptions{mode: policy.ForwardModeExec, pinned: true, connect: "nc -N", bench: true})
+	s.publish(t, "node07")
+	p := s.forward(t)
+	entrance := net.JoinHostPort(s.listen, strconv.Itoa(s.port))
+	waitForPath(t, entrance, p)
+	c, err := dialPath(entrance, opLateAnswer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sent := []byte("select * from jobs")
+	if _, err := c.Write(sent); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(lateAnswerDelay + 20*time.Second))
+	answer, err := io.ReadAll(c)
+	if err != nil || len(answer) != 8 {
+		t.Fatalf("after the client's end of data the tunnel carried %d bytes of the answer (%v), want the 8 the node wrote %s later", len(answer), err, lateAnswerDelay)
+	}
+	if got := binary.BigEndian.Uint64(answer); got != uint64(len(sent)) {
+		t.Errorf("the node got %d bytes before the client's end, want %d", got, len(sent))
 	}
 }
 

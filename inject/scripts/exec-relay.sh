@@ -1,6 +1,6 @@
 #!/bin/sh
 # exec-relay: ssh-forward's socat listeners start this for every accepted connection, with the
-# connection on stdin and stdout. It runs the relay command ("<ExecConnectCommand> '<node>'
+# connection's socket as stdin and stdout, which ssh passes on to the control master. It runs the relay command ("<ExecConnectCommand> '<node>'
 # '<port>'", built and checked by ssh-forward) on the login node as a channel of one of the
 # shadow's logins, so nothing asks sshd to forward anything.
 #

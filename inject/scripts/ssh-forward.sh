@@ -97,14 +97,17 @@ start_exec() {
   rm -rf -- "$slots"
   mkdir -- "$slots"
   for port in "${ports[@]}"; do
-    # socat starts ./exec-relay per connection with this environment; SOCAT_* tell it nothing
-    # it needs. Node and port are checked above, and quoted for the login node's shell. It
-    # starts at most one relay per slot (max-children); connections beyond wait in the
-    # listener's backlog rather than being reset.
+    # socat hands each connection to ./exec-relay (nofork: the relay's stdin and stdout are the
+    # connection itself, which its ssh passes on to the control master, so no process copies
+    # the bytes and no timer of socat's cuts an answer that follows the client's end of data),
+    # with this environment; SOCAT_* tell it nothing it needs. Node and port are checked above,
+    # and quoted for the login node's shell. nodelay: a reply written in parts goes out as it
+    # comes, not held for the client's delayed ACK. socat starts at most one relay per slot
+    # (max-children); connections beyond wait in the listener's backlog rather than being reset.
     SHADOW_CONTROL_PATH=$control SHADOW_EXEC_SLOTS=$slots SHADOW_EXEC_LOGINS=$exec_logins \
       SHADOW_EXEC_SESSIONS=$exec_sessions SHADOW_RELAY_COMMAND="${SHADOW_EXEC_CONNECT_COMMAND} '${node}' '${port}'" \
-      socat -b 131072 "TCP4-LISTEN:${port},bind=${listen},fork,reuseaddr,backlog=${exec_backlog},max-children=$((exec_logins * exec_sessions))" \
-      EXEC:"sh ./exec-relay" &
+      socat "TCP4-LISTEN:${port},bind=${listen},fork,reuseaddr,nodelay,backlog=${exec_backlog},max-children=$((exec_logins * exec_sessions))" \
+      EXEC:"sh ./exec-relay",nofork &
     pids+=("$!")
   done
   log "relaying ports ${ports[*]} to ${node} with '${SHADOW_EXEC_CONNECT_COMMAND}' on ${login_host}"

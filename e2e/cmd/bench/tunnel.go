@@ -28,7 +28,7 @@ import (
 const tunnelBenchmarks = "^BenchmarkTunnel"
 
 // pathFigures are the figures measured of both a tunnel and its baseline.
-var pathFigures = []string{"up-MiB/s", "down-MiB/s", "rtt-p50-us", "rtt-p99-us", "setup/s", "wwr-p50-us"}
+var pathFigures = []string{"up-MiB/s", "down-MiB/s", "rtt-p50-us", "rtt-p99-us", "setup/s", "wwr-p50-us", "split-reply-p50-us"}
 
 // runTunnelBenchmarks runs every tunnel benchmark for rounds interleaved rounds and reports
 // their figures, the ratios to the baselines and the targets of issue 17.
@@ -149,6 +149,9 @@ func reportTunnels(results map[string]metrics, r *bench.Report) {
 				session, m["plain-setup/s"]/session))
 			r.Target(path+": new connections within 1.2x of that session", fmt.Sprintf("%.2fx the time (%.0f vs %.0f per s): socat and exec-relay",
 				session/m["tunnel-setup/s"], m["tunnel-setup/s"], session), m["tunnel-setup/s"] >= session/1.2)
+			split, sessionSplit := m["tunnel-split-reply-p50-us"], m["session-split-reply-p50-us"]
+			r.Target(path+": a reply in two writes within that session's + 100us", fmt.Sprintf("%.0fus vs %.0fus (plain ssh -W %.0fus)",
+				split, sessionSplit, m["plain-split-reply-p50-us"]), split <= sessionSplit+100)
 		}
 		if hopUp, ok := m["hop-up-MiB/s"]; ok && m["plain-up-MiB/s"] > 0 && m["plain-down-MiB/s"] > 0 {
 			r.Info(path+": plain ssh -R through the login node (double hop)", fmt.Sprintf("up %.2fx, down %.2fx of plain; rtt p50 %.0fus; %.0f set-ups/s",
