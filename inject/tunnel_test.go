@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/interlink-hq/shadowgate/internal/sshtest"
@@ -254,6 +256,136 @@ func TestExecModeCarriesAnAnswerThatFollowsTheClientsEnd(t *testing.T) {
 	if got := binary.BigEndian.Uint64(answer); got != uint64(len(sent)) {
 		t.Errorf("the node got %d bytes before the client's end, want %d", got, len(sent))
 	}
+}
+
+// Each socket that carries a connection's bytes at the shadow's entrance and at the login node
+// sends as the data comes (TCP_NODELAY), so a reply a server writes in parts, a header and then
+// a body, is not held for the client's delayed ACK, 40 ms each. In exec mode the listener sets
+// it on every connection; the login node's sshd sets it on a login once it runs a session,
+// which exec mode's channels are and portforward mode runs one of.
+func TestTheTunnelSendsRepliesAsTheyCome(t *testing.T) {
+	for _, mode := range []string{policy.ForwardModePortForward, policy.ForwardModeExec} {
+		t.Run(mode+" mode", func(t *testing.T) {
+			t.Parallel()
+			s := newSite(t, siteOptions{mode: mode, pinned: true, connect: "nc -N", bench: true})
+			s.publish(t, "node07")
+			p := s.forward(t)
+			entrance := net.JoinHostPort(s.listen, strconv.Itoa(s.port))
+			waitForPath(t, entrance, p)
+			// A connection held open, one byte echoed through it, so that its sockets exist.
+			c, err := dialPath(entrance, opEcho)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+			if _, err := c.Write([]byte{1}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+				t.Fatalf("nothing echoed through the tunnel: %v", err)
+			}
+			eventually(t, 10*time.Second, func() error {
+				for _, at := range []struct {
+					what string
+					addr netip.AddrPort
+				}{
+					{"the shadow's entrance", netip.AddrPortFrom(netip.MustParseAddr(s.listen), uint16(s.port))},
+					{"the login node", netip.AddrPortFrom(netip.MustParseAddr(s.login.Host), uint16(s.login.Port))},
+				} {
+					socks, err := connectedSockets(at.addr)
+					if err != nil {
+						return err
+					}
+					if len(socks) == 0 {
+						return fmt.Errorf("no process holds a connected socket at %s, %s", at.what, at.addr)
+					}
+					for _, sock := range socks {
+						if !sock.noDelay {
+							return fmt.Errorf("%s (pid %d) holds a socket at %s, %s, without TCP_NODELAY", sock.command, sock.pid, at.what, at.addr)
+						}
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// socketOption is one connected TCP socket of a process, and whether it has TCP_NODELAY.
+type socketOption struct {
+	pid     int
+	command string
+	noDelay bool
+}
+
+// connectedSockets finds every connected TCP socket bound to addr in any process, read through
+// a copy of its descriptor (pidfd_getfd, which needs the right to trace the process: root).
+func connectedSockets(addr netip.AddrPort) ([]socketOption, error) {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var found []socketOption
+	for _, proc := range procs {
+		pid, err := strconv.Atoi(proc.Name())
+		if err != nil {
+			continue
+		}
+		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		if err != nil {
+			continue // gone, or not ours to read
+		}
+		pidfd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			n, err := strconv.Atoi(fd.Name())
+			if err != nil {
+				continue
+			}
+			if link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, n)); err != nil || !strings.HasPrefix(link, "socket:") {
+				continue
+			}
+			sock, err := unix.PidfdGetfd(pidfd, n, 0)
+			if err != nil {
+				continue
+			}
+			noDelay, ok := socketAt(sock, addr)
+			unix.Close(sock)
+			if ok {
+				comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+				found = append(found, socketOption{pid: pid, command: strings.TrimSpace(string(comm)), noDelay: noDelay})
+			}
+		}
+		unix.Close(pidfd)
+	}
+	return found, nil
+}
+
+// socketAt says whether sock is a connected TCP socket bound to addr, and whether it has
+// TCP_NODELAY.
+func socketAt(sock int, addr netip.AddrPort) (noDelay, ok bool) {
+	if typ, err := unix.GetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_TYPE); err != nil || typ != unix.SOCK_STREAM {
+		return false, false
+	}
+	if listening, err := unix.GetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_ACCEPTCONN); err != nil || listening == 1 {
+		return false, false
+	}
+	name, err := unix.Getsockname(sock)
+	if err != nil {
+		return false, false
+	}
+	in4, isIPv4 := name.(*unix.SockaddrInet4)
+	if !isIPv4 || netip.AddrPortFrom(netip.AddrFrom4(in4.Addr), uint16(in4.Port)) != addr {
+		return false, false
+	}
+	if _, err := unix.Getpeername(sock); err != nil {
+		return false, false
+	}
+	v, err := unix.GetsockoptInt(sock, unix.IPPROTO_TCP, unix.TCP_NODELAY)
+	return err == nil && v == 1, err == nil
 }
 
 func TestForwardRebuildsTheTunnelWhenTheNodeChanges(t *testing.T) {

@@ -6,7 +6,8 @@
 # IP Kubernetes knows for the offloaded pod, stay; when ssh exits while the node is unchanged
 # it exits non-zero and Kubernetes restarts it.
 #
-#   portforward  one ssh -L <listen>:<port>:<node>:<port> per port
+#   portforward  one ssh -L <listen>:<port>:<node>:<port> per port, and one session once the
+#                forwards are checked (run_session)
 #   exec         one control master, then per port a socat listener that relays each connection
 #                through "<ExecConnectCommand> <node> <port>" run on the login node
 #
@@ -206,18 +207,38 @@ check_ports() {
   fi
 }
 
+# run_session runs one session over the master: portforward mode's only one. sshd sets
+# TCP_NODELAY on a login's connection once it runs a session, and until then a reply the
+# node's server writes in parts (a header, then a body) waits for the client's delayed ACK, 40
+# ms each. Exec mode's checks and relays are sessions. A login node that runs none is said in
+# the log and is no failure: the forwards carry everything all the same.
+run_session() {
+  local out=${state}/ssh-forward.session status=0
+  timeout "$check_bound" ssh -o "ControlPath=${control}" "${ssh_args[@]}" -T -- "$login_host" true </dev/null >"$out" 2>&1 || status=$?
+  # 255 is ssh's own failure, the session refused; 124 and 143 no answer within the bound. Any
+  # other status is the command's, which sshd ran: a ForceCommand's or the login shell's.
+  case $status in
+    124 | 143 | 255)
+      log "the login node ran no session (exit ${status}: $(printable 200 <"$out")): sshd then leaves Nagle's algorithm on, and a reply written in parts may wait 40 ms for the client's ACK"
+      ;;
+  esac
+}
+
 # check_tunnel NODE reports Connecting, then checks the ports as soon as the session is up and
 # every $check_interval seconds after: per check one control message to the master and one
-# channel per port over the session, no login.
+# channel per port over the session, no login. In portforward mode, after the first check, it
+# runs one session (run_session).
 check_tunnel() {
   report Connecting "logging in to $(login_name) to reach ports ${ports[*]} on $1"
   until ssh -o "ControlPath=${control}" -O check -- "$login_host" >/dev/null 2>&1; do
     sleep 0.2
   done
+  check_ports "$1"
+  [[ $mode == exec ]] || run_session
   while :; do
-    check_ports "$1"
     close_logins idle
     sleep "$check_interval"
+    check_ports "$1"
   done
 }
 
