@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/interlink-hq/shadowgate/e2e/bench"
 	"github.com/interlink-hq/shadowgate/internal/sshtest"
 	"github.com/interlink-hq/shadowgate/validate"
 	"github.com/interlink-hq/shadowgate/validate/policy"
@@ -227,15 +228,24 @@ func TestForwardCarriesHTTPToTheComputeNode(t *testing.T) {
 	}
 }
 
-// An answer may follow the client's end of data (a client that half-closes, as `nc -N` does,
-// then waits): the connection stays open that way until the node's side ends too.
-func TestExecModeCarriesAnAnswerThatFollowsTheClientsEnd(t *testing.T) {
-	t.Parallel()
-	s := newSite(t, siteOptions{mode: policy.ForwardModeExec, pinned: true, connect: "nc -N", bench: true})
+// benchTunnel starts the shadow's ssh-forward in mode to node07 of a bench site (a
+// benchServer there, `nc -N` as the connect command) and returns the site and the tunnel's
+// entrance once a connection through it is answered.
+func benchTunnel(t *testing.T, mode string) (*site, string) {
+	t.Helper()
+	s := newSite(t, siteOptions{mode: mode, pinned: true, connect: "nc -N", bench: true})
 	s.publish(t, "node07")
 	p := s.forward(t)
 	entrance := net.JoinHostPort(s.listen, strconv.Itoa(s.port))
 	waitForPath(t, entrance, p)
+	return s, entrance
+}
+
+// An answer may follow the client's end of data (a client that half-closes, as `nc -N` does,
+// then waits): the connection stays open that way until the node's side ends too.
+func TestExecModeCarriesAnAnswerThatFollowsTheClientsEnd(t *testing.T) {
+	t.Parallel()
+	_, entrance := benchTunnel(t, policy.ForwardModeExec)
 	c, err := dialPath(entrance, opLateAnswer)
 	if err != nil {
 		t.Fatal(err)
@@ -267,11 +277,7 @@ func TestTheTunnelSendsRepliesAsTheyCome(t *testing.T) {
 	for _, mode := range []string{policy.ForwardModePortForward, policy.ForwardModeExec} {
 		t.Run(mode+" mode", func(t *testing.T) {
 			t.Parallel()
-			s := newSite(t, siteOptions{mode: mode, pinned: true, connect: "nc -N", bench: true})
-			s.publish(t, "node07")
-			p := s.forward(t)
-			entrance := net.JoinHostPort(s.listen, strconv.Itoa(s.port))
-			waitForPath(t, entrance, p)
+			s, entrance := benchTunnel(t, mode)
 			// A connection held open, one byte echoed through it, so that its sockets exist.
 			c, err := dialPath(entrance, opEcho)
 			if err != nil {
@@ -322,16 +328,13 @@ type socketOption struct {
 // connectedSockets finds every connected TCP socket bound to addr in any process, read through
 // a copy of its descriptor (pidfd_getfd, which needs the right to trace the process: root).
 func connectedSockets(addr netip.AddrPort) ([]socketOption, error) {
-	procs, err := os.ReadDir("/proc")
+	procs, err := bench.Processes()
 	if err != nil {
 		return nil, err
 	}
 	var found []socketOption
 	for _, proc := range procs {
-		pid, err := strconv.Atoi(proc.Name())
-		if err != nil {
-			continue
-		}
+		pid := proc.PID
 		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 		if err != nil {
 			continue // gone, or not ours to read
@@ -355,8 +358,7 @@ func connectedSockets(addr netip.AddrPort) ([]socketOption, error) {
 			noDelay, ok := socketAt(sock, addr)
 			unix.Close(sock)
 			if ok {
-				comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-				found = append(found, socketOption{pid: pid, command: strings.TrimSpace(string(comm)), noDelay: noDelay})
+				found = append(found, socketOption{pid: pid, command: proc.Comm, noDelay: noDelay})
 			}
 		}
 		unix.Close(pidfd)
