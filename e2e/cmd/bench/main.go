@@ -15,6 +15,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -24,8 +25,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/interlink-hq/shadowgate/e2e/bench"
 	"github.com/interlink-hq/shadowgate/e2e/harness"
@@ -67,6 +70,9 @@ func main() {
 	flag.IntVar(&o.burstClients, "burst-clients", 50, "concurrent clients creating the burst")
 	phases := flag.String("phases", "go,tunnel,https,apiserver,requests,burst", "what to measure, comma-separated")
 	flag.Parse()
+	// The controller-runtime client the VK's way writes with logs only warnings (a deprecated
+	// API, say): to stderr, beside the bench's own lines.
+	ctrllog.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	o.phases = map[string]bool{}
 	for _, p := range strings.Split(*phases, ",") {
 		o.phases[p] = true

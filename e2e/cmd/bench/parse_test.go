@@ -44,7 +44,8 @@ func TestServerLatencyAddsAndSubtracts(t *testing.T) {
 }
 
 func TestTunnelBenchmarksAreReadAndHeldToTheirTargets(t *testing.T) {
-	out := []byte(`BenchmarkTunnelForward/exec-2   	3	27671613788 ns/op	 200.0 plain-crowd-completed	 103.3 plain-down-MiB/s	 166.5 plain-rtt-p50-us	 533.5 plain-rtt-p99-us	 56.80 plain-setup/s	 45.00 session-setup/s	 231.0 plain-up-MiB/s	 206.2 plain-wwr-p50-us	 200.0 tunnel-crowd-completed	 200 tunnel-crowd-opened	 60.75 tunnel-crowd-peak-MiB	 11.06 tunnel-crowd-s	 100 tunnel-down-MiB/s	 128.0 tunnel-memory-limit-MiB	 272.4 tunnel-rtt-p50-us	 999.4 tunnel-rtt-p99-us	 50 tunnel-setup/s	 220 tunnel-up-MiB/s	 302.7 tunnel-wwr-p50-us
+	out := []byte(`BenchmarkTunnelForward/exec-2   	3	27671613788 ns/op	 200.0 plain-crowd-completed	 103.3 plain-down-MiB/s	 166.5 plain-rtt-p50-us	 533.5 plain-rtt-p99-us	 56.80 plain-setup/s	 45.00 session-setup/s	 231.0 plain-up-MiB/s	 206.2 plain-wwr-p50-us	 200.0 tunnel-crowd-completed	 200 tunnel-crowd-opened	 60.75 tunnel-crowd-peak-MiB	 11.06 tunnel-crowd-s	 100 tunnel-down-MiB/s	 128.0 tunnel-memory-limit-MiB	 272.4 tunnel-rtt-p50-us	 999.4 tunnel-rtt-p99-us	 50 tunnel-setup/s	 220 tunnel-up-MiB/s	 302.7 tunnel-wwr-p50-us	 1456 tunnel-split-reply-p50-us	 1415 session-split-reply-p50-us	 44010 plain-split-reply-p50-us
+BenchmarkTunnelForward/portforward-2   	1	9671613788 ns/op	 300 plain-down-MiB/s	 150 plain-rtt-p50-us	 400 plain-rtt-p99-us	 1800 plain-setup/s	 300 plain-up-MiB/s	 150 plain-wwr-p50-us	 44000 plain-split-reply-p50-us	 300 tunnel-down-MiB/s	 150 tunnel-rtt-p50-us	 400 tunnel-rtt-p99-us	 1800 tunnel-setup/s	 300 tunnel-up-MiB/s	 150 tunnel-wwr-p50-us	 44010 tunnel-split-reply-p50-us
 PASS
 `)
 	results, err := parseMetrics(out)
@@ -65,6 +66,9 @@ PASS
 		"every connection of the crowd completed":               "MET     tunnel-forward-exec: 200 connections at once all complete",
 		"OpenSSH's session beside them, informational":          "INFO    tunnel-forward-exec: a session of the same master running the connect command",
 		"50 against 45 set-ups a second of that session is met": "MET     tunnel-forward-exec: new connections within 1.2x of that session",
+		"the split reply of each path":                          "BENCH tunnel-forward-exec-session-split-reply-p50 1415 us",
+		"a split reply of 1.5 ms is not held for the ACK":       "MET     tunnel-forward-exec: a reply in two writes not held for the client's delayed ACK",
+		"a split reply of 44 ms is":                             "MISSED  tunnel-forward-portforward: a reply in two writes not held for the client's delayed ACK",
 	} {
 		if !strings.Contains(text, line) {
 			t.Errorf("%s: no %q in:\n%s", want, line, text)
