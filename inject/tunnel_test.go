@@ -2,8 +2,10 @@ package inject
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/netip"
@@ -291,7 +293,8 @@ func TestTheTunnelSendsRepliesAsTheyCome(t *testing.T) {
 			if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
 				t.Fatalf("nothing echoed through the tunnel: %v", err)
 			}
-			eventually(t, 10*time.Second, func() error {
+			// Portforward mode's session follows its first check: both may take their bound.
+			eventually(t, time.Minute, func() error {
 				for _, at := range []struct {
 					what string
 					addr netip.AddrPort
@@ -326,7 +329,8 @@ type socketOption struct {
 }
 
 // connectedSockets finds every connected TCP socket bound to addr in any process, read through
-// a copy of its descriptor (pidfd_getfd, which needs the right to trace the process: root).
+// a copy of its descriptor (pidfd_getfd, which needs the right to trace the process: root); it
+// fails naming that right when it lacks it.
 func connectedSockets(addr netip.AddrPort) ([]socketOption, error) {
 	procs, err := bench.Processes()
 	if err != nil {
@@ -336,12 +340,15 @@ func connectedSockets(addr netip.AddrPort) ([]socketOption, error) {
 	for _, proc := range procs {
 		pid := proc.PID
 		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		if errors.Is(err, fs.ErrPermission) {
+			return nil, fmt.Errorf("reading the sockets of process %d (%s) needs root: %w", pid, proc.Comm, err)
+		}
 		if err != nil {
-			continue // gone, or not ours to read
+			continue // gone
 		}
 		pidfd, err := unix.PidfdOpen(pid, 0)
 		if err != nil {
-			continue
+			continue // gone
 		}
 		for _, fd := range fds {
 			n, err := strconv.Atoi(fd.Name())
@@ -352,8 +359,12 @@ func connectedSockets(addr netip.AddrPort) ([]socketOption, error) {
 				continue
 			}
 			sock, err := unix.PidfdGetfd(pidfd, n, 0)
+			if errors.Is(err, unix.EPERM) {
+				unix.Close(pidfd)
+				return nil, fmt.Errorf("reading the sockets of process %d (%s) needs root or CAP_SYS_PTRACE: %w", pid, proc.Comm, err)
+			}
 			if err != nil {
-				continue
+				continue // closed meanwhile, or the process is gone
 			}
 			noDelay, ok := socketAt(sock, addr)
 			unix.Close(sock)

@@ -1,8 +1,9 @@
 #!/bin/sh
 # exec-relay: ssh-forward's socat listeners start this for every accepted connection, with the
-# connection's socket as stdin and stdout, which ssh passes on to the control master. It runs the relay command ("<ExecConnectCommand> '<node>'
-# '<port>'", built and checked by ssh-forward) on the login node as a channel of one of the
-# shadow's logins, so nothing asks sshd to forward anything.
+# connection's socket as stdin and stdout, which ssh passes on to the control master. It runs
+# the relay command ("<ExecConnectCommand> '<node>' '<port>'", built and checked by
+# ssh-forward) on the login node as a channel of one of the shadow's logins, so nothing asks
+# sshd to forward anything.
 #
 # A login carries at most the login node's MaxSessions channels, so the relays share a pool:
 # SHADOW_EXEC_LOGINS logins of SHADOW_EXEC_SESSIONS channels each, one slot file per channel

@@ -215,12 +215,14 @@ check_ports() {
 run_session() {
   local out=${state}/ssh-forward.session status=0
   timeout "$check_bound" ssh -o "ControlPath=${control}" "${ssh_args[@]}" -T -- "$login_host" true </dev/null >"$out" 2>&1 || status=$?
-  # 255 is ssh's own failure, the session refused; 124 and 143 no answer within the bound. Any
-  # other status is the command's, which sshd ran: a ForceCommand's or the login shell's.
+  # 255 is ssh's own failure, the session refused; 124 and 143 a session that did not end
+  # within the bound, which sshd did start. Any other status is the command's, which sshd ran: a
+  # ForceCommand's or the login shell's.
   case $status in
-    124 | 143 | 255)
-      log "the login node ran no session (exit ${status}: $(printable 200 <"$out")): sshd then leaves Nagle's algorithm on, and a reply written in parts may wait 40 ms for the client's ACK"
+    255)
+      log "the login node ran no session ($(printable 200 <"$out")): sshd then leaves Nagle's algorithm on, and a reply written in parts may wait 40 ms for the client's ACK"
       ;;
+    124 | 143) log "the session run on the login node did not end within ${check_bound} s" ;;
   esac
 }
 
