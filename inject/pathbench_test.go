@@ -511,25 +511,26 @@ func measureInterleaved(b *testing.B, addrs ...string) [][]pathFigures {
 	b.Helper()
 	rounds := make([][]pathFigures, len(addrs))
 	for round := range benchRounds(b) {
-		order := make([]string, len(addrs))
-		figures := make([]pathFigures, len(addrs))
+		order := make([]string, len(addrs)) // this round's, one path further along than the last
 		for k := range addrs {
-			i := (round + k) % len(addrs)
-			order[k] = addrs[i]
-			f, err := measurePath(addrs[i])
+			order[k] = addrs[(round+k)%len(addrs)]
+		}
+		figures := make([]pathFigures, len(addrs))
+		for k, addr := range order {
+			f, err := measurePath(addr)
 			if err != nil {
-				b.Fatalf("through %s: %v", addrs[i], err)
+				b.Fatalf("through %s: %v", addr, err)
 			}
-			figures[i] = f
+			figures[k] = f
 		}
 		rates, err := measureSetups(order...)
 		if err != nil {
 			b.Fatalf("set-up: %v", err)
 		}
 		for k, rate := range rates {
+			figures[k].setupPerSec = rate
 			i := (round + k) % len(addrs)
-			figures[i].setupPerSec = rate
-			rounds[i] = append(rounds[i], figures[i])
+			rounds[i] = append(rounds[i], figures[k])
 		}
 	}
 	return rounds

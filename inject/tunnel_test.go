@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -293,23 +294,24 @@ func TestTheTunnelSendsRepliesAsTheyCome(t *testing.T) {
 			if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
 				t.Fatalf("nothing echoed through the tunnel: %v", err)
 			}
+			places := []struct {
+				what string
+				addr netip.AddrPort
+			}{
+				{"the shadow's entrance", netip.AddrPortFrom(netip.MustParseAddr(s.listen), uint16(s.port))},
+				{"the login node", netip.AddrPortFrom(netip.MustParseAddr(s.login.Host), uint16(s.login.Port))},
+			}
 			// Portforward mode's session follows its first check: both may take their bound.
 			eventually(t, time.Minute, func() error {
-				for _, at := range []struct {
-					what string
-					addr netip.AddrPort
-				}{
-					{"the shadow's entrance", netip.AddrPortFrom(netip.MustParseAddr(s.listen), uint16(s.port))},
-					{"the login node", netip.AddrPortFrom(netip.MustParseAddr(s.login.Host), uint16(s.login.Port))},
-				} {
-					socks, err := connectedSockets(at.addr)
-					if err != nil {
-						return err
-					}
-					if len(socks) == 0 {
+				socks, err := connectedSockets(places[0].addr, places[1].addr)
+				if err != nil {
+					return err
+				}
+				for _, at := range places {
+					if len(socks[at.addr]) == 0 {
 						return fmt.Errorf("no process holds a connected socket at %s, %s", at.what, at.addr)
 					}
-					for _, sock := range socks {
+					for _, sock := range socks[at.addr] {
 						if !sock.noDelay {
 							return fmt.Errorf("%s (pid %d) holds a socket at %s, %s, without TCP_NODELAY", sock.command, sock.pid, at.what, at.addr)
 						}
@@ -328,15 +330,16 @@ type socketOption struct {
 	noDelay bool
 }
 
-// connectedSockets finds every connected TCP socket bound to addr in any process, read through
-// a copy of its descriptor (pidfd_getfd, which needs the right to trace the process: root); it
-// fails naming that right when it lacks it.
-func connectedSockets(addr netip.AddrPort) ([]socketOption, error) {
+// connectedSockets finds every connected TCP socket bound to one of addrs in any process, by
+// address, in one pass over the processes; each is read through a copy of its descriptor
+// (pidfd_getfd, which needs the right to trace the process: root), and it fails naming that
+// right when it lacks it.
+func connectedSockets(addrs ...netip.AddrPort) (map[netip.AddrPort][]socketOption, error) {
 	procs, err := bench.Processes()
 	if err != nil {
 		return nil, err
 	}
-	var found []socketOption
+	found := map[netip.AddrPort][]socketOption{}
 	for _, proc := range procs {
 		pid := proc.PID
 		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
@@ -366,10 +369,10 @@ func connectedSockets(addr netip.AddrPort) ([]socketOption, error) {
 			if err != nil {
 				continue // closed meanwhile, or the process is gone
 			}
-			noDelay, ok := socketAt(sock, addr)
+			addr, noDelay, ok := connectedSocket(sock)
 			unix.Close(sock)
-			if ok {
-				found = append(found, socketOption{pid: pid, command: proc.Comm, noDelay: noDelay})
+			if ok && slices.Contains(addrs, addr) {
+				found[addr] = append(found[addr], socketOption{pid: pid, command: proc.Comm, noDelay: noDelay})
 			}
 		}
 		unix.Close(pidfd)
@@ -377,28 +380,28 @@ func connectedSockets(addr netip.AddrPort) ([]socketOption, error) {
 	return found, nil
 }
 
-// socketAt says whether sock is a connected TCP socket bound to addr, and whether it has
-// TCP_NODELAY.
-func socketAt(sock int, addr netip.AddrPort) (noDelay, ok bool) {
+// connectedSocket says whether sock is a connected IPv4 TCP socket, the address it is bound
+// to, and whether it has TCP_NODELAY.
+func connectedSocket(sock int) (addr netip.AddrPort, noDelay, ok bool) {
 	if typ, err := unix.GetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_TYPE); err != nil || typ != unix.SOCK_STREAM {
-		return false, false
+		return addr, false, false
 	}
 	if listening, err := unix.GetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_ACCEPTCONN); err != nil || listening == 1 {
-		return false, false
+		return addr, false, false
 	}
 	name, err := unix.Getsockname(sock)
 	if err != nil {
-		return false, false
+		return addr, false, false
 	}
 	in4, isIPv4 := name.(*unix.SockaddrInet4)
-	if !isIPv4 || netip.AddrPortFrom(netip.AddrFrom4(in4.Addr), uint16(in4.Port)) != addr {
-		return false, false
+	if !isIPv4 {
+		return addr, false, false
 	}
 	if _, err := unix.Getpeername(sock); err != nil {
-		return false, false
+		return addr, false, false
 	}
 	v, err := unix.GetsockoptInt(sock, unix.IPPROTO_TCP, unix.TCP_NODELAY)
-	return err == nil && v == 1, err == nil
+	return netip.AddrPortFrom(netip.AddrFrom4(in4.Addr), uint16(in4.Port)), v == 1, err == nil
 }
 
 func TestForwardRebuildsTheTunnelWhenTheNodeChanges(t *testing.T) {
